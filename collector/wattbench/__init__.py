@@ -1,0 +1,3 @@
+"""wattbench: measure how much work a server does per watt."""
+
+__version__ = "0.1.0"

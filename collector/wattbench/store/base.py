@@ -1,0 +1,68 @@
+"""What every sample store offers. The collector writes through it; alignment, scoring and reports
+read through it, so they work the same on the embedded SQLite store and on InfluxDB."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+
+@dataclass
+class Series:
+    """Samples of one device channel over a time range, in time order.
+
+    t_ms and seq are int64; flags is int64 (0 where the sample had none); each requested quantity
+    is float64 with NaN where the sample did not carry it (a flagged read). Nothing is interpolated.
+    """
+
+    dev: str
+    ch: str
+    t_ms: np.ndarray
+    seq: np.ndarray
+    flags: np.ndarray
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.t_ms.size)
+
+
+class Store(Protocol):
+    """Writes are idempotent: the same (measurement, tags, time) written twice is stored once."""
+
+    def write_samples(self, dev: str, samples: list[dict[str, Any]]) -> None:
+        """Rows of a validated sample batch (the `samples` array of the contract)."""
+
+    def write_phase(self, event: dict[str, Any]) -> None:
+        """A validated phase event."""
+
+    def write_result(self, result: dict[str, Any]) -> None:
+        """A validated run result."""
+
+    def write_status(self, status: dict[str, Any], t_ms: int) -> None: ...
+
+    def write_health(self, collector: str, dev: str, fields: dict[str, float | int], t_ms: int) -> None: ...
+
+    def write_reject(self, collector: str, reject: dict[str, Any]) -> None: ...
+
+    def flush(self) -> None:
+        """Block until everything written so far is durable."""
+
+    def series(self, dev: str, ch: str, start_ms: int, end_ms: int, fields: tuple[str, ...] = ("W",)) -> Series:
+        """Samples with start_ms <= t <= end_ms (inclusive; callers choose strictness)."""
+
+    def channels(self, start_ms: int, end_ms: int) -> list[tuple[str, str]]:
+        """(dev, ch) pairs with at least one sample in the range."""
+
+    def phases(self, run: str) -> list[dict[str, Any]]:
+        """Phase events of a run, ordered by n."""
+
+    def runs(self) -> list[str]:
+        """Run ids that have phase events, newest first."""
+
+    def result(self, run: str) -> dict[str, Any] | None: ...
+
+    def count_samples(self, dev: str | None = None) -> int: ...
+
+    def close(self) -> None: ...
