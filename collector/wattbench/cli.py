@@ -12,7 +12,10 @@ from . import __version__
 
 # subcommand -> (module, one-line help). The module provides add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("wattbench.demo", "run broker, simulated appliance, collector and a short sweep on this machine"),
+    "demo": (
+        "wattbench.demo",
+        "run broker, simulated appliance, collector and a short sweep on this machine",
+    ),
     "appliance": ("wattbench.appliance", "run the firmware on this host as an appliance (simulated meters)"),
     "collect": ("wattbench.collect", "ingest appliance samples from MQTT into the store"),
     "status": ("wattbench.status", "show per-device accounting: gaps, duplicates, clock offset, rate"),

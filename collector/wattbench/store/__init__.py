@@ -16,10 +16,12 @@ def open_store(spec: str | None, **options: object) -> Store:
     if spec is None or spec.startswith("sqlite:") or "://" not in spec:
         from .sqlite import SqliteStore
 
-        path = spec[len("sqlite://"):] if spec and spec.startswith("sqlite://") else spec
+        path = spec[len("sqlite://") :] if spec and spec.startswith("sqlite://") else spec
         return SqliteStore(path or "wattbench.sqlite", **options)  # type: ignore[arg-type]
     if spec.startswith(("http://", "https://")):
         from .influx import InfluxStore
 
         return InfluxStore(spec, **options)  # type: ignore[arg-type]
-    raise ValueError(f"unknown store {spec!r}: give a file path, sqlite:///path or http(s)://influx-host:port")
+    raise ValueError(
+        f"unknown store {spec!r}: give a file path, sqlite:///path or http(s)://influx-host:port"
+    )

@@ -49,7 +49,9 @@ class Store(Protocol):
     def flush(self) -> None:
         """Block until everything written so far is durable."""
 
-    def series(self, dev: str, ch: str, start_ms: int, end_ms: int, fields: tuple[str, ...] = ("W",)) -> Series:
+    def series(
+        self, dev: str, ch: str, start_ms: int, end_ms: int, fields: tuple[str, ...] = ("W",)
+    ) -> Series:
         """Samples with start_ms <= t <= end_ms (inclusive; callers choose strictness)."""
 
     def channels(self, start_ms: int, end_ms: int) -> list[tuple[str, str]]:

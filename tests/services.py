@@ -1,0 +1,314 @@
+"""Start the real services that integration tests and benchmarks run against.
+
+Each service runs on 127.0.0.1 on a free port with its own temporary directory, and can be stopped and
+started again on the same port with the same data (outage tests). Binaries come from
+scripts/provision.sh: Mosquitto from Debian, influxd and telegraf built with `go install` into .services/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+SERVICES = Path(os.environ.get("WATTBENCH_SERVICES", REPO / ".services"))
+
+
+class ServiceUnavailable(RuntimeError):
+    """A binary is missing: run scripts/provision.sh."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def find_binary(name: str) -> str:
+    for candidate in (SERVICES / "bin" / name, Path("/usr/sbin") / name, Path("/usr/bin") / name):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which(name)
+    if found:
+        return found
+    raise ServiceUnavailable(f"{name} not found: run scripts/provision.sh")
+
+
+def wait_port(port: int, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout} s")
+
+
+class Process:
+    """One long-running child process with its log file; start() again reuses the same arguments."""
+
+    def __init__(self, name: str, workdir: Path) -> None:
+        self.name = name
+        self.workdir = workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path = workdir / f"{name}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def _spawn(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir, env=env, start_new_session=True
+        )
+        log.close()
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
+        if not self.running:
+            return
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+class Mosquitto(Process):
+    """Mosquitto built from the shipped deploy/mosquitto.conf with the listener and storage moved to a
+    temporary directory. Persistence stays on, so a restart keeps sessions and queued messages."""
+
+    def __init__(self, workdir: Path, port: int | None = None, extra_conf: str = "") -> None:
+        super().__init__("mosquitto", workdir)
+        self.binary = find_binary("mosquitto")
+        self.host = "127.0.0.1"
+        self.port = port or free_port()
+        self.extra_conf = extra_conf
+        self.conf_path = workdir / "mosquitto.conf"
+        self._write_conf()
+
+    def _write_conf(self) -> None:
+        dropped = (
+            "listener",
+            "port",
+            "persistence_location",
+            "log_dest",
+            "pid_file",
+            "user",
+            "include_dir",
+            "password_file",
+            "acl_file",
+            "allow_anonymous",
+            "log_type",
+            "cafile",
+            "certfile",
+            "keyfile",
+            "require_certificate",
+            "bind_address",
+        )
+        lines = []
+        shipped = REPO / "deploy" / "mosquitto.conf"
+        if shipped.exists():
+            for line in shipped.read_text().splitlines():
+                word = line.strip().split(" ", 1)[0]
+                if word and not word.startswith("#") and word not in dropped:
+                    lines.append(line.strip())
+        lines += [
+            f"persistence_location {self.workdir}/",
+            f"log_dest file {self.log_path}",
+            "log_type error",
+            "log_type warning",
+            "log_type notice",
+        ]
+        if os.geteuid() == 0:
+            lines.append("user root")  # otherwise it drops to 'mosquitto' and cannot write the temp dir
+        if "listener" not in self.extra_conf:
+            lines += [f"listener {self.port} {self.host}", "allow_anonymous true"]
+        self.conf_path.write_text("\n".join(lines) + "\n" + self.extra_conf + "\n")
+
+    def start(self) -> Mosquitto:
+        self._spawn([self.binary, "-c", str(self.conf_path)])
+        try:
+            wait_port(self.port, 20, self.proc)
+        except Exception as exc:
+            raise RuntimeError(f"mosquitto did not start: {exc}\n{self.log_tail()}") from exc
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class InfluxDB(Process):
+    """InfluxDB 1.8 with HTTP (InfluxQL, Flux and the v2 write API) on a free port."""
+
+    def __init__(self, workdir: Path, db: str = "wattbench") -> None:
+        super().__init__("influxd", workdir)
+        self.binary = find_binary("influxd")
+        self.port = free_port()
+        self.rpc_port = free_port()
+        self.db = db
+        self.host = "127.0.0.1"
+        self.conf_path = workdir / "influxdb.conf"
+        data = workdir / "data"
+        self.conf_path.write_text(
+            f"""reporting-disabled = true
+bind-address = "127.0.0.1:{self.rpc_port}"
+[meta]
+  dir = "{data}/meta"
+[data]
+  dir = "{data}/data"
+  wal-dir = "{data}/wal"
+  query-log-enabled = false
+  trace-logging-enabled = false
+[http]
+  bind-address = "127.0.0.1:{self.port}"
+  log-enabled = false
+  flux-enabled = true
+  auth-enabled = false
+  max-body-size = 0
+[monitor]
+  store-enabled = false
+[subscriber]
+  enabled = false
+[continuous_queries]
+  enabled = false
+"""
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> InfluxDB:
+        env = dict(os.environ, INFLUXDB_DATA_QUERY_LOG_ENABLED="false")
+        self._spawn([self.binary, "run", "-config", str(self.conf_path)], env=env)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"influxd exited with {self.proc.returncode}\n{self.log_tail()}")
+            with contextlib.suppress(OSError):
+                with urllib.request.urlopen(f"{self.url}/ping", timeout=1) as r:
+                    if r.status == 204:
+                        break
+            time.sleep(0.1)
+        else:
+            raise TimeoutError(f"influxd did not answer /ping\n{self.log_tail()}")
+        self.create_database(self.db)
+        return self
+
+    def create_database(self, name: str) -> None:
+        self._post_query(f'CREATE DATABASE "{name}"')
+
+    def drop_database(self, name: str) -> None:
+        self._post_query(f'DROP DATABASE "{name}"')
+
+    def _post_query(self, q: str, db: str | None = None) -> dict[str, Any]:
+        params = {"q": q, "epoch": "ms"}
+        if db:
+            params["db"] = db
+        body = urllib.parse.urlencode(params).encode()
+        with urllib.request.urlopen(urllib.request.Request(f"{self.url}/query", data=body), timeout=60) as r:
+            out: dict[str, Any] = json.loads(r.read())
+        for result in out.get("results", []):
+            if "error" in result:
+                raise RuntimeError(f"InfluxQL error for {q!r}: {result['error']}")
+        return out
+
+    def query(self, q: str, db: str | None = None) -> list[dict[str, Any]]:
+        """Rows of an InfluxQL query as dicts, tags included, time in epoch ms."""
+        rows: list[dict[str, Any]] = []
+        for result in self._post_query(q, db or self.db).get("results", []):
+            for series in result.get("series", []):
+                tags = series.get("tags", {})
+                for values in series.get("values", []):
+                    row = dict(zip(series["columns"], values, strict=True))
+                    row.update(tags)
+                    row["_measurement"] = series.get("name")
+                    rows.append(row)
+        return rows
+
+
+class Telegraf(Process):
+    """Telegraf running a given config; the shipped deploy/telegraf.conf reads its endpoints from the
+    environment, so a test points it at its own broker and database."""
+
+    def __init__(self, workdir: Path, config: Path, env: dict[str, str]) -> None:
+        super().__init__("telegraf", workdir)
+        self.binary = find_binary("telegraf")
+        self.config = config
+        self.env = dict(os.environ, **env)
+
+    def start(self) -> Telegraf:
+        self._spawn([self.binary, "--config", str(self.config)], env=self.env)
+        time.sleep(0.5)
+        if not self.running:
+            raise RuntimeError(f"telegraf exited at start\n{self.log_tail()}")
+        return self
+
+
+def telegraf_env(
+    mosquitto: Mosquitto, influx: InfluxDB, db: str | None = None, client_id: str = "telegraf-test"
+) -> dict[str, str]:
+    """Environment for deploy/telegraf.conf pointing at test services."""
+    return {
+        "WATTBENCH_MQTT_URL": f"tcp://{mosquitto.host}:{mosquitto.port}",
+        "WATTBENCH_INFLUX_URL": influx.url,
+        "WATTBENCH_INFLUX_DB": db or influx.db,
+        "WATTBENCH_TELEGRAF_CLIENT_ID": client_id,
+        "WATTBENCH_TELEGRAF_FLUSH": "200ms",
+    }
+
+
+@contextlib.contextmanager
+def running(service: Process) -> Iterator[Any]:
+    service.start()  # type: ignore[attr-defined]
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+def node_binary() -> str:
+    found = shutil.which("node")
+    if not found:
+        raise ServiceUnavailable("node not found")
+    return found
+
+
+def micropython_module() -> Path:
+    path = (
+        SERVICES
+        / "npm"
+        / "node_modules"
+        / "@micropython"
+        / "micropython-webassembly-pyscript"
+        / "micropython.mjs"
+    )
+    if not path.exists():
+        raise ServiceUnavailable("MicroPython WebAssembly build missing: run scripts/provision.sh")
+    return path
