@@ -1,0 +1,315 @@
+"""Line samples up with the measurement windows of a run. Pure: it reads Series, never a socket.
+
+Rules (SPECpower_ssj2008, MLPerf Power, EE HPC WG):
+- a window is the span between a phase's measure_start and measure_end events;
+- only samples strictly inside it count (a sample stamped exactly on an edge is left out: it cannot be
+  told apart from the ramp it also belongs to);
+- each device's timestamps are moved onto the sweep host's clock by that device's known offset
+  before the comparison, and an offset above the limit is reported, not hidden by the correction;
+- flagged reads (missed, CRC, sensor error) carry no value and are holes; holes are reported as gaps
+  and never filled in;
+- a node's power is the sum of its channels' average powers; the system is the sum of its nodes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .store.base import Series
+
+# A hole is an interval between consecutive usable samples longer than this many nominal intervals.
+DEFAULT_GAP_FACTOR = 1.5
+
+Fetch = Callable[[str, str, int, int, tuple[str, ...]], Series]
+
+
+@dataclass(frozen=True)
+class Window:
+    """One measurement window on the sweep host's clock (UTC ms)."""
+
+    phase: str
+    kind: str
+    start_ms: int
+    end_ms: int
+    target: float | None = None
+    rate: float | None = None
+    ops: int | None = None
+    copies: int | None = None
+
+    @property
+    def duration_s(self) -> float:
+        return (self.end_ms - self.start_ms) / 1000.0
+
+
+@dataclass(frozen=True)
+class ChannelSpec:
+    """A device channel the run uses. role is "power" or "inlet"; node groups power channels (one server
+    fed by two supplies is one node); hz is the nominal sample rate when the metadata gives it."""
+
+    dev: str
+    ch: str
+    role: str = "power"
+    node: str | None = None
+    hz: float | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.dev}/{self.ch}"
+
+    @property
+    def node_name(self) -> str:
+        return self.node or self.dev
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Time without usable samples, on the corrected clock. kind: "hole" between two samples, "edge"
+    between a window edge and the nearest sample, "empty" for a window with no usable sample at all."""
+
+    dev: str
+    ch: str
+    phase: str
+    start_ms: float
+    end_ms: float
+    missing: int
+    kind: str = "hole"
+
+    @property
+    def duration_ms(self) -> float:
+        return self.end_ms - self.start_ms
+
+
+@dataclass
+class ChannelWindow:
+    """What one channel contributed to one window."""
+
+    spec: ChannelSpec
+    n: int  # usable samples strictly inside
+    flagged: int  # samples strictly inside that carried no value
+    mean: float  # mean W (power) or T (inlet); NaN without samples
+    u: float  # mean relative uncertainty of W where the meter reported it; NaN otherwise
+    u_samples: int
+    nominal_ms: float | None  # expected spacing between samples
+    max_interval_ms: float  # longest stretch without a usable sample, window edges included
+    gaps: list[Gap] = field(default_factory=list)
+
+    @property
+    def missing(self) -> int:
+        return sum(g.missing for g in self.gaps)
+
+
+@dataclass
+class WindowPower:
+    window: Window
+    channels: list[ChannelWindow]
+
+    @property
+    def power(self) -> list[ChannelWindow]:
+        return [c for c in self.channels if c.spec.role == "power"]
+
+    @property
+    def inlet(self) -> list[ChannelWindow]:
+        return [c for c in self.channels if c.spec.role == "inlet"]
+
+    @property
+    def node_watts(self) -> dict[str, float]:
+        """Average power per node; NaN for a node with any power channel that has no samples, because a
+        node missing one of its supplies would look falsely frugal."""
+        out: dict[str, float] = {}
+        for c in self.power:
+            name = c.spec.node_name
+            out[name] = out.get(name, 0.0) + c.mean  # NaN propagates
+        return out
+
+    @property
+    def watts(self) -> float:
+        """System average power: the sum over nodes. NaN when there is no power data."""
+        nodes = self.node_watts
+        if not nodes:
+            return math.nan
+        return float(sum(nodes.values()))
+
+    @property
+    def inlet_c(self) -> float:
+        values = [c.mean for c in self.inlet if c.n > 0]
+        return float(np.mean(values)) if values else math.nan
+
+    @property
+    def uncertainty(self) -> float:
+        """Relative uncertainty of the system power, weighting each channel's reported u by its power
+        (meter errors are systematic, so they do not average out across samples). NaN if no channel
+        reported one."""
+        num = 0.0
+        den = 0.0
+        for c in self.power:
+            if c.u_samples and math.isfinite(c.mean) and math.isfinite(c.u):
+                num += c.u * c.mean
+                den += c.mean
+        return num / den if den > 0 else math.nan
+
+    @property
+    def samples(self) -> int:
+        return sum(c.n for c in self.power)
+
+    @property
+    def gaps(self) -> list[Gap]:
+        return [g for c in self.power for g in c.gaps]
+
+
+def windows_from_events(events: Iterable[Mapping[str, Any]]) -> list[Window]:
+    """Measurement windows from a run's phase events: each phase whose measure_start has a matching
+    measure_end. A window opened and never closed (an interrupted run) is not a window."""
+    open_: dict[str, Mapping[str, Any]] = {}
+    starts: dict[str, Mapping[str, Any]] = {}
+    out: list[Window] = []
+    for ev in sorted(events, key=lambda e: (e.get("n", 0), e.get("t", 0))):
+        phase = ev.get("phase")
+        kind = ev.get("event")
+        if kind == "phase_start":
+            starts[phase] = ev
+        elif kind == "measure_start":
+            open_[phase] = ev
+        elif kind == "measure_end" and phase in open_:
+            begin = open_.pop(phase)
+            info = {**starts.get(phase, {}), **begin, **ev}
+            target = info.get("target")
+            out.append(
+                Window(
+                    phase=phase,
+                    kind=str(info.get("kind") or _kind_from_name(phase)),
+                    start_ms=int(begin["t"]),
+                    end_ms=int(ev["t"]),
+                    target=float(target) if target is not None else None,
+                    rate=float(info["rate"]) if info.get("rate") is not None else None,
+                    ops=int(ev["ops"]) if ev.get("ops") is not None else None,
+                    copies=int(info["copies"]) if info.get("copies") is not None else None,
+                )
+            )
+    return out
+
+
+def _kind_from_name(phase: str) -> str:
+    if phase.startswith("cal"):
+        return "calibration"
+    if phase == "idle":
+        return "idle"
+    if phase.startswith("c"):
+        return "concurrency"
+    return "target"
+
+
+def _fields_for(spec: ChannelSpec) -> tuple[str, ...]:
+    return ("W", "u") if spec.role == "power" else ("T",)
+
+
+def channel_window(
+    series: Series,
+    spec: ChannelSpec,
+    window: Window,
+    offset_ms: float = 0.0,
+    gap_factor: float = DEFAULT_GAP_FACTOR,
+) -> ChannelWindow:
+    """Reduce one channel's samples to its contribution to one window.
+
+    series may span more than the window; timestamps are corrected by offset_ms (device clock minus the
+    sweep host's clock) and only samples strictly inside (start, end) are kept.
+    """
+    quantity = "W" if spec.role == "power" else "T"
+    t = series.t_ms
+    lo = window.start_ms + offset_ms
+    hi = window.end_ms + offset_ms
+    # Series are in time order, so the strict window is one slice; searchsorted keeps this O(log n).
+    i0 = int(np.searchsorted(t, lo, side="right"))
+    i1 = int(np.searchsorted(t, hi, side="left"))
+    tc = t[i0:i1].astype(np.float64) - offset_ms
+    values = series.values.get(quantity)
+    vals = values[i0:i1] if values is not None else np.full(tc.shape, np.nan)
+    ok = np.isfinite(vals)
+    n = int(ok.sum())
+    flagged = int(tc.size - n)
+    mean = float(vals[ok].mean()) if n else math.nan
+
+    u_mean = math.nan
+    u_n = 0
+    if spec.role == "power":
+        u = series.values.get("u")
+        if u is not None:
+            uw = u[i0:i1][ok]
+            has = np.isfinite(uw)
+            u_n = int(has.sum())
+            if u_n:
+                u_mean = float(uw[has].mean())
+
+    # Nominal spacing: the metadata's rate when known, else the median spacing of every sample in the
+    # window (flagged ones included: a missed read still marks when a reading was due).
+    if spec.hz and spec.hz > 0:
+        nominal: float | None = 1000.0 / spec.hz
+    elif tc.size >= 2:
+        nominal = float(np.median(np.diff(tc)))
+        if nominal <= 0:
+            nominal = None
+    else:
+        nominal = None
+
+    good = tc[ok]
+    gaps: list[Gap] = []
+    if n == 0:
+        missing = round(window.duration_s * 1000.0 / nominal) if nominal else 0
+        gaps.append(Gap(spec.dev, spec.ch, window.phase, window.start_ms, window.end_ms, missing, "empty"))
+        max_interval = float(window.end_ms - window.start_ms)
+    else:
+        edges = np.concatenate(([float(window.start_ms)], good, [float(window.end_ms)]))
+        dt = np.diff(edges)
+        max_interval = float(dt.max())
+        if nominal:
+            limit = gap_factor * nominal
+            for k in np.nonzero(dt > limit)[0]:
+                k = int(k)
+                kind = "edge" if k == 0 or k == dt.size - 1 else "hole"
+                # Between two samples, the interval holds round(dt/nominal) - 1 missing readings. Against a
+                # window edge only the grid anchored on the one sample is known: ceil(dt/nominal) - 1.
+                ratio = float(dt[k] / nominal)
+                due = round(ratio) if kind == "hole" else math.ceil(ratio - 1e-9)
+                missing = max(1, due - 1)
+                gaps.append(
+                    Gap(spec.dev, spec.ch, window.phase, float(edges[k]), float(edges[k + 1]), missing, kind)
+                )
+    return ChannelWindow(spec, n, flagged, mean, u_mean, u_n, nominal, max_interval, gaps)
+
+
+def align(
+    windows: Sequence[Window],
+    channels: Sequence[ChannelSpec],
+    fetch: Fetch,
+    offsets_ms: Mapping[str, float] | None = None,
+    gap_factor: float = DEFAULT_GAP_FACTOR,
+) -> list[WindowPower]:
+    """Every window's per-channel contributions.
+
+    fetch(dev, ch, start_ms, end_ms, fields) returns the samples with start_ms <= t <= end_ms on the
+    device's own clock (Store.series). Each channel is fetched once over the span of all windows, so a
+    run costs one query per channel, not one per window.
+    """
+    offsets_ms = offsets_ms or {}
+    out = [WindowPower(w, []) for w in windows]
+    if not windows:
+        return out
+    span_lo = min(w.start_ms for w in windows)
+    span_hi = max(w.end_ms for w in windows)
+    for spec in channels:
+        off = float(offsets_ms.get(spec.dev, 0.0))
+        series = fetch(
+            spec.dev, spec.ch, math.floor(span_lo + off), math.ceil(span_hi + off), _fields_for(spec)
+        )
+        for wp in out:
+            wp.channels.append(channel_window(series, spec, wp.window, off, gap_factor))
+    return out
+
+
+def window_energy_wh(watts: float, window: Window) -> float:
+    return watts * window.duration_s / 3600.0

@@ -1,0 +1,200 @@
+"""Validity checks of a run. Pure: every check gets a pass or a fail with its reason, and a run that fails
+any of them is invalid, shown as such and never hidden.
+
+Limits follow SPECpower_ssj2008 and MLPerf Power; the ones marked unconfirmed in the methodology are
+defaults of Limits, not constants.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .align import WindowPower
+from .score import LevelScore
+
+MAX_CHECKS = 256  # the result schema's limit
+
+
+@dataclass(frozen=True)
+class Limits:
+    load_tolerance: float = 0.02  # unconfirmed
+    # "relative": |actual/target - 1| <= tolerance; "points": |actual - target| <= tolerance, in
+    # fractions of calibrated throughput.
+    load_mode: str = "relative"
+    min_rate_hz: float = 1.0
+    min_inlet_c: float = 20.0  # unconfirmed
+    require_inlet: bool = True
+    max_uncertainty: float = 0.01  # unconfirmed
+    max_skew_ms: float = 400.0
+
+    def __post_init__(self) -> None:
+        if self.load_mode not in ("relative", "points"):
+            raise ValueError("load_mode is 'relative' or 'points'")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    reason: str = ""
+    phase: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"name": self.name, "ok": self.ok}
+        if self.reason:
+            out["reason"] = self.reason[:500]
+        if self.phase:
+            out["phase"] = self.phase[:32]
+        return out
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.2f}%"
+
+
+def check_load(level: LevelScore, limits: Limits) -> Check | None:
+    """Actual load against the target, for target loads only."""
+    if level.kind != "target" or level.target is None:
+        return None
+    name = "load_within_2pct" if limits.load_tolerance == 0.02 else "load_within_tolerance"
+    if level.actual is None:
+        return Check(name, False, "no calibrated throughput to compare with", level.phase)
+    if limits.load_mode == "relative":
+        dev = level.actual / level.target - 1.0
+    else:
+        dev = level.actual - level.target
+    ok = abs(dev) <= limits.load_tolerance + 1e-12
+    unit = "of target" if limits.load_mode == "relative" else "points"
+    reason = f"actual {_pct(level.actual)} vs target {_pct(level.target)} ({dev * 100:+.2f}% {unit}, limit ±{limits.load_tolerance * 100:g}%)"
+    return Check(name, ok, reason, level.phase)
+
+
+def check_sample_rate(wp: WindowPower, limits: Limits) -> Check:
+    """At least min_rate_hz usable samples per second on every power channel. A window of D seconds
+    can hold one reading fewer than D at exactly 1/s depending on where its edges fall."""
+    phase = wp.window.phase
+    if not wp.power:
+        return Check("sample_rate", False, "no power channel", phase)
+    need = math.floor(wp.window.duration_s * limits.min_rate_hz) - 1
+    bad = []
+    for c in wp.power:
+        if c.n < need:
+            bad.append(f"{c.spec.key} {c.n / max(wp.window.duration_s, 1e-9):.2f}/s")
+    if bad:
+        return Check("sample_rate", False, f"below {limits.min_rate_hz:g}/s: " + ", ".join(bad[:8]), phase)
+    lowest = min(c.n for c in wp.power) / max(wp.window.duration_s, 1e-9)
+    return Check("sample_rate", True, f"lowest {lowest:.2f}/s", phase)
+
+
+def check_gaps(wp: WindowPower) -> Check:
+    phase = wp.window.phase
+    gaps = wp.gaps
+    if not gaps:
+        return Check("no_gaps", True, "", phase)
+    parts = []
+    for g in gaps[:6]:
+        if g.kind == "empty":
+            parts.append(f"{g.dev}/{g.ch} no samples in window")
+        else:
+            parts.append(f"{g.dev}/{g.ch} {g.kind} {g.duration_ms / 1000:.2f}s ({g.missing} missing)")
+    more = f" and {len(gaps) - 6} more" if len(gaps) > 6 else ""
+    return Check("no_gaps", False, "; ".join(parts) + more, phase)
+
+
+def check_inlet(wp: WindowPower, limits: Limits) -> Check | None:
+    phase = wp.window.phase
+    t = wp.inlet_c
+    if not math.isfinite(t):
+        if not limits.require_inlet:
+            return None
+        return Check("inlet_temp", False, "no inlet temperature measured", phase)
+    ok = t >= limits.min_inlet_c
+    return Check("inlet_temp", ok, f"mean inlet {t:.1f} °C (minimum {limits.min_inlet_c:g} °C)", phase)
+
+
+def check_uncertainty(wp: WindowPower, limits: Limits) -> Check | None:
+    """Only where the meter reports an uncertainty (the u field)."""
+    u = wp.uncertainty
+    if not math.isfinite(u):
+        return None
+    ok = u <= limits.max_uncertainty + 1e-12
+    return Check(
+        "power_uncertainty", ok, f"{u * 100:.2f}% (limit {limits.max_uncertainty * 100:g}%)", wp.window.phase
+    )
+
+
+def check_skew(offsets_ms: Mapping[str, float], limits: Limits) -> Check:
+    """Clock offset of every device against the sweep host. Corrected in alignment, but a clock that
+    far off means the device was not synchronised as the rules require."""
+    if not offsets_ms:
+        return Check("clock_skew", True, "no offsets measured; device clocks taken as the host's")
+    worst_dev = max(offsets_ms, key=lambda d: abs(offsets_ms[d]))
+    worst = offsets_ms[worst_dev]
+    bad = {d: o for d, o in offsets_ms.items() if abs(o) > limits.max_skew_ms}
+    if bad:
+        text = ", ".join(f"{d} {o:+.0f} ms" for d, o in sorted(bad.items()))
+        return Check("clock_skew", False, f"above {limits.max_skew_ms:g} ms: {text}")
+    return Check("clock_skew", True, f"largest {worst_dev} {worst:+.0f} ms")
+
+
+def check_complete(planned: Iterable[str], measured: Iterable[str], interrupted: str | None = None) -> Check:
+    planned = list(planned)
+    have = set(measured)
+    if interrupted:
+        return Check("complete", False, interrupted)
+    missing = [p for p in planned if p not in have]
+    if missing:
+        return Check("complete", False, "no result for " + ", ".join(missing))
+    return Check("complete", True, f"{len(planned)} levels measured")
+
+
+def check_run(
+    levels: Sequence[LevelScore],
+    aligned: Sequence[WindowPower],
+    offsets_ms: Mapping[str, float],
+    planned: Sequence[str],
+    interrupted: str | None = None,
+    limits: Limits | None = None,
+) -> list[Check]:
+    """Every check of a run: completeness and clock skew once, the rest per scored window."""
+    limits = limits or Limits()
+    checks: list[Check] = [check_complete(planned, [lv.phase for lv in levels if lv.has_power], interrupted)]
+    checks.append(check_skew(offsets_ms, limits))
+    by_phase = {wp.window.phase: wp for wp in aligned}
+    for lv in levels:
+        c = check_load(lv, limits)
+        if c:
+            checks.append(c)
+        wp = by_phase.get(lv.phase)
+        if wp is None:
+            continue
+        checks.append(check_sample_rate(wp, limits))
+        checks.append(check_gaps(wp))
+        for c in (check_inlet(wp, limits), check_uncertainty(wp, limits)):
+            if c:
+                checks.append(c)
+    return fit(checks)
+
+
+def fit(checks: list[Check], limit: int = MAX_CHECKS) -> list[Check]:
+    """Keep every failure and fold passes of the same name into one line when the list is too long."""
+    if len(checks) <= limit:
+        return checks
+    failed = [c for c in checks if not c.ok]
+    passed: dict[str, int] = {}
+    for c in checks:
+        if c.ok:
+            passed[c.name] = passed.get(c.name, 0) + 1
+    out = failed + [Check(name, True, f"passed in {n} windows") for name, n in passed.items()]
+    if len(out) > limit:
+        out = [
+            *out[: limit - 1],
+            Check("more_failures", False, f"{len(out) - limit + 1} further failures omitted"),
+        ]
+    return out
+
+
+def is_valid(checks: Iterable[Check]) -> bool:
+    return all(c.ok for c in checks)

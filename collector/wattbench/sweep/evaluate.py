@@ -1,0 +1,244 @@
+"""From a run's phase events and its samples to the scored result: alignment, score, compliance, and the
+result message of the contract. Used right after a sweep and when a stored run is re-scored."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import align as al
+from .. import compliance as cp
+from .. import score as sc
+from .plan import DEFAULT_CALIBRATION_USE, calibrated_rate
+
+
+@dataclass
+class Evaluation:
+    run: str
+    result: dict[str, Any]
+    levels: list[sc.LevelScore]
+    aligned: list[al.WindowPower]
+    checks: list[cp.Check]
+    summary: sc.Summary
+    calibrated: float | None
+    calibration: list[tuple[str, float]] = field(default_factory=list)
+    channels: list[al.ChannelSpec] = field(default_factory=list)
+    offsets_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def valid(self) -> bool:
+        return bool(self.result["valid"])
+
+
+def run_span(events: Sequence[Mapping[str, Any]]) -> tuple[int, int] | None:
+    """First and last event time of a run."""
+    ts = [int(e["t"]) for e in events if "t" in e]
+    return (min(ts), max(ts)) if ts else None
+
+
+def interrupted_reason(events: Sequence[Mapping[str, Any]]) -> str | None:
+    for e in events:
+        if e.get("event") == "run_abort":
+            return str(e.get("reason") or "run aborted")
+    if events and not any(e.get("event") == "run_end" for e in events):
+        return "run has no run_end event"
+    return None
+
+
+def planned_phases(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Scored phases the run started, in order (the plan is not stored; its phase_start events are)."""
+    seen: list[str] = []
+    for e in sorted(events, key=lambda e: e.get("n", 0)):
+        if e.get("event") == "phase_start" and e.get("kind") != "calibration" and e.get("phase") not in seen:
+            if not str(e.get("phase", "")).startswith("cal"):
+                seen.append(str(e["phase"]))
+    return seen
+
+
+def workload_name(events: Sequence[Mapping[str, Any]]) -> str | None:
+    for e in events:
+        if e.get("event") == "run_start" and e.get("workload"):
+            return str(e["workload"])
+    return None
+
+
+def evaluate(
+    run: str,
+    events: Sequence[Mapping[str, Any]],
+    fetch: al.Fetch | None,
+    channels: Sequence[al.ChannelSpec],
+    offsets_ms: Mapping[str, float] | None = None,
+    limits: cp.Limits | None = None,
+    cost: sc.CostInputs | None = None,
+    planned: Sequence[str] | None = None,
+    interrupted: str | None = None,
+    calibration_use: int = DEFAULT_CALIBRATION_USE,
+    now_ms: int | None = None,
+) -> Evaluation:
+    """Score a run. fetch may be None (no store): the levels then have ops but no power."""
+    offsets = {k: float(v) for k, v in (offsets_ms or {}).items()}
+    windows = al.windows_from_events(events)
+    if interrupted is None:
+        interrupted = interrupted_reason(events)
+    if planned is None:
+        planned = planned_phases(events)
+
+    cal = [
+        (w.phase, (w.ops or 0) / w.duration_s)
+        for w in windows
+        if w.kind == "calibration" and w.duration_s > 0
+    ]
+    calibrated = calibrated_rate([r for _, r in cal], calibration_use) if cal else None
+
+    scored = [w for w in windows if w.kind != "calibration"]
+    power_channels = [c for c in channels if c.role in ("power", "inlet")]
+    if fetch is not None and power_channels:
+        aligned = al.align(scored, power_channels, fetch, offsets)
+    else:
+        aligned = [al.WindowPower(w, []) for w in scored]
+
+    levels = [_level(wp, calibrated) for wp in aligned]
+    run_energy = None
+    span = run_span(events)
+    if fetch is not None and span and any(c.role == "power" for c in channels):
+        whole = al.Window("run", "run", span[0], span[1])
+        wp = al.align([whole], [c for c in channels if c.role == "power"], fetch, offsets)[0]
+        if math.isfinite(wp.watts):
+            run_energy = al.window_energy_wh(wp.watts, whole)
+    summary = sc.summarize(levels, run_energy, cost)
+    checks = cp.check_run(levels, aligned, offsets, planned, interrupted, limits)
+    result = build_result(
+        run, levels, checks, summary, calibrated, workload_name(events), interrupted, now_ms
+    )
+    return Evaluation(run, result, levels, aligned, checks, summary, calibrated, cal, list(channels), offsets)
+
+
+def _level(wp: al.WindowPower, calibrated: float | None) -> sc.LevelScore:
+    w = wp.window
+    ops_rate = (w.ops or 0) / w.duration_s if w.duration_s > 0 else 0.0
+    actual = None
+    if w.kind == "target":
+        actual = sc.actual_load(ops_rate, calibrated)
+    elif w.kind == "idle":
+        actual = 0.0 if calibrated else None
+    return sc.LevelScore(
+        phase=w.phase,
+        kind=w.kind,
+        target=w.target if w.kind != "concurrency" else None,
+        ops=ops_rate,
+        W=wp.watts if wp.channels else math.nan,
+        duration_s=w.duration_s,
+        ops_count=w.ops,
+        actual=actual,
+        inlet_C=wp.inlet_c,
+        samples=wp.samples if wp.channels else None,
+        gaps=len(wp.gaps) if wp.channels else None,
+        u=wp.uncertainty,
+        copies=w.copies,
+        node_W=wp.node_watts,
+    )
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def result_level(lv: sc.LevelScore) -> dict[str, Any]:
+    row: dict[str, Any] = {"phase": lv.phase, "kind": lv.kind, "ops": float(lv.ops), "W": float(lv.W)}
+    if lv.target is not None:
+        row["target"] = float(lv.target)
+    if _finite(lv.actual) and 0 <= lv.actual <= 10:  # type: ignore[operator]
+        row["actual"] = float(lv.actual)  # type: ignore[arg-type]
+    if _finite(lv.Wh):
+        row["Wh"] = float(lv.Wh)
+    row["ratio"] = float(lv.ratio)
+    if _finite(lv.inlet_C) and -60 <= lv.inlet_C <= 150:
+        row["inlet_C"] = float(lv.inlet_C)
+    if lv.samples is not None:
+        row["samples"] = int(lv.samples)
+    if lv.gaps is not None:
+        row["gaps"] = int(lv.gaps)
+    if _finite(lv.u) and 0 <= lv.u <= 1:
+        row["u"] = float(lv.u)
+    return row
+
+
+def build_result(
+    run: str,
+    levels: Sequence[sc.LevelScore],
+    checks: Sequence[cp.Check],
+    summary: sc.Summary,
+    calibrated: float | None,
+    workload: str | None,
+    interrupted: str | None,
+    now_ms: int | None = None,
+) -> dict[str, Any]:
+    """The result message of the contract. A level without power data has no row (its checks say why)."""
+    rows = [result_level(lv) for lv in levels if lv.has_power][:64]
+    valid = cp.is_valid(checks) and not interrupted
+    result: dict[str, Any] = {
+        "v": 1,
+        "run": run,
+        "t": int(now_ms if now_ms is not None else time.time() * 1000),
+        "valid": bool(valid),
+        "overall": float(min(max(summary.overall, 0.0), 1e12)),
+        "levels": rows,
+        "checks": [c.to_dict() for c in checks],
+    }
+    if interrupted:
+        result["partial"] = True
+    if workload:
+        result["workload"] = workload[:64]
+    if _finite(calibrated):
+        result["calibrated"] = float(calibrated)  # type: ignore[arg-type]
+    summ: dict[str, float] = {
+        "peak_ops": float(summary.peak_ops),
+        "peak_W": float(summary.peak_W),
+        "idle_W": float(summary.idle_W),
+    }
+    if _finite(summary.energy_Wh):
+        summ["energy_Wh"] = float(summary.energy_Wh)
+    if _finite(summary.cost):
+        summ["cost"] = float(summary.cost)  # type: ignore[arg-type]
+    if _finite(summary.ops_per_dollar):
+        summ["ops_per_dollar"] = float(summary.ops_per_dollar)  # type: ignore[arg-type]
+    result["summary"] = summ
+    return result
+
+
+def levels_from_result(result: Mapping[str, Any]) -> list[sc.LevelScore]:
+    """Rebuild table rows from a stored result message."""
+    out = []
+    for row in result.get("levels", []):
+        W = float(row["W"])
+        wh = row.get("Wh")
+        duration = float(wh) * 3600.0 / W if wh is not None and W > 0 else None
+        phase = str(row["phase"])
+        copies = int(phase[1:]) if row.get("kind") == "concurrency" and phase[1:].isdigit() else None
+        out.append(
+            sc.LevelScore(
+                phase=phase,
+                kind=str(row["kind"]),
+                target=row.get("target"),
+                ops=float(row["ops"]),
+                W=W,
+                duration_s=duration,
+                actual=row.get("actual"),
+                inlet_C=float(row.get("inlet_C", math.nan)),
+                samples=row.get("samples"),
+                gaps=row.get("gaps"),
+                u=float(row.get("u", math.nan)),
+                copies=copies,
+            )
+        )
+    return out
+
+
+def checks_from_result(result: Mapping[str, Any]) -> list[cp.Check]:
+    return [
+        cp.Check(c["name"], bool(c["ok"]), c.get("reason", ""), c.get("phase"))
+        for c in result.get("checks", [])
+    ]
