@@ -175,7 +175,7 @@ def _find_overall(doc: Any) -> float | None:
     return None
 
 
-def _score(path: Path, capsys: pytest.CaptureFixture[str]) -> float:
+def _score(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[float, dict[str, Any]]:
     scorefile = pytest.importorskip("wattbench.scorefile")
     parser = argparse.ArgumentParser(prog="wattbench score")
     scorefile.add_arguments(parser)
@@ -184,16 +184,20 @@ def _score(path: Path, capsys: pytest.CaptureFixture[str]) -> float:
     status = scorefile.run(args)
     out = capsys.readouterr().out
     assert not status, f"wattbench score {path.name} exited {status}"
-    value = _find_overall(json.loads(out))
+    doc = json.loads(out)
+    value = _find_overall(doc)
     assert value is not None, f"no overall figure in `wattbench score --json` output: {out[:400]}"
-    return value
+    return value, doc
 
 
 @pytest.mark.parametrize("name", _files())
 def test_wattbench_score_reproduces_published_overall(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     published = PUBLISHED[name]["overall"]
-    scored = _score(DATA / name, capsys)
+    scored, doc = _score(DATA / name, capsys)
     assert _relative(scored, published) <= TOLERANCE, f"{name}: scored {scored:.1f}, published {published}"
+    # the scorer found the published figure in the file itself (JSON key or CSV comment) and agrees
+    assert doc.get("published_overall") == published
+    assert doc.get("match") is True
     # and it is the same arithmetic as the independent check, not merely close to the published figure
     assert scored == pytest.approx(overall(read_table(DATA / name)), rel=1e-9)
 
@@ -228,6 +232,7 @@ def test_per_node_power_is_summed(name: str, tmp_path: Path, capsys: pytest.Capt
     assert overall(read_table(as_csv)) == pytest.approx(aggregate, rel=1e-12)
 
     for path in (as_json, as_csv):
-        scored = _score(path, capsys)
+        scored, out = _score(path, capsys)
         assert scored == pytest.approx(aggregate, rel=1e-9), f"{path.name}: per-node power not summed"
+        assert all(len(lv.get("node_power", {})) == nodes for lv in out["levels"]), "nodes not kept apart"
         assert _relative(scored, PUBLISHED[name]["overall"]) <= TOLERANCE
