@@ -35,7 +35,14 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_module=module)
-        mod = importlib.import_module(module)
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as exc:
+            # One broken or missing command must not take the others down with it; the cause is
+            # reported when that command is actually used.
+            p.set_defaults(_import_error=f"{exc.__class__.__name__}: {exc}")
+            p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+            continue
         mod.add_arguments(p)
     return parser
 
@@ -48,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if getattr(args, "_import_error", None):
+        print(f"wattbench {args.command}: unavailable ({args._import_error})", file=sys.stderr)
+        return 3
     mod = importlib.import_module(args._module)
     try:
         return int(mod.run(args) or 0)
