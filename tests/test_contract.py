@@ -8,6 +8,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+
 import wattbench_schema as contract
 
 VALID = contract.vectors("valid")

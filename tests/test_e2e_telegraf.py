@@ -7,6 +7,7 @@ import time
 
 import paho.mqtt.client as mqtt
 import pytest
+
 import wattbench_schema as contract
 
 pytestmark = pytest.mark.services
