@@ -10,7 +10,7 @@ import json
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -186,10 +186,14 @@ class Vector:
     raw: bytes
     stage: str
     why: str
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def payload(self) -> Any:
         return strict_loads(self.raw)
+
+
+_VECTOR_KEYS = {"topic", "schema", "why", "stage", "raw", "payload"}
 
 
 def _load_vector(path: Path, valid: bool) -> Vector:
@@ -206,6 +210,7 @@ def _load_vector(path: Path, valid: bool) -> Vector:
         raw=raw,
         stage="ok" if valid else doc.get("stage", "schema"),
         why=doc["why"],
+        extra={k: v for k, v in doc.items() if k not in _VECTOR_KEYS},
     )
 
 
