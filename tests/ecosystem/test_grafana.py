@@ -1,0 +1,260 @@
+"""The Grafana provisioning: the dashboards are what deploy/grafana/build.py generates, they follow the
+InfluxDB layout of the contract, and every query in them (panels, annotations, variables, in both the
+InfluxQL and the Flux flavour) returns rows from a real InfluxDB holding demo data, with the right values."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import demo_data
+import grafana_queries as gq
+import pytest
+
+import wattbench_schema as contract
+
+GRAFANA = gq.REPO / "deploy" / "grafana"
+LAYOUT = contract.influx_layout()["measurements"]
+ALL_QUERIES = [q for path in gq.dashboard_files() for q in gq.queries(path)]
+
+
+def _load(path: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(path.read_text())
+    return doc
+
+
+def _build_module() -> Any:
+    pytest.importorskip(
+        "grafana_foundation_sdk", reason='install the "grafana" extra to regenerate dashboards'
+    )
+    spec = importlib.util.spec_from_file_location("grafana_build", GRAFANA / "build.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+# ------------------------------------------------------------------ static checks
+
+
+def test_committed_dashboards_are_the_generator_output() -> None:
+    build = _build_module()
+    rendered = build.render()
+    assert set(rendered) == set(gq.dashboard_files()), "no stray or missing dashboard files"
+    for path, text in rendered.items():
+        assert path.read_text() == text, f"{path} is stale: run python deploy/grafana/build.py"
+
+
+def test_three_dashboards_in_each_flavour() -> None:
+    by_flavour: dict[str, set[str]] = defaultdict(set)
+    for path in gq.dashboard_files():
+        by_flavour[path.parent.name].add(path.stem)
+    assert by_flavour == {f: {"live-power", "run-view", "fleet"} for f in ("influxql", "flux")}
+
+
+def test_provisioning_matches_the_dashboards() -> None:
+    yaml = pytest.importorskip("yaml")
+    ds = yaml.safe_load((GRAFANA / "provisioning" / "datasources" / "wattbench.yaml").read_text())
+    by_uid = {d["uid"]: d for d in ds["datasources"]}
+    assert set(by_uid) == set(gq.DATASOURCE_FLAVOUR)
+    assert by_uid["wattbench-influxql"]["jsonData"]["version"] == "InfluxQL"
+    assert by_uid["wattbench-flux"]["jsonData"]["version"] == "Flux"
+    assert all(d["type"] == "influxdb" for d in ds["datasources"])
+    providers = yaml.safe_load((GRAFANA / "provisioning" / "dashboards" / "wattbench.yaml").read_text())
+    folders = {Path(p["options"]["path"]).name for p in providers["providers"]}
+    assert folders == {"influxql", "flux"}
+
+
+@pytest.mark.parametrize("path", gq.dashboard_files(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_dashboard_json_model(path: Path) -> None:
+    """The parts of the dashboard JSON model Grafana needs to load a provisioned file."""
+    doc = _load(path)
+    flavour = path.parent.name
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,40}", doc["uid"])
+    assert doc["title"] and isinstance(doc["schemaVersion"], int)
+    assert doc["time"]["from"].startswith("now-") and doc["time"]["to"] == "now"
+    ids = [p["id"] for p in doc["panels"]]
+    assert len(ids) == len(set(ids)), "panel ids are unique"
+    cells: set[tuple[int, int]] = set()
+    for panel in doc["panels"]:
+        pos = panel["gridPos"]
+        assert 0 <= pos["x"] and pos["x"] + pos["w"] <= 24 and pos["h"] > 0, panel["title"]
+        for x in range(pos["x"], pos["x"] + pos["w"]):
+            for y in range(pos["y"], pos["y"] + pos["h"]):
+                assert (x, y) not in cells, f"{panel['title']} overlaps another panel"
+                cells.add((x, y))
+        assert panel["type"] in {"timeseries", "stat", "table", "barchart", "state-timeline"}
+        assert panel["targets"], panel["title"]
+        refs = [t["refId"] for t in panel["targets"]]
+        assert len(refs) == len(set(refs))
+        for target in panel["targets"]:
+            assert gq.DATASOURCE_FLAVOUR[target["datasource"]["uid"]] == flavour
+            if flavour == "influxql":
+                assert target["rawQuery"] is True and target["resultFormat"] in {"time_series", "table"}
+    used = {m.group(1) for m in re.finditer(r"\$\{?(\w+)", json.dumps([p["targets"] for p in doc["panels"]]))}
+    defined = {v["name"] for v in doc["templating"]["list"]}
+    assert used - {"timeFilter", "__interval"} <= defined, "every template variable a query uses is defined"
+
+
+def _influxql_identifiers(text: str) -> tuple[set[str], set[str]]:
+    measurements = set(re.findall(r'FROM "(\w+)"', text))
+    aliases = set(re.findall(r'AS "(\w+)"', text))
+    quoted = set(re.findall(r'"(\w+)"', text)) - measurements - aliases
+    return measurements, quoted
+
+
+@pytest.mark.parametrize("q", ALL_QUERIES, ids=lambda q: q.id)
+def test_query_uses_only_the_contract_layout(q: gq.PanelQuery) -> None:
+    """Measurements, tags and fields named in a query exist in schema/v1/influx.json."""
+    if q.flavour == "influxql":
+        measurements, names = _influxql_identifiers(q.text)
+        assert measurements and measurements <= set(LAYOUT), measurements
+        known = {n for m in measurements for n in (*LAYOUT[m]["tags"], *LAYOUT[m]["fields"])}
+        known |= set(re.findall(r'AS "(\w+)"', q.text))
+        assert names <= known, names - known
+    else:
+        measurements = set(re.findall(r'r\._measurement == "(\w+)"', q.text))
+        assert measurements and measurements <= set(LAYOUT), measurements
+        fields = set(re.findall(r'r\._field == "(\w+)"', q.text))
+        tags = set(re.findall(r"\br\.([a-zA-Z]\w*)", q.text))
+        assert fields <= {f for m in measurements for f in LAYOUT[m]["fields"]}
+        assert tags <= {t for m in measurements for t in LAYOUT[m]["tags"]}
+
+
+def test_energy_comes_from_the_counter_never_its_average() -> None:
+    for q in ALL_QUERIES:
+        if "wb_sample" in q.text and "Wh" in re.findall(r'"(\w+)"', q.text):
+            assert not re.search(r'mean\("Wh"\)|fn: mean', q.text), q.id
+            assert "difference" in q.text, q.id
+
+
+# ------------------------------------------------------------------ against a real InfluxDB
+
+
+def _num(value: Any) -> float:
+    return float(value)
+
+
+def _by(rows: list[dict[str, Any]], *keys: str) -> dict[tuple[str, ...], list[dict[str, Any]]]:
+    out: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        out[tuple(r[k] for k in keys)].append(r)
+    return out
+
+
+def _value(row: dict[str, Any], flavour: str) -> Any:
+    if flavour == "flux":
+        return row["_value"]
+    (name,) = [k for k in row if k not in ("time", "dev", "ch", "collector")]
+    return row[name]
+
+
+def _demo_wh() -> dict[tuple[str, str], list[tuple[int, float]]]:
+    series: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
+    for ln in demo_data.sample_lines():
+        head, fields, t = ln.split(" ")
+        tags = dict(kv.split("=") for kv in head.split(",")[1:])
+        values = dict(kv.split("=") for kv in fields.split(","))
+        if "Wh" in values:
+            series[(tags["dev"], tags["ch"])].append((int(t), float(values["Wh"])))
+    return series
+
+
+def _find(dashboard: str, where: str) -> gq.PanelQuery:
+    (q,) = [q for q in ALL_QUERIES if q.dashboard == dashboard and q.where.startswith(where)]
+    return q
+
+
+@pytest.mark.services
+def test_every_query_returns_rows_from_a_real_influxdb(influxdb) -> None:  # type: ignore[no-untyped-def]
+    written = demo_data.write(influxdb.url, influxdb.db)
+    assert written > 1500
+    assert len(ALL_QUERIES) >= 40
+    failures = []
+    counts = {}
+    for q in ALL_QUERIES:
+        try:
+            rows = gq.run(q, influxdb.url, influxdb.db)
+        except Exception as exc:
+            failures.append(f"{q.id}: {exc}")
+            continue
+        counts[q.id] = len(rows)
+        if not rows:
+            failures.append(f"{q.id}: no rows")
+    assert not failures, "\n".join(failures)
+    # the variable queries list exactly the demo's appliances, channels and run
+    for flavour in ("influxql", "flux"):
+        dev = gq.run(_find(f"{flavour}/live-power", "variable: dev"), influxdb.url, influxdb.db)
+        ch = gq.run(_find(f"{flavour}/live-power", "variable: ch"), influxdb.url, influxdb.db)
+        run = gq.run(_find(f"{flavour}/run-view", "variable: run"), influxdb.url, influxdb.db)
+        col = "value" if flavour == "influxql" else "_value"
+        assert sorted(r[col] for r in dev) == sorted(demo_data.DEVICES)
+        assert sorted(r[col] for r in ch) == sorted([*demo_data.POWER_CHANNELS, demo_data.INLET_CHANNEL])
+        assert [r[col] for r in run] == [demo_data.RUN_ID]
+
+
+@pytest.mark.services
+def test_panel_values_are_right_in_both_flavours(influxdb) -> None:  # type: ignore[no-untyped-def]
+    demo_data.write(influxdb.url, influxdb.db)
+    wh = _demo_wh()
+
+    def rows(flavour: str, dashboard: str, where: str) -> list[dict[str, Any]]:
+        return gq.run(_find(f"{flavour}/{dashboard}", where), influxdb.url, influxdb.db)
+
+    for flavour in ("influxql", "flux"):
+        # energy in the range is the counter's increase; per interval it sums to the increase after
+        # the first window's last reading (the first window has no predecessor to subtract)
+        in_range = {
+            k: _num(_value(r[0], flavour))
+            for k, r in _by(rows(flavour, "live-power", "Energy in range"), "dev", "ch").items()
+        }
+        per_interval = _by(rows(flavour, "live-power", "Energy per interval"), "dev", "ch")
+        assert set(in_range) == set(wh) == set(per_interval)
+        window_ms = int(gq.INTERVAL[:-1]) * 1000
+        for key, points in wh.items():
+            assert math.isclose(in_range[key], (points[-1][1] - points[0][1]) / 1000, rel_tol=1e-9), (
+                flavour,
+                key,
+            )
+            first_window_end = max(t for t, _ in points if t < (points[0][0] // window_ms + 1) * window_ms)
+            first_last = dict(points)[first_window_end]
+            total = sum(_num(_value(r, flavour)) for r in per_interval[key])
+            assert math.isclose(total, (points[-1][1] - first_last) / 1000, rel_tol=1e-9), (flavour, key)
+            assert all(_num(_value(r, flavour)) > 0 for r in per_interval[key]), "energy never goes down"
+
+        now = {
+            k: _num(_value(r[0], flavour))
+            for k, r in _by(rows(flavour, "live-power", "Power now"), "dev", "ch").items()
+        }
+        assert set(now) == set(wh)
+
+        valid = rows(flavour, "run-view", "Compliance")
+        assert [str(_value(valid[0], flavour)).lower()] == ["true"]
+        ratios = {
+            r["phase"]: _num(r["ratio"]) for r in rows(flavour, "run-view", "Performance to power ratio")
+        }
+        assert set(ratios) == {p for p, _ in demo_data.LEVELS}
+        assert ratios["idle"] == 0 and ratios["l100"] > ratios["l50"] > 0
+
+        gaps = _by(rows(flavour, "fleet", "Sequence gaps"), "dev")
+        assert sum(_num(_value(r, flavour)) for r in gaps[("bench-b",)]) == 3
+        assert sum(_num(_value(r, flavour)) for r in gaps[("bench-a",)]) == 0
+        table = {r["dev"]: r for r in rows(flavour, "fleet", "Appliances [A]")}
+        assert set(table) == set(demo_data.DEVICES) and {r["state"] for r in table.values()} == {"online"}
+
+        notes = rows(flavour, "run-view", "annotation")
+        assert len(notes) == len(demo_data.phase_lines())
+
+    # both flavours show the same power curve
+    series = {}
+    for flavour in ("influxql", "flux"):
+        got = _by(rows(flavour, "live-power", "Active power"), "dev", "ch")
+        series[flavour] = {k: sorted(round(_num(_value(r, flavour)), 9) for r in v) for k, v in got.items()}
+    assert series["influxql"] == series["flux"]
