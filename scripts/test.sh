@@ -9,7 +9,7 @@ start=$(date +%s)
 bash scripts/provision.sh || { echo "provisioning failed" >&2; exit 1; }
 echo "[test] services provisioned in $(( $(date +%s) - start )) s" >&2
 
-python3 -m pip install -q --disable-pip-version-check -e ".[test]" 2>&1 | grep -v "Running pip as the 'root' user" >&2
+python3 -m pip install -q --disable-pip-version-check -e ".[test,grafana]" 2>&1 | grep -v "Running pip as the 'root' user" >&2
 if [ "${PIPESTATUS[0]}" -ne 0 ]; then echo "pip install failed" >&2; exit 1; fi
 
 python3 -m pytest -p no:cacheprovider "$@"
