@@ -643,7 +643,7 @@ def fleet_panels() -> list[Panel]:
             "timeseries",
             "Clock offset",
             [health_series("offset_ms")],
-            description="Appliance clock minus collector clock. Phase alignment needs it well under 400 ms.",
+            description="Collector receive time minus sample time, the minimum over recent batches: the clock difference plus the shortest delivery delay. Phase alignment needs the clocks within 400 ms.",
             unit="ms",
             display_name=DEVICE_NAME,
         ),
