@@ -170,6 +170,9 @@ def check_run(
         wp = by_phase.get(lv.phase)
         if wp is None:
             continue
+        if not wp.power:
+            checks.append(Check("sample_rate", False, "no power channel", lv.phase))
+            continue
         checks.append(check_sample_rate(wp, limits))
         checks.append(check_gaps(wp))
         for c in (check_inlet(wp, limits), check_uncertainty(wp, limits)):

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
 from wattbench.store.base import Series
 
 RUN = "20260101T000000Z-test"

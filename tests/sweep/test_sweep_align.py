@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 from sweep_synth import T0, SeriesFetch, make_series, sweep_events, trace
+
 from wattbench import align as al
 
 W0 = T0 + 1000

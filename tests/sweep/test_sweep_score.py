@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 from sweep_synth import RUN, T0, SeriesFetch, specpower_phases, sweep_events, trace
+
 from wattbench import align as al
 from wattbench import compliance as cp
 from wattbench import score as sc

@@ -13,6 +13,7 @@ class ContractError(ValueError):
 @cache
 def _validator(name: str) -> Any:
     import fastjsonschema
+
     import wattbench_schema
 
     return fastjsonschema.compile(wattbench_schema.inline_refs(name))

@@ -27,6 +27,7 @@ class Evaluation:
     calibration: list[tuple[str, float]] = field(default_factory=list)
     channels: list[al.ChannelSpec] = field(default_factory=list)
     offsets_ms: dict[str, float] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def valid(self) -> bool:
@@ -113,7 +114,48 @@ def evaluate(
     result = build_result(
         run, levels, checks, summary, calibrated, workload_name(events), interrupted, now_ms
     )
-    return Evaluation(run, result, levels, aligned, checks, summary, calibrated, cal, list(channels), offsets)
+    return Evaluation(
+        run,
+        result,
+        levels,
+        aligned,
+        checks,
+        summary,
+        calibrated,
+        cal,
+        list(channels),
+        offsets,
+        [dict(e) for e in events],
+    )
+
+
+def from_stored(
+    result: Mapping[str, Any],
+    events: Sequence[Mapping[str, Any]] = (),
+    channels: Sequence[al.ChannelSpec] = (),
+) -> Evaluation:
+    """An Evaluation for rendering a stored result as it was scored (no re-alignment)."""
+    summ = result.get("summary", {})
+    summary = sc.Summary(
+        overall=float(result["overall"]),
+        peak_ops=float(summ.get("peak_ops", 0.0)),
+        peak_W=float(summ.get("peak_W", 0.0)),
+        idle_W=float(summ.get("idle_W", 0.0)),
+        energy_Wh=float(summ.get("energy_Wh", math.nan)),
+        cost=summ.get("cost"),
+        ops_per_dollar=summ.get("ops_per_dollar"),
+    )
+    return Evaluation(
+        run=str(result["run"]),
+        result=dict(result),
+        levels=levels_from_result(result),
+        aligned=[],
+        checks=checks_from_result(result),
+        summary=summary,
+        calibrated=result.get("calibrated"),
+        channels=list(channels),
+        events=[dict(e) for e in events],
+    )
 
 
 def _level(wp: al.WindowPower, calibrated: float | None) -> sc.LevelScore:

@@ -1,0 +1,284 @@
+"""One self-contained HTML page per run: inline CSS, charts as inline SVG drawn by matplotlib, no
+scripts and no external files, so it can be mailed or archived as it is.
+
+It shows the result table in the SPECpower layout, the SPECpower-style chart (performance to power
+ratio as bars, average power as a line on a second axis), the power trace of every level with its
+measurement window marked, and every compliance check with its reason.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..score import LevelScore, concurrency_figures
+from .table import fmt_count, fmt_pct, fmt_watts, overall_line, target_label
+
+MAX_TRACE_CHANNELS = 8
+
+CSS = """
+body{font:15px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#1d2327;padding:0 1rem}
+h1{font-size:1.5rem;margin-bottom:.2rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
+.meta{color:#555}.badge{display:inline-block;padding:.1rem .6rem;border-radius:.3rem;font-weight:600;color:#fff}
+.valid{background:#217a3c}.invalid{background:#b3261e}
+table{border-collapse:collapse;margin:.6rem 0}th,td{padding:.3rem .7rem;border-bottom:1px solid #e3e3e3}
+th{background:#f4f5f7;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.overall{font-size:1.2rem;font-weight:600;margin:.6rem 0}.pass{color:#217a3c;font-weight:600}.fail{color:#b3261e;font-weight:600}
+.chart svg{max-width:100%;height:auto}.facts li{margin:.1rem 0}
+"""
+
+
+def _svg(fig: Any) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.find("<svg") :]
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.fonttype"] = "none"  # text stays text: smaller, searchable
+    plt.rcParams["svg.hashsalt"] = "wattbench"  # same input, same page
+    return plt
+
+
+def specpower_chart(levels: Sequence[LevelScore], ops_label: str = "ops") -> str:
+    """Performance to power ratio as bars, average active power as a line on a second axis."""
+    plt = _pyplot()
+    rows = [lv for lv in levels if lv.has_power]
+    labels = [target_label(lv) for lv in rows]
+    ratios = [0.0 if lv.kind == "idle" else lv.ratio for lv in rows]
+    watts = [lv.W for lv in rows]
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    x = list(range(len(rows)))
+    ax.bar(x, ratios, color="#3b6ea8", label="performance to power ratio")
+    ax.set_ylabel(f"{ops_label} per watt")
+    ax.set_xticks(x, labels, rotation=0, fontsize=8)
+    ax2 = ax.twinx()
+    ax2.plot(x, watts, color="#c0392b", marker="o", label="average active power (W)")
+    ax2.set_ylabel("average active power (W)")
+    ax2.set_ylim(bottom=0, top=max(watts or [1]) * 1.15)
+    ax.set_ylim(bottom=0, top=max(ratios or [1]) * 1.15 or 1)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, loc="upper right", fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    return _svg(fig)
+
+
+def concurrency_chart(levels: Sequence[LevelScore]) -> str:
+    plt = _pyplot()
+    figs = concurrency_figures(levels)
+    rows = [lv for lv in levels if lv.phase in figs]
+    x = [lv.copies or 0 for lv in rows]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.bar(
+        [str(c) for c in x], [figs[lv.phase][0] for lv in rows], color="#3b6ea8", label="relative throughput"
+    )
+    ax.set_xlabel("copies")
+    ax.set_ylabel("throughput relative to the fewest copies")
+    ax2 = ax.twinx()
+    ax2.plot(
+        [str(c) for c in x],
+        [figs[lv.phase][1] for lv in rows],
+        color="#c0392b",
+        marker="o",
+        label="energy per job (J)",
+    )
+    ax2.set_ylabel("energy per job (J)")
+    ax2.set_ylim(bottom=0)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, loc="upper left", fontsize=8)
+    return _svg(fig)
+
+
+def phase_spans(events: Sequence[dict[str, Any]]) -> dict[str, tuple[int, int, int, int]]:
+    """phase -> (phase_start, measure_start, measure_end, phase_end) in UTC ms, where all four exist."""
+    marks: dict[str, dict[str, int]] = {}
+    for e in events:
+        marks.setdefault(str(e.get("phase")), {})[str(e.get("event"))] = int(e["t"])
+    out = {}
+    for phase, m in marks.items():
+        if {"measure_start", "measure_end"} <= set(m):
+            out[phase] = (
+                m.get("phase_start", m["measure_start"]),
+                m["measure_start"],
+                m["measure_end"],
+                m.get("phase_end", m["measure_end"]),
+            )
+    return out
+
+
+def traces_chart(
+    levels: Sequence[LevelScore],
+    events: Sequence[dict[str, Any]],
+    fetch: Callable[..., Any],
+    channels: Sequence[Any],
+    offsets_ms: dict[str, float],
+) -> str:
+    """Small multiples: each level's power over its whole interval, the measurement window shaded."""
+    plt = _pyplot()
+    spans = phase_spans(events)
+    rows = [lv for lv in levels if lv.phase in spans]
+    power = [c for c in channels if c.role == "power"][:MAX_TRACE_CHANNELS]
+    if not rows or not power:
+        return ""
+    cols = 4 if len(rows) > 6 else min(3, len(rows))
+    nrows = math.ceil(len(rows) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.0 * cols, 2.2 * nrows), squeeze=False, sharey=True)
+    for ax in axes.flat[len(rows) :]:
+        ax.set_visible(False)
+    for ax, lv in zip(axes.flat, rows, strict=False):
+        p0, m0, m1, p1 = spans[lv.phase]
+        for c in power:
+            off = offsets_ms.get(c.dev, 0.0)
+            s = fetch(c.dev, c.ch, int(p0 + off), int(p1 + off), ("W",))
+            t = (s.t_ms.astype(float) - off - m0) / 1000.0
+            ax.plot(t, s.values["W"], lw=0.8, label=c.key)
+        ax.axvspan(0, (m1 - m0) / 1000.0, color="#3b6ea8", alpha=0.08)
+        ax.set_title(f"{target_label(lv)} · {fmt_watts(lv.W)} W", fontsize=9)
+        ax.tick_params(labelsize=7)
+        ax.set_xlabel("s from window start", fontsize=7)
+    axes.flat[0].set_ylabel("W", fontsize=8)
+    if len(power) > 1:
+        axes.flat[0].legend(fontsize=6)
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def _table_html(levels: Sequence[LevelScore], ops_label: str) -> str:
+    if any(lv.kind == "concurrency" for lv in levels):
+        figs = concurrency_figures(levels)
+        head = ["Copies", "Jobs/s", "Relative Throughput", "Average Active Power (W)", "Energy per Job (J)"]
+        body = []
+        for lv in levels:
+            rel, jpj = figs.get(lv.phase, (math.nan, math.nan))
+            idle = lv.kind == "idle"
+            body.append(
+                [
+                    "Active Idle" if idle else str(lv.copies or lv.phase),
+                    "" if idle else f"{lv.ops:.4g}",
+                    "" if idle else f"{rel:.2f}×",
+                    fmt_watts(lv.W),
+                    "" if idle else fmt_count(jpj),
+                ]
+            )
+    else:
+        head = [
+            "Target Load",
+            "Actual Load",
+            ops_label,
+            "Average Active Power (W)",
+            "Performance to Power Ratio",
+        ]
+        body = []
+        for lv in levels:
+            idle = lv.kind == "idle"
+            ratio = 0.0 if idle and lv.has_power else lv.ratio
+            body.append(
+                [
+                    target_label(lv),
+                    "" if idle else fmt_pct(lv.actual),
+                    fmt_count(lv.ops),
+                    fmt_watts(lv.W),
+                    fmt_count(ratio),
+                ]
+            )
+    out = ["<table><thead><tr>", *(f"<th>{html.escape(h)}</th>" for h in head), "</tr></thead><tbody>"]
+    for row in body:
+        out.append(
+            "<tr>"
+            + "".join(f"<td{' class=n' if i else ''}>{html.escape(v)}</td>" for i, v in enumerate(row))
+            + "</tr>"
+        )
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _checks_html(checks: Sequence[Any]) -> str:
+    out = ["<table><thead><tr><th></th><th>check</th><th>phase</th><th>reason</th></tr></thead><tbody>"]
+    for c in checks:
+        mark = '<span class="pass">pass</span>' if c.ok else '<span class="fail">FAIL</span>'
+        out.append(
+            f"<tr><td>{mark}</td><td>{html.escape(c.name)}</td><td>{html.escape(c.phase or '')}</td>"
+            f"<td>{html.escape(c.reason)}</td></tr>"
+        )
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None, ops_label: str = "ops") -> str:
+    """The page as a string. fetch (Store.series) adds the power traces; without it they are left out."""
+    result = evaluation.result
+    levels = evaluation.levels
+    valid = bool(result.get("valid"))
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(result["t"] / 1000))
+    facts = []
+    if evaluation.calibrated:
+        facts.append(f"calibrated throughput {fmt_count(evaluation.calibrated)} {ops_label}/s")
+    summ = result.get("summary", {})
+    for key, label, fmt in (
+        ("peak_ops", f"peak {ops_label}", fmt_count),
+        ("peak_W", "peak power (W)", fmt_watts),
+        ("idle_W", "active idle power (W)", fmt_watts),
+        ("energy_Wh", "run energy (Wh)", lambda v: f"{v:.4g}"),
+        ("cost", "energy cost of the run", lambda v: f"{v:.4g}"),
+        ("ops_per_dollar", f"{ops_label} per currency unit over the service life", fmt_count),
+    ):
+        if key in summ:
+            facts.append(f"{label}: {fmt(summ[key])}")
+    if result.get("partial"):
+        facts.append("partial run: interrupted before the end")
+
+    parts = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        f"<title>wattbench run {html.escape(evaluation.run)}</title><style>{CSS}</style></head><body>",
+        f"<h1>wattbench run {html.escape(evaluation.run)}</h1>",
+        f"<p class=meta>{html.escape(result.get('workload', ''))} · scored {when} · "
+        f'<span class="badge {"valid" if valid else "invalid"}">{"VALID" if valid else "INVALID"}</span></p>',
+        "<h2>Result</h2>",
+        _table_html(levels, ops_label),
+        f"<p class=overall>{html.escape(overall_line(result['overall'], ops_label))}</p>",
+        "<ul class=facts>" + "".join(f"<li>{html.escape(f)}</li>" for f in facts) + "</ul>",
+    ]
+    if any(lv.has_power for lv in levels):
+        if any(lv.kind == "concurrency" for lv in levels):
+            parts += [
+                "<h2>Throughput and energy per job</h2>",
+                f"<div class=chart>{concurrency_chart(levels)}</div>",
+            ]
+        else:
+            parts += [
+                "<h2>Performance to power ratio and average power</h2>",
+                f"<div class=chart>{specpower_chart(levels, ops_label)}</div>",
+            ]
+    if fetch is not None and evaluation.events and evaluation.channels:
+        svg = traces_chart(levels, evaluation.events, fetch, evaluation.channels, evaluation.offsets_ms)
+        if svg:
+            parts += [
+                "<h2>Power per level</h2>",
+                "<p class=meta>Shaded: the measurement window.</p>",
+                f"<div class=chart>{svg}</div>",
+            ]
+    parts += ["<h2>Compliance</h2>", _checks_html(evaluation.checks), "</body></html>"]
+    return "\n".join(parts)
+
+
+def write_html(
+    path: str, evaluation: Any, fetch: Callable[..., Any] | None = None, ops_label: str = "ops"
+) -> None:
+    text = render_html(evaluation, fetch, ops_label)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)

@@ -1,0 +1,189 @@
+"""The terminal table in the SPECpower_ssj2008 layout:
+
+    Target Load | Actual Load | ops | Average Active Power (W) | Performance to Power Ratio
+
+with an Active Idle row and the line "∑ops / ∑power = N". Concurrency runs get their own columns
+(copies, throughput relative to one copy, energy per job).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+
+    from ..compliance import Check
+    from ..score import LevelScore
+
+
+def fmt_count(x: float | None) -> str:
+    """Thousands separators, no decimals above 100, three significant figures below."""
+    if x is None or not math.isfinite(x):
+        return "—"
+    if abs(x) >= 100 or x == 0:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+def fmt_watts(x: float | None) -> str:
+    """As SPEC prints average power: three significant figures, whole watts from 1000 W up."""
+    if x is None or not math.isfinite(x):
+        return "—"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    return f"{x:.3g}"
+
+
+def fmt_pct(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return ""
+    return f"{x * 100:.1f}%"
+
+
+def target_label(lv: LevelScore) -> str:
+    if lv.kind == "idle":
+        return "Active Idle"
+    if lv.kind == "concurrency":
+        return f"{lv.copies or lv.phase} copies"
+    if lv.target is None:
+        return lv.phase
+    return f"{lv.target * 100:g}%"
+
+
+def overall_line(overall: float, ops_label: str = "ops") -> str:
+    return f"∑{ops_label} / ∑power = {fmt_count(overall)}"
+
+
+def levels_table(levels: Sequence[LevelScore], ops_label: str = "ops", title: str | None = None) -> Any:
+    """A rich Table of target loads and active idle."""
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", header_style="bold")
+    table.add_column("Target Load", justify="left")
+    table.add_column("Actual Load", justify="right")
+    table.add_column(ops_label, justify="right")
+    table.add_column("Average Active Power (W)", justify="right")
+    table.add_column("Performance to Power Ratio", justify="right")
+    for lv in levels:
+        ratio = 0.0 if lv.kind == "idle" and lv.has_power else lv.ratio
+        table.add_row(
+            target_label(lv),
+            "" if lv.kind == "idle" else fmt_pct(lv.actual),
+            fmt_count(lv.ops),
+            fmt_watts(lv.W),
+            fmt_count(ratio),
+        )
+    return table
+
+
+def concurrency_table(levels: Sequence[LevelScore], title: str | None = None) -> Any:
+    from rich.table import Table
+
+    from ..score import concurrency_figures
+
+    figs = concurrency_figures(levels)
+    table = Table(title=title, title_justify="left", header_style="bold")
+    for name in ("Copies", "Jobs/s", "Relative Throughput", "Average Active Power (W)", "Energy per Job (J)"):
+        table.add_column(name, justify="right" if name != "Copies" else "left")
+    for lv in levels:
+        rel, jpj = figs.get(lv.phase, (math.nan, math.nan))
+        table.add_row(
+            "Active Idle" if lv.kind == "idle" else str(lv.copies or lv.phase),
+            "" if lv.kind == "idle" else f"{lv.ops:.4g}",
+            "" if lv.kind == "idle" else f"{rel:.2f}×",
+            fmt_watts(lv.W),
+            "" if lv.kind == "idle" else fmt_count(jpj),
+        )
+    return table
+
+
+def checks_table(checks: Sequence[Check]) -> Any:
+    from rich.table import Table
+
+    table = Table(header_style="bold", show_edge=False, box=None, pad_edge=False)
+    table.add_column("", width=4)
+    table.add_column("check")
+    table.add_column("phase")
+    table.add_column("reason")
+    for c in checks:
+        mark = "[green]pass[/]" if c.ok else "[bold red]FAIL[/]"
+        table.add_row(mark, c.name, c.phase or "", c.reason)
+    return table
+
+
+def report_renderables(
+    levels: Sequence[LevelScore],
+    overall: float,
+    ops_label: str = "ops",
+    title: str | None = None,
+    valid: bool | None = None,
+    checks: Sequence[Check] | None = None,
+    summary: dict[str, Any] | None = None,
+    calibrated: float | None = None,
+) -> list[RenderableType]:
+    """Everything the terminal shows for a scored run, as rich renderables."""
+    from rich.text import Text
+
+    out: list[Any] = []
+    if any(lv.kind == "concurrency" for lv in levels):
+        out.append(concurrency_table(levels, title))
+    else:
+        out.append(levels_table(levels, ops_label, title))
+    out.append(Text(overall_line(overall, ops_label), style="bold"))
+    facts = []
+    if calibrated:
+        facts.append(f"calibrated {fmt_count(calibrated)} {ops_label}/s")
+    if summary:
+        if "peak_ops" in summary:
+            facts.append(f"peak {fmt_count(summary['peak_ops'])} {ops_label}")
+        if summary.get("peak_W"):
+            facts.append(f"peak power {fmt_watts(summary['peak_W'])} W")
+        if summary.get("idle_W"):
+            facts.append(f"active idle {fmt_watts(summary['idle_W'])} W")
+        if summary.get("energy_Wh"):
+            facts.append(f"run energy {summary['energy_Wh']:.4g} Wh")
+        if "cost" in summary:
+            facts.append(f"energy cost {summary['cost']:.4g}")
+        if "ops_per_dollar" in summary:
+            facts.append(
+                f"{fmt_count(summary['ops_per_dollar'])} ops per currency unit over the service life"
+            )
+    if facts:
+        out.append(Text(" · ".join(facts)))
+    if valid is not None:
+        out.append(
+            Text(
+                "VALID" if valid else "INVALID: see the failed checks",
+                style="bold green" if valid else "bold red",
+            )
+        )
+    if checks:
+        out.append(checks_table(checks))
+    return out
+
+
+def print_report(console: Console, *args: Any, **kwargs: Any) -> None:
+    for r in report_renderables(*args, **kwargs):
+        console.print(r)
+
+
+def render_text(*args: Any, width: int = 110, **kwargs: Any) -> str:
+    """The report as plain text (for logs, notes and tests)."""
+    from rich.console import Console
+
+    console = Console(width=width, record=True, file=_Null(), color_system=None)
+    print_report(console, *args, **kwargs)
+    return console.export_text()
+
+
+class _Null:
+    def write(self, _s: str) -> int:
+        return 0
+
+    def flush(self) -> None:
+        pass

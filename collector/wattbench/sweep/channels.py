@@ -1,0 +1,186 @@
+"""Which device channels a run uses, and how far each device's clock is from the sweep host's.
+
+Channels come, in order of preference, from the command line, from the appliances' retained metadata
+on the broker (role, node and sample rate), or from what the store holds for the run's time span
+(a channel carrying W is power, one carrying only T is the inlet probe).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..align import ChannelSpec
+
+log = logging.getLogger(__name__)
+
+_ARG = re.compile(
+    r"^([a-z0-9][a-z0-9_-]{0,31})/([a-z0-9][a-z0-9_.-]{0,23})(?:@([A-Za-z0-9][A-Za-z0-9_.-]{0,31}))?$"
+)
+# The collector's offset estimate is receive time minus sample time: it includes the smallest transport
+# delay, a few ms on a LAN. Below this it says nothing about the clock, so it is not corrected.
+DEFAULT_DEADBAND_MS = 50.0
+
+
+def parse_channel(text: str, role: str = "power") -> ChannelSpec:
+    """DEV/CH or DEV/CH@NODE."""
+    m = _ARG.match(text.strip())
+    if not m:
+        raise ValueError(f"bad channel {text!r}: use DEVICE/CHANNEL or DEVICE/CHANNEL@NODE")
+    return ChannelSpec(m.group(1), m.group(2), role=role, node=m.group(3))
+
+
+def parse_offset(text: str) -> tuple[str, float]:
+    """DEV=MS: the device clock minus the host clock."""
+    dev, sep, ms = text.partition("=")
+    try:
+        if not sep:
+            raise ValueError
+        return dev.strip(), float(ms)
+    except ValueError:
+        raise ValueError(f"bad clock offset {text!r}: use DEVICE=MILLISECONDS") from None
+
+
+def from_meta(metas: Iterable[Mapping[str, Any]]) -> list[ChannelSpec]:
+    """Channel specs from appliance metadata messages (meta.schema.json)."""
+    out = []
+    for meta in metas:
+        dev = meta.get("dev")
+        for ch in meta.get("channels", []):
+            q = set(ch.get("q", []))
+            role = ch.get("role")
+            if role is None:
+                role = "power" if "W" in q else ("inlet" if "T" in q else "other")
+            if role not in ("power", "inlet"):
+                continue
+            if role == "power" and "W" not in q:
+                continue
+            out.append(ChannelSpec(str(dev), str(ch["c"]), role=role, node=ch.get("node"), hz=ch.get("hz")))
+    return sorted(out, key=lambda s: (s.dev, s.ch))
+
+
+def read_meta(client_factory: Any, timeout: float = 2.0, quiet: float = 0.5) -> list[dict[str, Any]]:
+    """Retained metadata of every appliance on the broker. client_factory() returns a connected paho
+    client with its network loop running; it is disconnected here."""
+    import threading
+
+    from wattbench_schema import jsonschema_validator, strict_loads, subscription
+
+    validator = jsonschema_validator("meta")
+    found: dict[str, dict[str, Any]] = {}
+    last = [time.monotonic()]
+    lock = threading.Lock()
+
+    def on_message(client: Any, userdata: Any, msg: Any) -> None:
+        try:
+            doc = strict_loads(msg.payload)
+            validator.validate(doc)
+        except Exception as exc:
+            log.warning("ignoring metadata on %s: %s", msg.topic, exc)
+            return
+        with lock:
+            found[doc["dev"]] = doc
+            last[0] = time.monotonic()
+
+    client = client_factory()
+    try:
+        client.on_message = on_message
+        client.subscribe(subscription("meta"), qos=1)
+        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        while time.monotonic() < deadline:
+            with lock:
+                idle = time.monotonic() - last[0]
+            if found and idle > quiet:
+                break
+            if not found and time.monotonic() - start > timeout:
+                break
+            time.sleep(0.05)
+    finally:
+        client.disconnect()
+        client.loop_stop()
+    return list(found.values())
+
+
+def from_store(store: Any, start_ms: int, end_ms: int) -> list[ChannelSpec]:
+    """Channels with samples in the span, with their role told from what they carry."""
+    out = []
+    for dev, ch in store.channels(start_ms, end_ms):
+        s = store.series(dev, ch, start_ms, end_ms, ("W", "T"))
+        has_w = bool(s.values["W"].size) and bool((~_nan(s.values["W"])).any())
+        has_t = bool(s.values["T"].size) and bool((~_nan(s.values["T"])).any())
+        if has_w:
+            out.append(ChannelSpec(dev, ch, "power"))
+        elif has_t:
+            out.append(ChannelSpec(dev, ch, "inlet"))
+    return out
+
+
+def _nan(a: Any) -> Any:
+    import numpy as np
+
+    return np.isnan(a)
+
+
+def offsets_from_health(
+    rows: Iterable[Mapping[str, Any]], devices: Sequence[str], deadband_ms: float = DEFAULT_DEADBAND_MS
+) -> dict[str, float]:
+    """Device-minus-host clock offsets from the collector's health rows (offset_ms there is the
+    collector's receive time minus sample time, so the sign flips). The largest estimate per device
+    wins when several collectors report it; estimates within the deadband are taken as zero."""
+    out: dict[str, float] = {}
+    wanted = set(devices)
+    for row in rows:
+        dev = row.get("dev")
+        off = row.get("offset_ms")
+        if dev not in wanted or off is None or not math.isfinite(float(off)):
+            continue
+        dev_minus_host = -float(off)
+        if dev not in out or abs(dev_minus_host) > abs(out[dev]):
+            out[dev] = dev_minus_host
+    return {d: (o if abs(o) > deadband_ms else 0.0) for d, o in out.items()}
+
+
+def offsets_from_store(
+    store: Any, devices: Sequence[str], deadband_ms: float = DEFAULT_DEADBAND_MS
+) -> dict[str, float]:
+    health = getattr(store, "health", None)
+    if not callable(health):
+        return {}
+    try:
+        return offsets_from_health(health(), devices, deadband_ms)
+    except Exception as exc:
+        log.warning("could not read clock offsets from the store: %s", exc)
+        return {}
+
+
+def wait_for_data(
+    store: Any, specs: Sequence[ChannelSpec], until_ms: int, offsets: Mapping[str, float], timeout_s: float
+) -> bool:
+    """Wait until every power channel has a sample past until_ms (on its own clock), so the last
+    window is complete in the store before it is scored. False on timeout (the gaps will show)."""
+    deadline = time.monotonic() + timeout_s
+    pending = [s for s in specs if s.role == "power"]
+    while True:
+        still = []
+        for s in pending:
+            off = offsets.get(s.dev, 0.0)
+            lo = int(until_ms + off)
+            try:
+                got = len(store.series(s.dev, s.ch, lo, lo + 3_600_000, ("W",))) > 0
+            except Exception as exc:
+                log.warning("store read failed while waiting for data: %s", exc)
+                got = False
+            if not got:
+                still.append(s)
+        pending = still
+        if not pending:
+            return True
+        if time.monotonic() >= deadline:
+            log.warning("no samples after the run's end yet from %s", ", ".join(s.key for s in pending))
+            return False
+        time.sleep(0.25)

@@ -1,0 +1,296 @@
+"""`wattbench sweep`: drive this server through graduated loads and score its work per watt.
+
+Exit codes: 0 valid run, 1 run complete but invalid (a check failed), 2 bad arguments or configuration,
+3 broker or store unreachable, 4 the workload could not run, 130 interrupted (a partial result is still
+published, marked invalid).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+EXIT_INVALID = 1
+EXIT_CONFIG = 2
+EXIT_UNREACHABLE = 3
+EXIT_WORKLOAD = 4
+EXIT_INTERRUPTED = 130
+
+
+def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("plan (SPECpower_ssj2008 defaults)")
+    g.add_argument(
+        "--calibrations", type=int, default=3, metavar="N", help="calibration intervals, 3..10 (3)"
+    )
+    g.add_argument(
+        "--calibration-use", type=int, default=2, metavar="N", help="calibrated = mean of the last N (2)"
+    )
+    g.add_argument("--levels", default="100,90,80,70,60,50,40,30,20,10", help="target loads in percent")
+    g.add_argument("--no-idle", action="store_true", help="leave out the active idle interval")
+    g.add_argument("--pre", type=float, default=30.0, metavar="S", help="ramp-up before each window (30)")
+    g.add_argument("--measure", type=float, default=240.0, metavar="S", help="measurement window (240)")
+    g.add_argument("--post", type=float, default=30.0, metavar="S", help="ramp-down after each window (30)")
+    g.add_argument("--gap", type=float, default=10.0, metavar="S", help="pause between intervals (10)")
+
+
+def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("workload")
+    g.add_argument("--workload", choices=["builtin", "command", "concurrency"], help="default builtin")
+    g.add_argument("--workload-config", metavar="FILE", help="TOML settings (see the workload's sample.toml)")
+    g.add_argument("--workers", type=int, metavar="N", help="builtin: worker processes (one per core)")
+    g.add_argument(
+        "--cmd", metavar="TEMPLATE", help="command workload: command line with {load} {rate} {level} …"
+    )
+    g.add_argument("--ops-report", choices=["stream", "total"], help="command workload: how ops come back")
+    g.add_argument("--ops-file", metavar="PATH", help="command workload: read ops from this file")
+    g.add_argument("--job", metavar="JOB", help="concurrency: command per copy, or builtin:N (builtin:20000)")
+    g.add_argument("--copies", metavar="LIST", help="concurrency: copy counts (1,2,4,6,8)")
+
+
+def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("scoring and checks")
+    g.add_argument(
+        "--channel", action="append", default=[], metavar="DEV/CH[@NODE]", help="power channel (repeat)"
+    )
+    g.add_argument("--inlet", action="append", default=[], metavar="DEV/CH", help="inlet temperature channel")
+    g.add_argument(
+        "--clock-offset", action="append", default=[], metavar="DEV=MS", help="device minus host clock"
+    )
+    g.add_argument(
+        "--load-tolerance", type=float, default=0.02, metavar="F", help="actual vs target load (0.02)"
+    )
+    g.add_argument(
+        "--load-mode", choices=["relative", "points"], default="relative", help="how the tolerance applies"
+    )
+    g.add_argument(
+        "--min-inlet", type=float, default=20.0, metavar="C", help="minimum inlet temperature (20)"
+    )
+    g.add_argument(
+        "--no-inlet-required", action="store_true", help="do not fail a run without an inlet probe"
+    )
+    g.add_argument(
+        "--max-uncertainty", type=float, default=0.01, metavar="F", help="power uncertainty limit (0.01)"
+    )
+    g.add_argument("--max-skew", type=float, default=400.0, metavar="MS", help="clock skew limit (400)")
+    g.add_argument("--price", type=float, help="system price, for ops per currency unit")
+    g.add_argument("--tariff", type=float, metavar="PER_KWH", help="electricity price per kWh")
+    g.add_argument("--years", type=float, default=4.0, help="years of service for lifetime cost (4)")
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("output")
+    g.add_argument("--html", metavar="FILE", help="write the HTML report here")
+    g.add_argument("--json-out", metavar="FILE", help="write the result JSON here")
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("broker and store")
+    g.add_argument("--broker", metavar="HOST:PORT", help="publish phase events and the result here")
+    g.add_argument("--mqtt-user", metavar="USER")
+    g.add_argument("--mqtt-password-file", metavar="FILE")
+    g.add_argument("--mqtt-ca", metavar="FILE", help="CA certificate: connect with TLS")
+    g.add_argument("--store", metavar="PATH", help="embedded SQLite store the collector writes")
+    g.add_argument("--influx", metavar="URL", help="InfluxDB the collector writes (instead of --store)")
+    g.add_argument("--db", metavar="NAME", help="InfluxDB database (wattbench)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = __doc__.split("\n\n", 1)[1]
+    parser.add_argument("--run", metavar="ID", help="run id (default: UTC time and a random suffix)")
+    add_plan_arguments(parser)
+    add_workload_arguments(parser)
+    add_connection_arguments(parser)
+    add_scoring_arguments(parser)
+    add_output_arguments(parser)
+    parser.add_argument(
+        "--wait-data", type=float, default=20.0, metavar="S", help="wait for late samples (20)"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no live display")
+
+
+def limits_from_args(args: argparse.Namespace) -> Any:
+    from ..compliance import Limits
+
+    return Limits(
+        load_tolerance=args.load_tolerance,
+        load_mode=args.load_mode,
+        min_inlet_c=args.min_inlet,
+        require_inlet=not args.no_inlet_required,
+        max_uncertainty=args.max_uncertainty,
+        max_skew_ms=args.max_skew,
+    )
+
+
+def cost_from_args(args: argparse.Namespace) -> Any:
+    from ..score import CostInputs
+
+    if args.price is None and args.tariff is None:
+        return None
+    return CostInputs(price=args.price, tariff_kwh=args.tariff, years=args.years)
+
+
+def channels_from_args(args: argparse.Namespace) -> list[Any] | None:
+    from .channels import parse_channel
+
+    specs = [parse_channel(c) for c in args.channel] + [parse_channel(c, "inlet") for c in args.inlet]
+    return specs or None
+
+
+def offsets_from_args(args: argparse.Namespace) -> dict[str, float] | None:
+    from .channels import parse_offset
+
+    if not args.clock_offset:
+        return None
+    return dict(parse_offset(x) for x in args.clock_offset)
+
+
+def plan_from_args(args: argparse.Namespace, workload_name: str, config: dict[str, Any]) -> Any:
+    from .plan import Timing, concurrency_plan, parse_copies, parse_levels, specpower_plan, with_idle_timing
+
+    timing = Timing(args.pre, args.measure, args.post, args.gap)
+    if workload_name == "concurrency":
+        copies = parse_copies(args.copies) if args.copies else tuple(config.get("copies", (1, 2, 4, 6, 8)))
+        cap = float(config.get("timeout_s", max(args.measure, 600.0)))
+        plan = concurrency_plan(
+            copies, idle=not args.no_idle, timing=Timing(args.pre, cap, args.post, args.gap)
+        )
+        return with_idle_timing(plan, timing)
+    return specpower_plan(
+        args.calibrations, parse_levels(args.levels), not args.no_idle, timing, args.calibration_use
+    )
+
+
+def workload_from_args(args: argparse.Namespace) -> tuple[str, Any, dict[str, Any]]:
+    from ..workloads import load_config, make_workload
+
+    config: dict[str, Any] = load_config(args.workload_config) if args.workload_config else {}
+    name = args.workload or config.pop("workload", None) or ("command" if args.cmd else None)
+    name = name or ("concurrency" if args.job or args.copies else "builtin")
+    config.pop("workload", None)
+    if name == "builtin" and args.workers:
+        config["workers"] = args.workers
+    if name == "command":
+        if args.cmd:
+            config["run"] = args.cmd
+        if args.ops_report:
+            config["report"] = args.ops_report
+        if args.ops_file:
+            config["ops_file"] = args.ops_file
+    if name == "concurrency" and args.job:
+        config["job"] = args.job
+    return name, make_workload(name, config), config
+
+
+def open_store_from_args(args: argparse.Namespace) -> Any:
+    if not (args.influx or args.store):
+        return None
+    from ..store import open_store
+
+    options: dict[str, Any] = {}
+    if args.influx and args.db:
+        options["db"] = args.db
+    return open_store(args.influx or args.store, **options)
+
+
+def read_password(path: str | None) -> str | None:
+    import os
+
+    if path:
+        with open(path) as f:
+            return f.read().strip()
+    return os.environ.get("WATTBENCH_MQTT_PASSWORD")
+
+
+def emit_outputs(evaluation: Any, args: argparse.Namespace, fetch: Any = None, console: Any = None) -> None:
+    """The table on the terminal, and the JSON and HTML files when asked for."""
+    import json
+
+    from rich.console import Console
+
+    from ..report.table import print_report
+
+    console = console or Console()
+    print_report(
+        console,
+        evaluation.levels,
+        evaluation.result["overall"],
+        title=f"run {evaluation.run}",
+        valid=evaluation.valid,
+        checks=evaluation.checks,
+        summary=evaluation.result.get("summary"),
+        calibrated=evaluation.calibrated,
+    )
+    if getattr(args, "json_out", None):
+        with open(args.json_out, "w") as f:
+            json.dump(evaluation.result, f, indent=2)
+        console.print(f"result JSON: {args.json_out}")
+    if getattr(args, "html", None):
+        from ..report.html import write_html
+
+        write_html(args.html, evaluation, fetch)
+        console.print(f"HTML report: {args.html}")
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+    import sys
+
+    from ..workloads.base import WorkloadError
+    from .driver import new_run_id
+    from .progress import LogDisplay, RichDisplay
+    from .publish import SinkError
+    from .session import MqttSettings, SweepSetup, run_sweep
+
+    log = logging.getLogger("wattbench.sweep")
+    try:
+        name, workload, config = workload_from_args(args)
+        plan = plan_from_args(args, name, config)
+        limits = limits_from_args(args)
+        cost = cost_from_args(args)
+        specs = channels_from_args(args)
+        offsets = offsets_from_args(args)
+    except (ValueError, WorkloadError) as exc:
+        print(f"wattbench sweep: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        store = open_store_from_args(args)
+    except Exception as exc:
+        print(f"wattbench sweep: store: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    if store is None:
+        log.warning("no --store or --influx: the run measures ops only and cannot be scored for power")
+    mqtt = None
+    if args.broker:
+        mqtt = MqttSettings(args.broker, args.mqtt_user, read_password(args.mqtt_password_file), args.mqtt_ca)
+    display = LogDisplay() if args.quiet or not sys.stderr.isatty() else RichDisplay()
+    setup = SweepSetup(
+        run=args.run or new_run_id(),
+        plan=plan,
+        workload=workload,
+        store=store,
+        mqtt=mqtt,
+        channels=specs,
+        offsets_ms=offsets,
+        limits=limits,
+        cost=cost,
+        display=display,
+        wait_data_s=args.wait_data,
+    )
+    try:
+        outcome = run_sweep(setup)
+    except SinkError as exc:
+        print(f"wattbench sweep: {exc}", file=sys.stderr)
+        if store is not None:
+            store.close()
+        return EXIT_UNREACHABLE
+    try:
+        emit_outputs(outcome.evaluation, args, store.series if store is not None else None)
+    finally:
+        if store is not None:
+            store.close()
+    if outcome.record.interrupted:
+        if outcome.record.interrupted.startswith("workload failed"):
+            return EXIT_WORKLOAD
+        return EXIT_INTERRUPTED
+    return 0 if outcome.evaluation.valid else EXIT_INVALID

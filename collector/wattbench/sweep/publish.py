@@ -1,0 +1,207 @@
+"""Where the sweep's phase events and result go: the MQTT run topics and the store.
+
+Every message is validated against the contract before it leaves. A broker or store that goes away
+mid-run is logged and counted; the run goes on (paho keeps QoS 1 messages queued and resends them on
+reconnect, and the timestamps travel inside the payloads, so late delivery changes nothing).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from .contract import validate_phase, validate_result
+
+log = logging.getLogger(__name__)
+
+
+class SinkError(RuntimeError):
+    """A sink cannot be opened (broker unreachable, credentials refused)."""
+
+
+class Sink(Protocol):
+    def phase(self, event: dict[str, Any]) -> None: ...
+
+    def result(self, result: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def parse_broker(spec: str) -> tuple[str, int]:
+    """host, host:port or mqtt://host:port -> (host, port)."""
+    text = spec.strip()
+    for prefix in ("mqtt://", "tcp://"):
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+    host, _, port = text.rpartition(":") if ":" in text else (text, "", "1883")
+    try:
+        return host or "127.0.0.1", int(port)
+    except ValueError:
+        raise SinkError(f"bad broker address {spec!r}: use HOST:PORT") from None
+
+
+class MqttSink:
+    """Publishes phase events (QoS 1) and the result (QoS 1, retained) on the run's topics."""
+
+    def __init__(
+        self,
+        broker: str,
+        client_id: str,
+        username: str | None = None,
+        password: str | None = None,
+        tls_ca: str | None = None,
+        connect_timeout: float = 10.0,
+        publish_timeout: float = 5.0,
+    ) -> None:
+        import paho.mqtt.client as mqtt
+
+        self.host, self.port = parse_broker(broker)
+        self.publish_timeout = publish_timeout
+        self.failures = 0
+        self._connected = threading.Event()
+        self._refused: str | None = None
+        self.client = mqtt.Client(
+            mqtt.CallbackAPIVersion.VERSION2, client_id=client_id[:64], protocol=mqtt.MQTTv311
+        )
+        if username:
+            self.client.username_pw_set(username, password)
+        if tls_ca:
+            self.client.tls_set(ca_certs=tls_ca)
+        self.client.on_connect = self._on_connect
+        self.client.on_disconnect = self._on_disconnect
+        self.client.reconnect_delay_set(0.5, 10)
+        try:
+            self.client.connect(self.host, self.port, keepalive=30)
+        except OSError as exc:
+            raise SinkError(
+                f"MQTT broker {self.host}:{self.port} unreachable: {exc.strerror or exc}"
+            ) from None
+        self.client.loop_start()
+        if not self._connected.wait(connect_timeout) or self._refused:
+            self.client.loop_stop()
+            raise SinkError(f"MQTT broker {self.host}:{self.port}: {self._refused or 'no answer to CONNECT'}")
+
+    def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, properties: Any) -> None:
+        if getattr(reason, "is_failure", False):
+            self._refused = f"connection refused ({reason})"
+        self._connected.set()
+
+    def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any, properties: Any) -> None:
+        if self._connected.is_set():
+            log.warning(
+                "MQTT broker %s:%d disconnected (%s); messages are queued until it is back",
+                self.host,
+                self.port,
+                reason,
+            )
+
+    def _publish(self, topic: str, payload: dict[str, Any], retain: bool) -> None:
+        from wattbench_schema import dumps
+
+        info = self.client.publish(topic, dumps(payload), qos=1, retain=retain)
+        if info.rc != 0:
+            self.failures += 1
+            log.warning("MQTT publish to %s queued, not sent (rc=%s)", topic, info.rc)
+            return
+        try:
+            info.wait_for_publish(self.publish_timeout)
+        except (RuntimeError, ValueError) as exc:
+            self.failures += 1
+            log.warning("MQTT publish to %s failed: %s", topic, exc)
+            return
+        if not info.is_published():
+            self.failures += 1
+            log.warning("MQTT publish to %s not acknowledged within %.0f s", topic, self.publish_timeout)
+
+    def phase(self, event: dict[str, Any]) -> None:
+        from wattbench_schema import topic_for
+
+        self._publish(topic_for("phase", run=event["run"]), validate_phase(event), retain=False)
+
+    def result(self, result: dict[str, Any]) -> None:
+        from wattbench_schema import topic_for
+
+        self._publish(topic_for("result", run=result["run"]), validate_result(result), retain=True)
+
+    def close(self) -> None:
+        try:
+            self.client.disconnect()
+        finally:
+            self.client.loop_stop()
+
+
+class StoreSink:
+    """Writes phase events and the result straight into the store (idempotent, so it is harmless when
+    a collector also stores what was published)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.failures = 0
+
+    def phase(self, event: dict[str, Any]) -> None:
+        try:
+            self.store.write_phase(validate_phase(event))
+        except Exception as exc:  # a store outage must not stop the run
+            self.failures += 1
+            log.warning("could not store phase event %s/%s: %s", event.get("phase"), event.get("event"), exc)
+
+    def result(self, result: dict[str, Any]) -> None:
+        try:
+            self.store.write_result(validate_result(result))
+            self.store.flush()
+        except Exception as exc:
+            self.failures += 1
+            log.error("could not store the result of %s: %s", result.get("run"), exc)
+
+    def close(self) -> None:
+        try:
+            self.store.flush()
+        except Exception as exc:
+            log.warning("store flush failed: %s", exc)
+
+
+class MemorySink:
+    """Keeps what was sent; for tests and for runs without broker or store."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.results: list[dict[str, Any]] = []
+
+    def phase(self, event: dict[str, Any]) -> None:
+        self.events.append(validate_phase(dict(event)))
+
+    def result(self, result: dict[str, Any]) -> None:
+        self.results.append(validate_result(dict(result)))
+
+    def close(self) -> None:
+        pass
+
+
+class Fanout:
+    """Sends to every sink; one failing sink does not keep the others from receiving."""
+
+    def __init__(self, sinks: Sequence[Sink]) -> None:
+        self.sinks = list(sinks)
+
+    def phase(self, event: dict[str, Any]) -> None:
+        for s in self.sinks:
+            try:
+                s.phase(event)
+            except Exception as exc:
+                log.warning("%s: %s", type(s).__name__, exc)
+
+    def result(self, result: dict[str, Any]) -> None:
+        for s in self.sinks:
+            try:
+                s.result(result)
+            except Exception as exc:
+                log.error("%s: %s", type(s).__name__, exc)
+
+    def close(self) -> None:
+        for s in self.sinks:
+            try:
+                s.close()
+            except Exception as exc:
+                log.warning("%s close: %s", type(s).__name__, exc)

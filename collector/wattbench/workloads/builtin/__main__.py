@@ -1,0 +1,55 @@
+"""`python -m wattbench.workloads.builtin --ops N`: run N built-in transactions on one core and print
+"ops=N". The concurrency mode's default job, and a sample command for the command adapter."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .transaction import OrderGenerator, transaction
+
+    p = argparse.ArgumentParser(prog="python -m wattbench.workloads.builtin")
+    p.add_argument("--ops", type=int, help="transactions to run, then exit")
+    p.add_argument("--seconds", type=float, help="run for this long instead")
+    p.add_argument("--rate", type=float, default=0.0, help="paced arrivals per second (0 = flat out)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--every", type=float, default=0.5, help="print the running count this often (s)")
+    args = p.parse_args(argv)
+    if args.ops is None and args.seconds is None:
+        p.error("give --ops or --seconds")
+    import random
+
+    gen = OrderGenerator(args.seed)
+    rng = random.Random(args.seed)
+    done = 0
+    start = time.monotonic()
+    next_print = start + args.every
+    next_t = start + (rng.expovariate(args.rate) if args.rate > 0 else 0.0)
+    try:
+        while True:
+            now = time.monotonic()
+            if args.ops is not None and done >= args.ops:
+                break
+            if args.seconds is not None and now - start >= args.seconds:
+                break
+            if args.rate > 0 and now < next_t:
+                time.sleep(min(next_t - now, 0.05))
+                continue
+            transaction(gen)
+            done += 1
+            if args.rate > 0:
+                next_t += rng.expovariate(args.rate)
+            if now >= next_print:
+                print(f"ops={done}", flush=True)
+                next_print = now + args.every
+    except KeyboardInterrupt:
+        pass
+    print(f"ops={done}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

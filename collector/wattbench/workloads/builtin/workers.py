@@ -1,0 +1,155 @@
+"""The built-in workload's worker processes and their ssj-style pacing.
+
+One process per core (processes, not threads: the interpreter lock would serialise threads). At a
+target load, transactions arrive as a Poisson process at target x calibrated rate, split evenly across
+workers; each worker draws exponential gaps and keeps an absolute schedule, so a transaction that starts
+late does not shift the ones after it and the long-run rate stays on target. Work is never throttled by
+sleeping a fixed duty cycle. Each worker counts completed transactions in its own slot of a shared
+array, which the driver sums at the window edges.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import random
+import signal
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ...sweep.plan import Phase
+from ..base import WorkloadError
+from .transaction import OrderGenerator, transaction
+
+
+def _worker(index: int, conn: Connection, counters: Any, seed: int, min_lines: int, max_lines: int) -> None:
+    # The driver owns Ctrl-C: it stops the workers itself after publishing the abort.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    gen = OrderGenerator(seed * 1000 + index, min_lines, max_lines)
+    rng = random.Random(seed * 7919 + index)
+    mono = time.monotonic
+    mode = "idle"
+    rate = 0.0
+    next_t = 0.0
+    conn.send(("ready", os.getpid()))
+    while True:
+        msg = None
+        if mode == "idle":
+            msg = conn.recv()
+        elif mode == "max":
+            transaction(gen)
+            counters[index] += 1
+            if conn.poll():
+                msg = conn.recv()
+        else:  # paced
+            now = mono()
+            if next_t <= now:
+                transaction(gen)
+                counters[index] += 1
+                next_t += rng.expovariate(rate)
+                if conn.poll():
+                    msg = conn.recv()
+            elif conn.poll(next_t - now):
+                msg = conn.recv()
+        if msg is None:
+            continue
+        if msg[0] == "stop":
+            return
+        mode = msg[0]
+        if mode == "paced":
+            rate = float(msg[1])
+            next_t = mono() + rng.expovariate(rate)
+
+
+class BuiltinWorkload:
+    """The transactional workload on all cores."""
+
+    name = "builtin"
+    window = "fixed"
+    calibrates = True
+
+    def __init__(
+        self, workers: int | None = None, seed: int = 1, min_lines: int = 5, max_lines: int = 25
+    ) -> None:
+        self.workers = int(workers or os.cpu_count() or 1)
+        if self.workers < 1:
+            raise ValueError("workers must be >= 1")
+        self.seed = seed
+        self.min_lines = min_lines
+        self.max_lines = max_lines
+        self._ctx = mp.get_context("spawn")  # no inherited threads or sockets from the driver
+        self._procs: list[Any] = []
+        self._conns: list[Connection] = []
+        self._counters: Any = None
+        self._mark = 0
+
+    def open(self) -> None:
+        self._counters = self._ctx.RawArray("q", self.workers)
+        for i in range(self.workers):
+            parent, child = self._ctx.Pipe()
+            p = self._ctx.Process(
+                target=_worker,
+                args=(i, child, self._counters, self.seed, self.min_lines, self.max_lines),
+                name=f"wattbench-builtin-{i}",
+                daemon=True,
+            )
+            p.start()
+            child.close()
+            self._procs.append(p)
+            self._conns.append(parent)
+        for conn, p in zip(self._conns, self._procs, strict=True):
+            try:
+                if not conn.poll(60):
+                    raise EOFError
+                conn.recv()
+            except (EOFError, OSError):
+                self.close()
+                raise WorkloadError(f"worker {p.name} did not start (exit code {p.exitcode})") from None
+
+    def _send(self, msg: tuple[Any, ...]) -> None:
+        for conn, p in zip(self._conns, self._procs, strict=True):
+            if not p.is_alive():
+                raise WorkloadError(f"worker {p.name} exited with {p.exitcode}")
+            conn.send(msg)
+
+    def start_phase(self, phase: Phase, rate: float | None) -> None:
+        if rate is None:
+            self._send(("max",))
+        elif rate <= 0:
+            self._send(("idle",))
+        else:
+            self._send(("paced", rate / self.workers))
+
+    def start_measure(self) -> None:
+        self._mark = self.completed()
+
+    def measure_done(self) -> bool:
+        return False
+
+    def end_measure(self) -> int:
+        return self.completed() - self._mark
+
+    def end_phase(self) -> None:
+        self._send(("idle",))
+
+    def completed(self) -> int:
+        if self._counters is None:
+            return 0
+        return int(sum(self._counters))
+
+    def close(self) -> None:
+        for conn in self._conns:
+            with contextlib.suppress(OSError, ValueError):
+                conn.send(("stop",))
+        for p in self._procs:
+            p.join(5)
+            if p.is_alive():
+                p.terminate()
+                p.join(2)
+        for conn in self._conns:
+            with contextlib.suppress(OSError):
+                conn.close()
+        self._procs.clear()
+        self._conns.clear()

@@ -1,0 +1,1 @@
+"""The command workload (see README.md)."""

@@ -1,0 +1,314 @@
+"""Run any command as the sweep's workload.
+
+The command line is a template with placeholders filled in per phase:
+
+    {load}      target load in percent (100 while calibrating, 0 at idle)
+    {target}    target load as a fraction
+    {rate}      target arrival rate in ops/s (0 while calibrating: run flat out)
+    {level}     phase name: cal1, l100 ... l10, idle, c4
+    {duration}  seconds the command is expected to run
+    {copy} {copies}   in concurrency mode: this copy's number and the copy count
+
+How ops come back (report):
+- "stream" (default): the command runs through the whole interval (ramp, window, ramp; {duration} is
+  all three) and prints its cumulative op count as it goes, one number per line ("ops=1234", "ops: 1234"
+  or a bare "1234"); the driver reads the count at both window edges. With ops_file the count is read
+  from that file instead, rewritten by the command.
+- "total": the command runs only for the measurement window ({duration} = the window) and reports its
+  total once, at exit; the window lasts as long as the command does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import shlex
+import signal
+import subprocess
+import threading
+from collections import deque
+from pathlib import Path
+from typing import IO, Any
+
+from ...sweep.plan import Phase
+from ..base import WorkloadError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PATTERN = r"^\s*(?:ops\s*[=:]\s*)?([0-9]+(?:\.[0-9]+)?)\s*$"
+PLACEHOLDERS = ("load", "target", "rate", "level", "duration", "copy", "copies")
+
+
+def fill(template: str, shell: bool, **values: Any) -> list[str] | str:
+    """The command line for one phase. Without a shell, the template is split first and each word filled
+    in, so a value can never become extra arguments."""
+    fmt = {k: _text(v) for k, v in values.items()}
+    try:
+        if shell:
+            return template.format(**{k: shlex.quote(v) for k, v in fmt.items()})
+        return [word.format(**fmt) for word in shlex.split(template)]
+    except (KeyError, IndexError) as exc:
+        raise WorkloadError(
+            f"unknown placeholder {exc} in {template!r}; known: {', '.join(PLACEHOLDERS)}"
+        ) from None
+    except ValueError as exc:
+        raise WorkloadError(f"bad command template {template!r}: {exc}") from None
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}" if not v.is_integer() else str(int(v))
+    return str(v)
+
+
+def read_ops_text(text: str, pattern: re.Pattern[str]) -> float | None:
+    """The last op count in a text (a result file, or everything a command printed)."""
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        import json
+
+        with contextlib.suppress(ValueError):
+            doc = json.loads(stripped)
+            if isinstance(doc, dict) and isinstance(doc.get("ops"), int | float):
+                return float(doc["ops"])
+    found = None
+    for line in text.splitlines():
+        m = pattern.search(line)
+        if m:
+            found = float(m.group(1))
+    return found
+
+
+class CommandProcess:
+    """One running command, with its stdout parsed for op counts and its stderr kept for errors."""
+
+    def __init__(
+        self, argv: list[str] | str, shell: bool, pattern: re.Pattern[str], increment: bool, cwd: str | None
+    ) -> None:
+        self.pattern = pattern
+        self.increment = increment
+        self.ops = 0.0
+        self.seen = False
+        self.stderr_tail: deque[str] = deque(maxlen=20)
+        self._lock = threading.Lock()
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                shell=shell,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                bufsize=1,
+                start_new_session=True,  # Ctrl-C goes to the driver, which stops the command itself
+            )
+        except OSError as exc:
+            raise WorkloadError(f"cannot start {argv!r}: {exc.strerror or exc}") from None
+        self._threads = [
+            threading.Thread(target=self._read_out, args=(self.proc.stdout,), daemon=True),
+            threading.Thread(target=self._read_err, args=(self.proc.stderr,), daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _read_out(self, stream: IO[str]) -> None:
+        for line in stream:
+            m = self.pattern.search(line)
+            if not m:
+                continue
+            value = float(m.group(1))
+            with self._lock:
+                self.ops = self.ops + value if self.increment else value
+                self.seen = True
+
+    def _read_err(self, stream: IO[str]) -> None:
+        for line in stream:
+            self.stderr_tail.append(line.rstrip())
+
+    def count(self) -> float:
+        with self._lock:
+            return self.ops
+
+    @property
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_output(self, timeout: float = 5.0) -> None:
+        """After exit, let the readers drain what the command printed last."""
+        for t in self._threads:
+            t.join(timeout)
+
+    def stop(self, grace: float = 5.0) -> int | None:
+        if self.running:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        self.wait_output(2)
+        return self.proc.returncode
+
+    def describe_failure(self) -> str:
+        tail = " | ".join(list(self.stderr_tail)[-3:])
+        return f"exit code {self.proc.returncode}" + (f": {tail}" if tail else "")
+
+
+class CommandWorkload:
+    """A command per phase (see the module docstring)."""
+
+    name = "command"
+    calibrates = True
+
+    def __init__(
+        self,
+        run: str,
+        report: str = "stream",
+        shell: bool = False,
+        ops_file: str | None = None,
+        ops_pattern: str = DEFAULT_PATTERN,
+        increment: bool = False,
+        cwd: str | None = None,
+        stop_grace_s: float = 5.0,
+    ) -> None:
+        if not run or not run.strip():
+            raise WorkloadError("the command workload needs a command (run = ...)")
+        if report not in ("stream", "total"):
+            raise WorkloadError("report is 'stream' or 'total'")
+        self.template = run
+        self.report = report
+        self.window = "fixed" if report == "stream" else "until_done"
+        self.shell = shell
+        self.ops_file = ops_file
+        try:
+            self.pattern = re.compile(ops_pattern, re.IGNORECASE)
+        except re.error as exc:
+            raise WorkloadError(f"bad ops_pattern: {exc}") from None
+        if self.pattern.groups < 1:
+            raise WorkloadError("ops_pattern needs one group capturing the number")
+        self.increment = increment
+        self.cwd = cwd
+        self.stop_grace_s = stop_grace_s
+        self._proc: CommandProcess | None = None
+        self._phase: Phase | None = None
+        self._rate: float | None = None
+        self._mark = 0.0
+        self._done_before = 0.0  # ops of finished phases, for the live rate
+        # Placeholders are checked once up front so a typo fails before the first phase, not an hour in.
+        fill(self.template, self.shell, **dict.fromkeys(PLACEHOLDERS, 1))
+
+    # -- helpers
+    def _values(self, phase: Phase, rate: float | None, duration: float) -> dict[str, Any]:
+        target = 1.0 if rate is None else (phase.target or 0.0)
+        return {
+            "load": round(target * 100, 6),
+            "target": target,
+            "rate": 0 if rate is None else round(rate, 6),
+            "level": phase.name,
+            "duration": round(duration, 3),
+            "copy": 1,
+            "copies": 1,
+        }
+
+    def _launch(self, phase: Phase, rate: float | None, duration: float) -> None:
+        values = self._values(phase, rate, duration)
+        argv = fill(self.template, self.shell, **values)
+        log.info("phase %s: %s", phase.name, argv)
+        path = self._ops_file_path(values)
+        if path is not None:
+            with contextlib.suppress(OSError):
+                path.unlink()  # a count left from an earlier run must not be read as this one's
+        self._proc = CommandProcess(argv, self.shell, self.pattern, self.increment, self.cwd)
+
+    def _ops_file_path(self, values: dict[str, Any] | None = None) -> Path | None:
+        if not self.ops_file or self._phase is None:
+            return None
+        values = values or self._values(self._phase, self._rate, 0)
+        try:
+            return Path(self.ops_file.format(**{k: _text(v) for k, v in values.items()}))
+        except (KeyError, IndexError, ValueError) as exc:
+            raise WorkloadError(f"bad ops_file template {self.ops_file!r}: {exc}") from None
+
+    def _current(self) -> float:
+        """The command's cumulative count right now."""
+        path = self._ops_file_path()
+        if path is not None:
+            try:
+                value = read_ops_text(path.read_text(), self.pattern)
+            except OSError:
+                value = None
+            return value or 0.0
+        return self._proc.count() if self._proc else 0.0
+
+    # -- Workload protocol
+    def open(self) -> None:
+        pass
+
+    def start_phase(self, phase: Phase, rate: float | None) -> None:
+        self._phase = phase
+        self._rate = rate
+        if self.report == "stream" and not (rate is not None and rate <= 0):
+            self._launch(phase, rate, phase.timing.interval_s)
+
+    def start_measure(self) -> None:
+        if self.report == "total":
+            if self._phase is None:
+                raise WorkloadError("start_measure before start_phase")
+            if self._rate is not None and self._rate <= 0:
+                self._proc = None  # idle: nothing runs
+            else:
+                self._launch(self._phase, self._rate, self._phase.timing.measure_s)
+            self._mark = 0.0
+        else:
+            self._mark = self._current()
+
+    def measure_done(self) -> bool:
+        if self.report != "total":
+            return False
+        return self._proc is None or not self._proc.running
+
+    def end_measure(self) -> int:
+        if self.report == "total":
+            if self._proc is None:
+                return 0
+            if self._proc.running:
+                log.warning("phase %s: command still running at the window's end; stopping it", self._phase)
+                self._proc.stop(self.stop_grace_s)
+            self._proc.wait_output()
+            if self._proc.proc.returncode:
+                log.warning(
+                    "phase %s: command failed, %s",
+                    self._phase.name if self._phase else "?",
+                    self._proc.describe_failure(),
+                )
+            ops = self._current()
+            self._done_before += ops
+            return max(0, round(ops))
+        if self._proc is not None and not self._proc.running and self._proc.proc.returncode:
+            log.warning(
+                "phase %s: command exited early, %s",
+                self._phase.name if self._phase else "?",
+                self._proc.describe_failure(),
+            )
+        return max(0, round(self._current() - self._mark))
+
+    def end_phase(self) -> None:
+        if self._proc is not None:
+            if self.report == "stream":
+                self._done_before += self._current()
+            self._proc.stop(self.stop_grace_s)
+            self._proc = None
+
+    def completed(self) -> int:
+        live = self._current() if (self._proc is not None and self.report == "stream") else 0.0
+        return round(self._done_before + live)
+
+    def close(self) -> None:
+        if self._proc is not None:
+            self._proc.stop(self.stop_grace_s)
+            self._proc = None

@@ -1,0 +1,1 @@
+"""The concurrency workload (see README.md)."""

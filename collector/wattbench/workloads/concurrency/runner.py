@@ -1,0 +1,113 @@
+"""Concurrency mode, in the style of cluster throughput studies: for each N in a list, start N copies of
+a job at once; the measurement window runs from the start until the last copy finishes. Throughput is
+jobs per second, reported relative to the smallest N, and energy per job is average power times the
+window divided by the jobs completed.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+import time
+from typing import Any
+
+from ...sweep.plan import Phase
+from ..base import WorkloadError
+from ..command.runner import DEFAULT_PATTERN, CommandProcess, fill
+
+log = logging.getLogger(__name__)
+
+
+def builtin_job(ops: int) -> str:
+    """The default job: a fixed number of built-in transactions on one core."""
+    return f"{shlex.quote(sys.executable)} -m wattbench.workloads.builtin --ops {int(ops)} --seed {{copy}}"
+
+
+class ConcurrencyWorkload:
+    name = "concurrency"
+    window = "until_done"
+    calibrates = False
+
+    def __init__(self, job: str = "builtin:20000", shell: bool = False, cwd: str | None = None) -> None:
+        if job.startswith("builtin:"):
+            try:
+                ops = int(job.split(":", 1)[1])
+            except ValueError:
+                raise WorkloadError(
+                    f"builtin job needs a transaction count, e.g. builtin:20000, not {job!r}"
+                ) from None
+            job = builtin_job(ops)
+            shell = False
+        self.template = job
+        self.shell = shell
+        self.cwd = cwd
+        self._procs: list[CommandProcess] = []
+        self._phase: Phase | None = None
+        self._done = 0
+        self._started = 0.0
+        import re
+
+        self._pattern = re.compile(DEFAULT_PATTERN, re.IGNORECASE)
+        fill(self.template, self.shell, load=1, target=1, rate=0, level="c1", duration=1, copy=1, copies=1)
+
+    def open(self) -> None:
+        pass
+
+    def start_phase(self, phase: Phase, rate: float | None) -> None:
+        self._phase = phase
+
+    def start_measure(self) -> None:
+        phase = self._phase
+        if phase is None or phase.kind != "concurrency":
+            self._procs = []  # active idle: nothing runs
+            return
+        n = int(phase.copies or 1)
+        self._started = time.monotonic()
+        for i in range(n):
+            argv = fill(
+                self.template,
+                self.shell,
+                load=100,
+                target=1,
+                rate=0,
+                level=phase.name,
+                duration=phase.timing.measure_s,
+                copy=i + 1,
+                copies=n,
+            )
+            self._procs.append(CommandProcess(argv, self.shell, self._pattern, False, self.cwd))
+
+    def measure_done(self) -> bool:
+        return all(not p.running for p in self._procs)
+
+    def end_measure(self) -> int:
+        ok = 0
+        for p in self._procs:
+            if p.running:
+                log.warning("%s: a copy was still running when the window closed; stopped", self._phase)
+                p.stop()
+                continue
+            if p.proc.returncode == 0:
+                ok += 1
+            else:
+                log.warning(
+                    "%s: a copy failed, %s", self._phase.name if self._phase else "?", p.describe_failure()
+                )
+        self._done += ok
+        self._procs = []
+        return ok
+
+    def end_phase(self) -> None:
+        for p in self._procs:
+            p.stop()
+        self._procs = []
+
+    def completed(self) -> int:
+        return self._done + sum(1 for p in self._procs if not p.running and p.proc.returncode == 0)
+
+    def close(self) -> None:
+        self.end_phase()
+
+    def progress(self) -> dict[str, Any]:
+        return {"running": sum(1 for p in self._procs if p.running), "copies": len(self._procs)}
