@@ -1,0 +1,118 @@
+"""`wattbench appliance`: run the firmware on this host as an appliance (host mode).
+
+With --sim the meters are simulated (CPU-following, constant, sine or steps); with --config a full
+firmware config file is used (simulated meters, or meters on serial ports). Runs until Ctrl-C, or
+until --count samples have been taken and acknowledged by the broker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sim", action="store_true", help="simulated meters (no hardware needed)")
+    p.add_argument("--broker", default=None, help="MQTT broker host[:port] (default 127.0.0.1:1883)")
+    p.add_argument("--dev", default=None, help="device id (default sim-01)")
+    p.add_argument("--hz", type=float, default=10.0, help="samples per second per channel (default 10)")
+    p.add_argument("--channels", type=int, default=1, help="number of simulated channels (default 1)")
+    p.add_argument(
+        "--model",
+        choices=("cpu", "const", "sine", "steps"),
+        default="cpu",
+        help="power model of the simulated meter (default cpu: follows this host's CPU load)",
+    )
+    p.add_argument("--idle-w", type=float, default=60.0, help="cpu model: watts at idle (default 60)")
+    p.add_argument("--peak-w", type=float, default=250.0, help="cpu model: watts at full load (default 250)")
+    p.add_argument("--watts", type=float, default=150.0, help="const/sine models: mean watts (default 150)")
+    p.add_argument("--truth", default=None, metavar="FILE", help="write seq,t_ms,ch,W of every published W")
+    p.add_argument("--config", default=None, metavar="FILE", help="firmware config JSON (board must be host)")
+    p.add_argument(
+        "--spool-dir",
+        default=None,
+        metavar="DIR",
+        help="state and offline buffer directory; keep it to keep sequence numbers across runs",
+    )
+    p.add_argument("--count", type=int, default=None, metavar="N", help="stop after N samples are delivered")
+    p.add_argument("--every", type=float, default=5.0, metavar="S", help="print counters every S seconds")
+
+
+def build_config(args: argparse.Namespace) -> dict[str, Any]:
+    from wattbench_fw.host import parse_broker, sim_config
+
+    if args.config:
+        with open(args.config) as f:
+            cfg: dict[str, Any] = json.load(f)
+        cfg.setdefault("board", "host")
+        if args.broker:
+            host, port = parse_broker(args.broker)
+            cfg.setdefault("broker", {}).update({"host": host, "port": port})
+        if args.dev:
+            cfg["dev"] = args.dev
+        if args.spool_dir:
+            cfg["flash_dir"] = args.spool_dir
+        return cfg
+    steps = [[10, args.idle_w], [10, args.peak_w]] if args.model == "steps" else None
+    extra = {"steps": steps} if steps else {}
+    return sim_config(
+        dev=args.dev or "sim-01",
+        broker=args.broker or "127.0.0.1:1883",
+        channels=args.channels,
+        hz=args.hz,
+        model=args.model,
+        idle_w=args.idle_w,
+        peak_w=args.peak_w,
+        watts=args.watts,
+        spool_dir=args.spool_dir,
+        **extra,
+    )
+
+
+def _line(c: dict[str, Any]) -> str:
+    link = "up" if c["connected"] else f"down ({c['link_error'] or 'connecting'})"
+    return (
+        f"samples {c['samples']} acked {c['acked_samples']} flagged {c['flagged']} "
+        f"buffered ram {c['ram']} flash {c['flash']} dropped {c['dropped']} link {link}"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from wattbench_fw.errors import ConfigError
+    from wattbench_fw.host import HostAppliance
+
+    if not args.sim and not args.config:
+        print("wattbench appliance: give --sim (simulated meters) or --config FILE", file=sys.stderr)
+        return 2
+    try:
+        cfg = build_config(args)
+        app = HostAppliance(cfg, truth=args.truth, count=args.count)
+    except (ConfigError, OSError, ValueError) as exc:
+        print(f"wattbench appliance: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"appliance {app.dev}: {len(cfg['channels'])} channel(s), broker "
+        f"{app.cfg['broker']['host']}:{app.cfg['broker']['port']}, state in {app.cfg['flash_dir']}"
+    )
+    app.start()
+    try:
+        next_print = time.monotonic() + args.every
+        while True:
+            if args.count is not None and app.wait_done(0.2):
+                break
+            time.sleep(0.2)
+            if app.crashed is not None:
+                print(f"wattbench appliance: stopped: {app.crashed!r}", file=sys.stderr)
+                return 1
+            if time.monotonic() >= next_print:
+                next_print += args.every
+                print(_line(app.counters()), flush=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        app.stop(timeout=5.0)
+    print(_line(app.counters()))
+    return 0

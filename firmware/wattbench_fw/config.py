@@ -1,0 +1,281 @@
+"""Load and validate the appliance configuration (one JSON file), merged over a board profile.
+
+Errors name the offending key, e.g. "channels[1].hz: must be a number in (0, 10000], got 0".
+Defaults are filled in, so the rest of the firmware can index the result without checks.
+"""
+
+import json
+
+from wattbench_fw import port
+from wattbench_fw.contract import BOARDS, MAX_CHANNELS, METERS, ROLES, valid_channel_id, valid_device_id
+from wattbench_fw.errors import ConfigError
+
+DEFAULTS = {
+    "board": "host",
+    "broker": {
+        "host": None,
+        "port": 1883,
+        "user": None,
+        "password": None,
+        "tls": False,
+        "ca": None,
+        "keepalive": 30,
+        "inflight": 8,
+        "connect_timeout_ms": 5000,
+        "client_id": None,
+    },
+    "ntp": {
+        "host": "pool.ntp.org",
+        "interval_s": 1024,
+        "first_interval_s": 16,
+        "step_ms": 128,
+        "timeout_ms": 1000,
+        "max_delay_ms": 500,
+    },
+    "buffer": {"ram_bytes": 262144, "flash_bytes": 4194304, "segment_bytes": 32768},
+    "batch": {"max_rows": 500, "interval_ms": 1000, "max_bytes": 65536},
+    "backoff": {"min_ms": 500, "max_ms": 30000},
+    "status_s": 30,
+    "persist_s": 60,
+    "seq_block": 1000,
+    "energy_margin_wh": 5.0,
+    "wdt_ms": 8000,
+    "flash_dir": None,
+    "buses": {},
+    "channels": [],
+    "wifi": None,
+    "led": None,
+    "safe_pin": None,
+    "hmac_key": None,
+    "hass": False,
+    "host": {},
+}
+TOP_KEYS = ("dev",) + tuple(DEFAULTS)
+CHANNEL_KEYS = ("c", "meter", "bus", "hz", "agg", "role", "node", "model", "cal", "opts")
+BUS_TYPES = {
+    "uart": ("type", "id", "baud", "tx", "rx", "bits", "parity", "stop", "timeout_ms"),
+    "i2c": ("type", "id", "scl", "sda", "freq"),
+    "onewire": ("type", "pin"),
+    "serial": ("type", "port", "baud", "timeout_ms"),
+}
+BUS_FOR_METER = {
+    "pzem004t": ("uart", "serial"),
+    "wt300": ("uart", "serial"),
+    "ina226": ("i2c",),
+    "ina228": ("i2c",),
+    "sht3x": ("i2c",),
+    "ds18b20": ("onewire",),
+    "sim": (),
+}
+
+
+def merge(base, over):
+    """Deep merge: dicts merge key by key, anything else in `over` replaces `base`."""
+    if not isinstance(base, dict) or not isinstance(over, dict):
+        return over
+    out = {}
+    for k in base:
+        out[k] = base[k]
+    for k in over:
+        out[k] = merge(base[k], over[k]) if k in base else over[k]
+    return out
+
+
+def _is_num(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and port.isfinite(v)
+
+
+def _num(path, v, lo=None, hi=None, lo_open=False):
+    if not _is_num(v) or (lo is not None and (v <= lo if lo_open else v < lo)) or (hi is not None and v > hi):
+        rng = "%s%s, %s]" % ("(" if lo_open else "[", lo, hi)
+        raise ConfigError("%s: must be a number in %s, got %r" % (path, rng, v))
+    return v
+
+
+def _int(path, v, lo=None, hi=None):
+    if (
+        not isinstance(v, int)
+        or isinstance(v, bool)
+        or (lo is not None and v < lo)
+        or (hi is not None and v > hi)
+    ):
+        raise ConfigError("%s: must be an integer in [%s, %s], got %r" % (path, lo, hi, v))
+    return v
+
+
+def _str(path, v, optional=False):
+    if v is None and optional:
+        return v
+    if not isinstance(v, str) or not v:
+        raise ConfigError("%s: must be a non-empty string, got %r" % (path, v))
+    return v
+
+
+def _keys(path, d, allowed):
+    if not isinstance(d, dict):
+        raise ConfigError("%s: must be an object" % path)
+    for k in d:
+        if k not in allowed:
+            raise ConfigError("%s: unknown key %r (allowed: %s)" % (path, k, ", ".join(allowed)))
+
+
+def _check_bus(name, b):
+    path = "buses." + name
+    if not isinstance(b, dict) or b.get("type") not in BUS_TYPES:
+        raise ConfigError("%s.type: must be one of %s" % (path, ", ".join(BUS_TYPES)))
+    _keys(path, b, BUS_TYPES[b["type"]])
+    t = b["type"]
+    if t == "uart":
+        _int(path + ".id", b.get("id", 1), 0, 3)
+        _int(path + ".baud", b.get("baud", 9600), 300, 2000000)
+    elif t == "i2c":
+        _int(path + ".id", b.get("id", 0), 0, 1)
+        _int(path + ".freq", b.get("freq", 400000), 10000, 3400000)
+    elif t == "onewire":
+        if "pin" not in b:
+            raise ConfigError(path + ".pin: required")
+    elif t == "serial":
+        _str(path + ".port", b.get("port"))
+        _int(path + ".baud", b.get("baud", 9600), 300, 4000000)
+
+
+def _check_channel(i, ch, buses, board):
+    path = "channels[%d]" % i
+    _keys(path, ch, CHANNEL_KEYS)
+    if not valid_channel_id(ch.get("c")):
+        raise ConfigError(
+            path + ".c: channel name must match ^[a-z0-9][a-z0-9_.-]{0,23}$, got %r" % (ch.get("c"),)
+        )
+    meter = ch.get("meter")
+    if meter not in METERS:
+        raise ConfigError("%s.meter: must be one of %s, got %r" % (path, ", ".join(METERS), meter))
+    _num(path + ".hz", ch.get("hz"), 0, 10000, lo_open=True)
+    ch.setdefault("agg", 1)
+    _int(path + ".agg", ch["agg"], 1, 1000000)
+    if ch["hz"] * ch["agg"] > 100000:
+        raise ConfigError(path + ": hz x agg above 100000 raw reads per second")
+    if "role" in ch and ch["role"] not in ROLES:
+        raise ConfigError("%s.role: must be one of %s" % (path, ", ".join(ROLES)))
+    if "node" in ch:
+        _str(path + ".node", ch["node"])
+    cal = ch.setdefault("cal", {})
+    _keys(path + ".cal", cal, ("gain", "offset", "date"))
+    cal.setdefault("gain", 1.0)
+    cal.setdefault("offset", 0.0)
+    _num(path + ".cal.gain", cal["gain"], 0, 10, lo_open=True)
+    _num(path + ".cal.offset", cal["offset"], -1e6, 1e6)
+    opts = ch.setdefault("opts", {})
+    if not isinstance(opts, dict):
+        raise ConfigError(path + ".opts: must be an object")
+    kinds = BUS_FOR_METER[meter]
+    if kinds:
+        bus = ch.get("bus")
+        if bus not in buses:
+            raise ConfigError(
+                "%s.bus: %r is not defined in buses (have: %s)"
+                % (path, bus, ", ".join(sorted(buses)) or "none")
+            )
+        if buses[bus]["type"] not in kinds:
+            raise ConfigError(
+                "%s.bus: %s needs a %s bus, %r is %s"
+                % (path, meter, " or ".join(kinds), bus, buses[bus]["type"])
+            )
+    elif meter == "sim" and board != "host" and opts.get("model") == "cpu":
+        raise ConfigError(path + ".opts.model: the cpu model needs a host")
+
+
+def validate(cfg):
+    _keys("config", cfg, TOP_KEYS)
+    if not valid_device_id(cfg.get("dev")):
+        raise ConfigError("dev: device id must match ^[a-z0-9][a-z0-9_-]{0,31}$, got %r" % (cfg.get("dev"),))
+    if cfg["board"] not in BOARDS:
+        raise ConfigError("board: must be one of %s, got %r" % (", ".join(BOARDS), cfg["board"]))
+    b = cfg["broker"]
+    _keys("broker", b, DEFAULTS["broker"])
+    _str("broker.host", b["host"])
+    _int("broker.port", b["port"], 1, 65535)
+    _int("broker.keepalive", b["keepalive"], 0, 65535)
+    _int("broker.inflight", b["inflight"], 1, 1000)
+    _str("broker.user", b["user"], optional=True)
+    _str("broker.password", b["password"], optional=True)
+    if cfg["board"] != "host":
+        w = cfg["wifi"]
+        if not isinstance(w, dict) or not w.get("ssid"):
+            raise ConfigError("wifi.ssid: required on board %s" % cfg["board"])
+    _keys("ntp", cfg["ntp"], DEFAULTS["ntp"])
+    _num("ntp.interval_s", cfg["ntp"]["interval_s"], 16, 86400)
+    _num("ntp.step_ms", cfg["ntp"]["step_ms"], 1, 1e7)
+    buf = cfg["buffer"]
+    _keys("buffer", buf, DEFAULTS["buffer"])
+    _int("buffer.ram_bytes", buf["ram_bytes"], 1024)
+    _int("buffer.flash_bytes", buf["flash_bytes"], 0)
+    _int("buffer.segment_bytes", buf["segment_bytes"], 1024)
+    bt = cfg["batch"]
+    _keys("batch", bt, DEFAULTS["batch"])
+    _int("batch.max_rows", bt["max_rows"], 1, 500)
+    _int("batch.interval_ms", bt["interval_ms"], 10, 600000)
+    _int("batch.max_bytes", bt["max_bytes"], 512, 131072)
+    if bt["max_bytes"] > buf["ram_bytes"]:
+        raise ConfigError("batch.max_bytes: larger than buffer.ram_bytes")
+    _keys("backoff", cfg["backoff"], DEFAULTS["backoff"])
+    _int("backoff.min_ms", cfg["backoff"]["min_ms"], 10)
+    _int("backoff.max_ms", cfg["backoff"]["max_ms"], cfg["backoff"]["min_ms"])
+    _num("status_s", cfg["status_s"], 1, 86400)
+    _num("persist_s", cfg["persist_s"], 1, 86400)
+    _int("seq_block", cfg["seq_block"], 1, 10000000)
+    _num("energy_margin_wh", cfg["energy_margin_wh"], 0, 1e6)
+    _int("wdt_ms", cfg["wdt_ms"], 1000, 60000)
+    buses = cfg["buses"]
+    if not isinstance(buses, dict):
+        raise ConfigError("buses: must be an object")
+    for name in buses:
+        _check_bus(name, buses[name])
+    chans = cfg["channels"]
+    if not isinstance(chans, list) or not 1 <= len(chans) <= MAX_CHANNELS:
+        raise ConfigError("channels: must be a list of 1 to %d channels" % MAX_CHANNELS)
+    seen = set()
+    for i, ch in enumerate(chans):
+        _check_channel(i, ch, buses, cfg["board"])
+        if ch["c"] in seen:
+            raise ConfigError("channels[%d].c: duplicate channel name %r" % (i, ch["c"]))
+        seen.add(ch["c"])
+    key = cfg["hmac_key"]
+    if key is not None:
+        if (
+            not isinstance(key, str)
+            or len(key) < 32
+            or len(key) % 2
+            or any(c not in "0123456789abcdefABCDEF" for c in key)
+        ):
+            # The message names the key, never its value (docs/security.md).
+            raise ConfigError("hmac_key: must be an even number of hex digits, at least 32 (16 bytes)")
+    if not isinstance(cfg["hass"], bool):
+        raise ConfigError("hass: must be true or false")
+    if cfg["flash_dir"] is None:
+        cfg["flash_dir"] = port.default_flash_dir()
+    if b["client_id"] is None:
+        b["client_id"] = "wattbench-" + cfg["dev"]
+    return cfg
+
+
+def load(source, board=None):
+    """Validated config from a dict or JSON file path, over an optional board profile (dict or path)."""
+    user = _read(source, "config")
+    profile = _read(board, "board profile") if board is not None else {}
+    cfg = merge(merge(DEFAULTS, profile), user)
+    return validate(cfg)
+
+
+def _read(source, what):
+    if isinstance(source, dict):
+        return json.loads(json.dumps(source))  # deep copy: validation fills in defaults
+    raw = port.read_file(source)
+    if raw is None:
+        raise ConfigError("%s file %s not found" % (what, source))
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError("%s file %s is not valid JSON: %s" % (what, source, exc))
+    if not isinstance(doc, dict):
+        raise ConfigError("%s file %s must hold a JSON object" % (what, source))
+    return doc

@@ -1,0 +1,106 @@
+"""Payload encoding for the appliance's three topics (samples, status, meta).
+
+Sample rows are written by hand in a fixed key order: it is faster than json.dumps on a small
+board, the bytes do not depend on dict ordering, and integral floats lose their ".0".
+Callers pass only clean values (see sampler.clean): finite and inside the contract's bounds.
+"""
+
+import json
+
+from wattbench_fw.contract import ROW_KEYS, VERSION
+
+CLOCK_KEYS = ("sync", "age", "off", "err", "ppm", "steps")
+
+
+def num(v):
+    if isinstance(v, int):
+        return str(v)
+    if v == int(v) and -1e15 < v < 1e15:
+        return str(int(v))
+    return repr(v)
+
+
+def row(r):
+    """One sample row: {"s":..,"t":..,"c":"..",<quantities>,"f":..}."""
+    parts = ['{"s":', str(r["s"]), ',"t":', str(r["t"]), ',"c":"', r["c"], '"']
+    for key in ROW_KEYS:
+        if key in r:
+            parts.append(',"%s":%s' % (key, num(r[key])))
+    if r.get("f"):
+        parts.append(',"f":%d' % r["f"])
+    parts.append("}")
+    return "".join(parts)
+
+
+def clock(clk):
+    parts = []
+    for key in CLOCK_KEYS:
+        if key in clk:
+            v = clk[key]
+            parts.append('"%s":%s' % (key, '"%s"' % v if key == "sync" else num(v)))
+    return "{" + ",".join(parts) + "}"
+
+
+def batch_head(dev, boot, clk):
+    return '{"v":%d,"dev":"%s","boot":%d,"clk":%s,"samples":[' % (VERSION, dev, boot, clock(clk))
+
+
+BATCH_TAIL = "]}"
+
+
+def batch(dev, boot, clk, row_texts):
+    """A complete samples payload (bytes) from already encoded rows."""
+    return (batch_head(dev, boot, clk) + ",".join(row_texts) + BATCH_TAIL).encode()
+
+
+def _dumps(doc):
+    try:
+        return json.dumps(doc, separators=(",", ":")).encode()
+    except TypeError:  # a port without the separators argument
+        return json.dumps(doc).encode()
+
+
+def status(
+    dev,
+    state,
+    t_ms=None,
+    reason=None,
+    fw=None,
+    boot=None,
+    up=None,
+    seq=None,
+    buf=None,
+    clk=None,
+    rssi=None,
+    mem=None,
+):
+    doc = {"v": VERSION, "dev": dev, "state": state}
+    for key, value in (
+        ("t", t_ms),
+        ("reason", reason),
+        ("fw", fw),
+        ("boot", boot),
+        ("up", up),
+        ("seq", seq),
+        ("buf", buf),
+        ("clk", clk),
+        ("rssi", rssi),
+        ("mem", mem),
+    ):
+        if value is not None:
+            doc[key] = value
+    return _dumps(doc)
+
+
+def will(dev):
+    """The last will the broker publishes if the appliance vanishes: minimal, no timestamp."""
+    return _dumps({"v": VERSION, "dev": dev, "state": "offline"})
+
+
+def meta(dev, fw, board, channels, t_ms=None, hmac=None):
+    doc = {"v": VERSION, "dev": dev, "fw": fw, "board": board, "channels": channels}
+    if t_ms is not None:
+        doc["t"] = t_ms
+    if hmac:
+        doc["hmac"] = True
+    return _dumps(doc)

@@ -1,0 +1,175 @@
+"""Simulated AC meter whose power follows a model. Needs no bus (pass None).
+
+Models:
+- "const": `watts` all the time;
+- "steps": cycles through `steps`, a list of [seconds, watts];
+- "sine": `watts` + `amp` * sin(2 pi t / `period_s`);
+- "cpu": `idle_w` + (`peak_w` - `idle_w`) x this host's CPU utilisation (host mode only; psutil or
+  /proc/stat), so a demo shows the real load of the machine.
+
+The energy counter integrates the modelled power and starts at zero on every boot, like a meter
+that was power-cycled; the firmware's energy tracker keeps the reported total monotonic.
+Faults can be injected for tests: every `missed_every`-th read raises NoReply, every
+`crc_every`-th raises CRCError.
+"""
+
+import math
+import random
+
+from wattbench_fw import port
+from wattbench_fw.errors import CRCError, NoReply
+
+MODELS = ("const", "steps", "sine", "cpu")
+
+
+class CpuLoad:
+    """Host CPU utilisation (0-1), refreshed at most every `refresh_s` so fast sampling stays cheap."""
+
+    def __init__(self, refresh_s=0.1):
+        self.refresh_s = refresh_s
+        self._last_t = None
+        self._value = 0.0
+        self._prev = None
+        try:
+            import psutil
+
+            self._psutil = psutil
+            psutil.cpu_percent(interval=None)
+        except ImportError:
+            self._psutil = None
+            self._prev = self._proc_stat()
+            if self._prev is None:
+                raise ValueError("the cpu model needs psutil or /proc/stat (host mode only)")
+
+    @staticmethod
+    def _proc_stat():
+        try:
+            with open("/proc/stat") as f:
+                fields = f.readline().split()
+        except OSError:
+            return None
+        if not fields or fields[0] != "cpu":
+            return None
+        nums = [int(x) for x in fields[1:]]
+        idle = nums[3] + (nums[4] if len(nums) > 4 else 0)
+        return sum(nums), idle
+
+    def value(self, now_s):
+        if self._last_t is not None and now_s - self._last_t < self.refresh_s:
+            return self._value
+        self._last_t = now_s
+        if self._psutil is not None:
+            self._value = self._psutil.cpu_percent(interval=None) / 100.0
+        else:
+            cur = self._proc_stat()
+            if cur and self._prev:
+                total = cur[0] - self._prev[0]
+                idle = cur[1] - self._prev[1]
+                if total > 0:
+                    self._value = max(0.0, min(1.0, 1.0 - idle / total))
+            self._prev = cur
+        return self._value
+
+
+class SimMeter:
+    KIND = "sim"
+    QUANTITIES = ("W", "V", "A", "PF", "Hz", "Wh")
+
+    def __init__(
+        self,
+        bus=None,
+        model="const",
+        watts=100.0,
+        amp=20.0,
+        period_s=60.0,
+        steps=None,
+        idle_w=60.0,
+        peak_w=250.0,
+        volts=230.0,
+        pf=0.95,
+        hz=50.0,
+        noise_w=0.0,
+        seed=0,
+        acc=0.005,
+        missed_every=0,
+        crc_every=0,
+        clock=None,
+    ):
+        if model not in MODELS:
+            raise ValueError("model must be one of %r" % (MODELS,))
+        if model == "steps" and not steps:
+            raise ValueError("the steps model needs steps=[[seconds, watts], ...]")
+        self.model = model
+        self.watts = float(watts)
+        self.amp = float(amp)
+        self.period_s = float(period_s)
+        self.steps = [(float(d), float(w)) for d, w in (steps or ())]
+        self.cycle_s = sum(d for d, _ in self.steps)
+        self.idle_w = float(idle_w)
+        self.peak_w = float(peak_w)
+        self.volts = float(volts)
+        self.pf = float(pf)
+        self.hz = float(hz)
+        self.noise_w = float(noise_w)
+        self.rng = random.Random(seed) if hasattr(random, "Random") else None
+        if self.rng is None:
+            random.seed(seed)
+        self.acc = acc
+        self.missed_every = missed_every
+        self.crc_every = crc_every
+        if clock is None:
+            mono = port.Mono()
+            clock = lambda: mono.now() / 1e6  # noqa: E731
+        self.clock = clock
+        self.cpu = CpuLoad() if model == "cpu" else None
+        self.reads = 0
+        self._wh = 0.0
+        self._last = None  # (t, W) of the previous good read, for the energy integral
+
+    def setup(self):
+        pass
+
+    def info(self):
+        return {"model": "sim-" + self.model, "acc": self.acc}
+
+    def power_at(self, t):
+        """Modelled power at t seconds (deterministic for every model but cpu), before noise."""
+        if self.model == "const":
+            return self.watts
+        if self.model == "sine":
+            return self.watts + self.amp * math.sin(2 * math.pi * t / self.period_s)
+        if self.model == "steps":
+            x = t % self.cycle_s
+            for dur, w in self.steps:
+                if x < dur:
+                    return w
+                x -= dur
+            return self.steps[-1][1]
+        return self.idle_w + (self.peak_w - self.idle_w) * self.cpu.value(t)
+
+    def _noise(self):
+        if not self.noise_w:
+            return 0.0
+        r = self.rng.random() if self.rng else random.random()
+        return (2 * r - 1) * self.noise_w
+
+    def read(self):
+        self.reads += 1
+        if self.missed_every and self.reads % self.missed_every == 0:
+            raise NoReply("simulated timeout")
+        if self.crc_every and self.reads % self.crc_every == 0:
+            raise CRCError("simulated CRC error")
+        t = self.clock()
+        w = max(0.0, self.power_at(t) + self._noise())
+        if self._last is not None:
+            self._wh += self._last[1] * (t - self._last[0]) / 3600.0
+        self._last = (t, w)
+        return {
+            "W": w,
+            "V": self.volts,
+            "A": w / (self.volts * self.pf),
+            "PF": self.pf,
+            "Hz": self.hz,
+            "Wh": self._wh,
+            "u": self.acc,
+        }, 0

@@ -1,0 +1,1 @@
+"""Node sensors (inlet temperature and humidity). Same driver interface as wattbench_fw.meters."""
