@@ -60,7 +60,7 @@ class ModbusException(SensorError):
     """The slave answered with an exception code (function | 0x80)."""
 
     def __init__(self, function, code):
-        SensorError.__init__(self, "modbus exception %d on function 0x%02x" % (code, function))
+        super().__init__("modbus exception %d on function 0x%02x" % (code, function))
         self.function = function
         self.code = code
 

@@ -1,0 +1,142 @@
+"""`wattbench appliance` and `wattbench flash` (dry run: no board needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import services
+
+from wattbench import flash
+from wattbench.cli import build_parser, main
+
+FIRMWARE = Path(__file__).resolve().parents[2] / "firmware"
+
+
+def test_appliance_arguments_build_a_sim_config() -> None:
+    from wattbench.appliance import build_config
+
+    args = build_parser().parse_args(
+        [
+            "appliance",
+            "--sim",
+            "--broker",
+            "10.1.2.3:1884",
+            "--dev",
+            "rack-7",
+            "--hz",
+            "200",
+            "--channels",
+            "3",
+            "--model",
+            "cpu",
+            "--idle-w",
+            "80",
+            "--peak-w",
+            "410",
+        ]
+    )
+    cfg = build_config(args)
+    assert cfg["dev"] == "rack-7" and cfg["broker"]["host"] == "10.1.2.3" and cfg["broker"]["port"] == 1884
+    assert [c["c"] for c in cfg["channels"]] == ["sim1", "sim2", "sim3"]
+    assert all(c["hz"] == 200 and c["opts"]["peak_w"] == 410 for c in cfg["channels"])
+
+
+def test_appliance_needs_sim_or_config(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["appliance"]) == 2
+    assert "--sim" in capsys.readouterr().err
+
+
+def test_appliance_rejects_a_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"dev": "BAD ID", "broker": {"host": "x"}, "channels": []}))
+    assert main(["appliance", "--config", str(path)]) == 2
+    assert "dev: device id" in capsys.readouterr().err
+
+
+@pytest.mark.services
+def test_appliance_runs_until_count(
+    mosquitto: services.Mosquitto, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    truth = tmp_path / "t.csv"
+    rc = main(
+        [
+            "appliance",
+            "--sim",
+            "--broker",
+            mosquitto.url,
+            "--dev",
+            "cli-1",
+            "--hz",
+            "100",
+            "--model",
+            "const",
+            "--count",
+            "300",
+            "--truth",
+            str(truth),
+            "--spool-dir",
+            str(tmp_path / "s"),
+            "--every",
+            "0.5",
+        ]
+    )
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "samples 300 acked 300" in out
+    assert len(truth.read_text().splitlines()) == 301
+
+
+def test_flash_dry_run_plans_files_and_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(
+        [
+            "flash",
+            "--port",
+            "/dev/ttyUSB0",
+            "--board",
+            "esp32",
+            "--config",
+            str(FIRMWARE / "config.example.json"),
+            "--mpy",
+            "--dry-run",
+        ]
+    )
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "/lib/wattbench_fw/sampler.mpy" in out and "/lib/wattbench_fw/meters/pzem004t/__init__.mpy" in out
+    assert "/main.py" in out and "/config.json" in out and "/board.json" in out
+    assert "host.py" not in out and "host.mpy" not in out
+    assert "-m mpremote connect /dev/ttyUSB0" in out and "fs cp -r" in out and "+ reset" in out
+
+
+def test_flash_stage_layout(tmp_path: Path) -> None:
+    config = json.loads((FIRMWARE / "config.example.json").read_text())
+    plan = flash.stage(tmp_path, config, flash.board_profile("esp32-psram"), mpy=False)
+    remote = {r for _, r in plan}
+    assert {"/main.py", "/config.json", "/board.json", "/lib/wattbench_fw/app.py"} <= remote
+    board = json.loads((tmp_path / "board.json").read_text())
+    assert board["board"] == "esp32-psram" and board["buffer"]["ram_bytes"] == 1048576
+    cmd = flash.mpremote_command("/dev/ttyACM0", tmp_path, reset=False)
+    assert cmd[-1] != "reset" and cmd[cmd.index("connect") + 1] == "/dev/ttyACM0"
+
+
+def test_flash_refuses_mismatched_board_and_invalid_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["flash", "--port", "/dev/null", "--config", str(FIRMWARE / "config.example.json"), "--dry-run"]
+    assert main([*args, "--board", "picow"]) == 2
+    assert "config says 'esp32'" in capsys.readouterr().err
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps(
+            {
+                "dev": "x",
+                "broker": {"host": "b"},
+                "wifi": {"ssid": "s"},
+                "channels": [{"c": "p", "meter": "pzem004t", "bus": "nope", "hz": 1}],
+            }
+        )
+    )
+    assert main(["flash", "--port", "/dev/null", "--board", "esp32", "--config", str(bad), "--dry-run"]) == 2
+    assert "channels[0].bus" in capsys.readouterr().err

@@ -1,0 +1,110 @@
+"""Configuration loading: the shipped example and board profiles are valid, and mistakes produce an
+error that names the key."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wattbench_fw import config
+from wattbench_fw.errors import ConfigError
+
+FIRMWARE = Path(__file__).resolve().parents[2] / "firmware"
+EXAMPLE = json.loads((FIRMWARE / "config.example.json").read_text())
+ESP32 = str(FIRMWARE / "boards" / "esp32.json")
+PICOW = str(FIRMWARE / "boards" / "picow.json")
+
+
+def test_example_is_valid_on_esp32() -> None:
+    cfg = config.load(EXAMPLE, ESP32)
+    assert cfg["board"] == "esp32"
+    assert cfg["buses"]["uart2"]["tx"] == 17  # from the profile
+    assert cfg["buffer"]["ram_bytes"] == 24576  # profile overrides the default
+    assert cfg["broker"]["client_id"] == "wattbench-bench-a"
+    assert cfg["channels"][1]["agg"] == 10 and cfg["channels"][0]["cal"]["gain"] == 1.0
+
+
+def test_picow_profile_with_its_own_bus_names() -> None:
+    user = copy.deepcopy(EXAMPLE)
+    user["board"] = "picow"
+    user["channels"][0]["bus"] = "uart0"
+    cfg = config.load(user, PICOW)
+    assert cfg["buses"]["i2c0"]["sda"] == 4 and cfg["led"] == "LED"
+
+
+def test_every_driver_sample_config_is_valid() -> None:
+    buses = {
+        "uart2": {"type": "uart", "id": 2},
+        "i2c0": {"type": "i2c", "id": 0, "scl": 5, "sda": 4},
+        "ow": {"type": "onewire", "pin": 4},
+        "rs232": {"type": "uart", "id": 1},
+    }
+    samples = sorted(FIRMWARE.glob("wattbench_fw/*/*/sample.json"))
+    assert len(samples) == 7
+    for path in samples:
+        ch = json.loads(path.read_text())
+        config.load({"dev": "x", "broker": {"host": "b"}, "buses": buses, "channels": [ch]})
+        assert (path.parent / "README.md").is_file(), path.parent
+
+
+def broken(**changes: Any) -> dict[str, Any]:
+    cfg = copy.deepcopy(EXAMPLE)
+    for dotted, value in changes.items():
+        node: Any = cfg
+        parts = dotted.split("__")
+        for p in parts[:-1]:
+            node = node[int(p)] if p.isdigit() else node[p]
+        last = parts[-1]
+        if value is KeyError:
+            del node[last]
+        elif last.isdigit():
+            node[int(last)] = value
+        else:
+            node[last] = value
+    return cfg
+
+
+@pytest.mark.parametrize(
+    ("cfg", "message"),
+    [
+        (broken(dev="Bench A"), r"^dev: device id"),
+        (broken(channels__0__meter="pzem"), r"channels\[0\]\.meter: must be one of"),
+        (broken(channels__0__hz=0), r"channels\[0\]\.hz: must be a number in \(0, 10000\]"),
+        (broken(channels__0__bus="uart9"), r"channels\[0\]\.bus: 'uart9' is not defined"),
+        (broken(channels__2__bus="uart2"), r"channels\[2\]\.bus: sht3x needs a i2c bus"),
+        (broken(channels__1__c="psu1"), r"duplicate channel name 'psu1'"),
+        (broken(channels__0__cal={"gain": 0, "offset": 0}), r"channels\[0\]\.cal\.gain"),
+        (broken(channels__0__colour="red"), r"channels\[0\]: unknown key 'colour'"),
+        (broken(brokr={"host": "x"}), r"config: unknown key 'brokr'"),
+        (broken(broker__host=KeyError), r"broker\.host: must be a non-empty string"),
+        (broken(wifi=KeyError), r"wifi\.ssid: required on board esp32"),
+        (broken(hmac_key="abc"), r"hmac_key: must be an even number of hex digits"),
+        (broken(channels=[]), r"channels: must be a list of 1 to 16"),
+        (broken(batch={"max_rows": 900}), r"batch\.max_rows"),
+    ],
+)
+def test_errors_name_the_key(cfg: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config.load(cfg, ESP32)
+
+
+def test_hmac_key_value_never_appears_in_errors() -> None:
+    secret = "Z" * 40
+    with pytest.raises(ConfigError) as info:
+        config.load(broken(hmac_key=secret), ESP32)
+    assert secret not in str(info.value)
+
+
+def test_files_and_bad_json(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(EXAMPLE))
+    assert config.load(str(path), ESP32)["dev"] == "bench-a"
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        config.load(str(path), ESP32)
+    with pytest.raises(ConfigError, match="not found"):
+        config.load(str(tmp_path / "missing.json"))
