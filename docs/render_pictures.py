@@ -206,7 +206,7 @@ def dashboard_page(url: str, db: str) -> tuple[str, int, int]:
         w, h = pos["w"] * GRID_COLUMN_PX - GAP_PX, pos["h"] * GRID_ROW_PX - GAP_PX
         height = max(height, y + h + GAP_PX)
         q = queries[f"{panel['title']} [{panel['targets'][0]['refId']}]"]
-        rows = gq.run_influxql(url, db, gq.substitute(q))
+        rows = gq.run_influxql(url, db, gq.substitute(q, db))
         if panel["type"] == "stat":
             body = _stat_html(panel, rows)
         else:

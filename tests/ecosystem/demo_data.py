@@ -60,9 +60,14 @@ def _load_watts(dev_index: int, ch_index: int, second: int) -> float:
     return base / 2 + 10 * dev_index + 3 * ch_index + 2.0 * math.sin(second / 7.0)
 
 
-def sample_lines() -> list[str]:
-    lines: list[str] = []
+# ------------------------------------------------------------------ contract-shaped records
+
+
+def sample_rows() -> dict[str, list[dict[str, Any]]]:
+    """Per device, the sample rows of its batches (samples.schema.json), in sequence order."""
+    out: dict[str, list[dict[str, Any]]] = {}
     for d, dev in enumerate(DEVICES):
+        rows: list[dict[str, Any]] = []
         seq = 1000
         wh = {ch: 1000.0 * (d + 1) + 10 * c for c, ch in enumerate(POWER_CHANNELS)}
         for second in range(DURATION_S):
@@ -72,50 +77,64 @@ def sample_lines() -> list[str]:
                 wh[ch] += w / 3600.0  # the counter integrates power; it never goes down
                 v = 229.5 + 0.3 * math.cos(second / 11.0)
                 pf = 0.95 + 0.01 * c
-                fields = {
-                    "s": seq,
-                    "W": round(w, 3),
-                    "V": round(v, 2),
-                    "A": round(w / (v * pf), 4),
-                    "PF": pf,
-                    "Hz": 50.0,
-                    "Wh": round(wh[ch], 4),
-                    "u": 0.005,
-                }
-                lines.append(line("wb_sample", {"dev": dev, "ch": ch}, fields, t))
+                rows.append(
+                    {
+                        "s": seq,
+                        "t": t,
+                        "c": ch,
+                        "W": round(w, 3),
+                        "V": round(v, 2),
+                        "A": round(w / (v * pf), 4),
+                        "PF": pf,
+                        "Hz": 50.0,
+                        "Wh": round(wh[ch], 4),
+                        "u": 0.005,
+                    }
+                )
                 seq += 1
-            inlet = {"s": seq, "T": 22.5 + 0.5 * d + 0.1 * math.sin(second / 30.0), "RH": 41.0 + d}
-            lines.append(line("wb_sample", {"dev": dev, "ch": INLET_CHANNEL}, inlet, t))
+            temp = round(22.5 + 0.5 * d + 0.1 * math.sin(second / 30.0), 3)
+            rows.append({"s": seq, "t": t, "c": INLET_CHANNEL, "T": temp, "RH": 41.0 + d})
             seq += 1
             if d == 1 and second % 97 == 5:
-                seq += 1  # a lost batch row: the collector counts this as a gap
-    return lines
+                seq += 1  # a lost row: the collector counts this as a gap
+        out[dev] = rows
+    return out
 
 
-def status_lines() -> list[str]:
-    lines: list[str] = []
+def batches(dev: str, rows: list[dict[str, Any]], size: int = 100) -> list[dict[str, Any]]:
+    clk = {"sync": "ntp", "age": 40.0, "off": -1.5, "err": 4.0}
+    return [
+        {"v": 1, "dev": dev, "boot": 3, "clk": clk, "samples": rows[i : i + size]}
+        for i in range(0, len(rows), size)
+    ]
+
+
+def statuses() -> list[tuple[dict[str, Any], int]]:
+    """(status payload, receive time) pairs: one a minute per device, one of them offline."""
+    out = []
     for d, dev in enumerate(DEVICES):
         for k, second in enumerate(range(0, DURATION_S, 60)):
-            state = "offline" if (d == 1 and k == 3) else "online"
-            fields = {
-                "state": state,
-                "clk_sync": "ntp",
+            t = T0_MS + second * 1000 + 1
+            status: dict[str, Any] = {
+                "v": 1,
+                "dev": dev,
+                "state": "offline" if (d == 1 and k == 3) else "online",
+                "t": t,
+                "reason": "periodic",
                 "boot": 3 + d,
-                "seq": 1000 + second * 3,
-                "buf_ram": 0,
-                "buf_flash": 0,
-                "dropped": 0,
-                "rssi": -60 - d * 5,
                 "up": 100.0 + second,
-                "clk_age": 40.0 + second % 60,
-                "clk_err": 3.5 + d,
+                "seq": 1000 + second * 3,
+                "buf": {"ram": 0, "flash": 0, "dropped": 0},
+                "clk": {"sync": "ntp", "age": 40.0 + second % 60, "err": 3.5 + d},
+                "rssi": -60 - d * 5,
             }
-            lines.append(line("wb_status", {"dev": dev}, fields, T0_MS + second * 1000 + 1))
-    return lines
+            out.append((status, t))
+    return out
 
 
-def health_lines() -> list[str]:
-    lines: list[str] = []
+def healths() -> list[tuple[str, str, dict[str, Any], int]]:
+    """(collector, dev, wb_health fields, time): the collector's running counters every 10 s."""
+    out = []
     for d, dev in enumerate(DEVICES):
         gaps = 0
         for second in range(HEALTH_PERIOD_S, DURATION_S + 1, HEALTH_PERIOD_S):
@@ -137,19 +156,18 @@ def health_lines() -> list[str]:
                 "spool_bytes": 0,
                 "spool_age": 0.0,
             }
-            tags = {"dev": dev, "collector": COLLECTOR}
-            lines.append(line("wb_health", tags, fields, T0_MS + second * 1000))
-    return lines
+            out.append((COLLECTOR, dev, fields, T0_MS + second * 1000))
+    return out
 
 
-def phase_lines() -> list[str]:
-    lines: list[str] = []
-    n = 0
+def phase_events() -> list[dict[str, Any]]:
+    """The run's phase events (phase.schema.json)."""
+    events: list[dict[str, Any]] = []
 
     def event(t: int, name: str, phase: str, **fields: Any) -> None:
-        nonlocal n
-        lines.append(line("wb_phase", {"run": RUN_ID, "phase": phase, "event": name}, {"n": n, **fields}, t))
-        n += 1
+        events.append(
+            {"v": 1, "run": RUN_ID, "n": len(events), "t": t, "event": name, "phase": phase, **fields}
+        )
 
     event(T0_MS, "run_start", "run", kind="run", workload="builtin")
     for i, (phase, target) in enumerate(LEVELS):
@@ -157,17 +175,17 @@ def phase_lines() -> list[str]:
         kind = "idle" if target is None else "target"
         extra = {} if target is None else {"target": target, "rate": 3000.0 * target}
         event(start + 1, "phase_start", phase, kind=kind, **extra)
-        event(start + 10_000, "measure_start", phase, kind=kind)
+        event(start + 10_000, "measure_start", phase, kind=kind, **extra)
         ops = 0 if target is None else int(3000 * target * 40)
-        event(start + 50_000, "measure_end", phase, kind=kind, ops=ops)
-        event(start + LEVEL_S * 1000 - 1, "phase_end", phase, kind=kind)
+        event(start + 50_000, "measure_end", phase, kind=kind, ops=ops, **extra)
+        event(start + LEVEL_S * 1000 - 1, "phase_end", phase, kind=kind, **extra)
     event(T0_MS + len(LEVELS) * LEVEL_S * 1000, "run_end", "run", kind="run")
-    return lines
+    return events
 
 
-def result_lines() -> list[str]:
-    t = T0_MS + len(LEVELS) * LEVEL_S * 1000 + 500
-    lines: list[str] = []
+def result() -> dict[str, Any]:
+    """The scored run (result.schema.json)."""
+    levels = []
     total_ops = 0.0
     total_w = 0.0
     for i, (phase, target) in enumerate(LEVELS):
@@ -176,21 +194,93 @@ def result_lines() -> list[str]:
         ops = 0.0 if target is None else 3000.0 * target * 40
         total_ops += ops
         total_w += watts
-        fields: dict[str, Any] = {
+        level: dict[str, Any] = {
+            "phase": phase,
             "kind": "idle" if target is None else "target",
             "ops": ops,
             "W": watts,
             "Wh": watts * 40 / 3600,
             "ratio": ops / 40 / watts,
             "inlet_C": 23.0,
-            "valid": True,
         }
         if target is not None:
-            fields["target"] = target
-            fields["actual"] = target
-        lines.append(line("wb_result", {"run": RUN_ID, "phase": phase}, fields, t))
-    overall = {"overall": total_ops / 40 / total_w, "valid": True}
-    lines.append(line("wb_result", {"run": RUN_ID, "phase": "overall"}, overall, t))
+            level["target"] = target
+            level["actual"] = target
+        levels.append(level)
+    return {
+        "v": 1,
+        "run": RUN_ID,
+        "t": T0_MS + len(LEVELS) * LEVEL_S * 1000 + 500,
+        "valid": True,
+        "workload": "builtin",
+        "overall": total_ops / 40 / total_w,
+        "levels": levels,
+        "checks": [{"name": "complete", "ok": True}],
+    }
+
+
+# ------------------------------------------------------------------ the same records as line protocol
+
+
+def sample_lines() -> list[str]:
+    return [
+        line(
+            "wb_sample",
+            {"dev": dev, "ch": row["c"]},
+            {k: v for k, v in row.items() if k not in ("t", "c")},
+            row["t"],
+        )
+        for dev, rows in sample_rows().items()
+        for row in rows
+    ]
+
+
+def status_lines() -> list[str]:
+    lines = []
+    for status, t in statuses():
+        fields = {
+            "state": status["state"],
+            "clk_sync": status["clk"]["sync"],
+            "boot": status["boot"],
+            "seq": status["seq"],
+            "buf_ram": status["buf"]["ram"],
+            "buf_flash": status["buf"]["flash"],
+            "dropped": status["buf"]["dropped"],
+            "rssi": status["rssi"],
+            "up": status["up"],
+            "clk_age": status["clk"]["age"],
+            "clk_err": status["clk"]["err"],
+        }
+        lines.append(line("wb_status", {"dev": status["dev"]}, fields, t))
+    return lines
+
+
+def health_lines() -> list[str]:
+    return [line("wb_health", {"dev": dev, "collector": col}, fields, t) for col, dev, fields, t in healths()]
+
+
+def phase_lines() -> list[str]:
+    kinds = contract.influx_layout()["measurements"]["wb_phase"]["fields"]
+    return [
+        line(
+            "wb_phase",
+            {"run": e["run"], "phase": e["phase"], "event": e["event"]},
+            {k: e[k] for k in kinds if k in e},
+            e["t"],
+        )
+        for e in phase_events()
+    ]
+
+
+def result_lines() -> list[str]:
+    res = result()
+    lines = []
+    for level in res["levels"]:
+        fields = {k: v for k, v in level.items() if k != "phase"}
+        fields["valid"] = res["valid"]
+        lines.append(line("wb_result", {"run": res["run"], "phase": level["phase"]}, fields, res["t"]))
+    overall = {"overall": res["overall"], "valid": res["valid"]}
+    lines.append(line("wb_result", {"run": res["run"], "phase": "overall"}, overall, res["t"]))
     return lines
 
 

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = REPO / "deploy" / "grafana" / "dashboards"
 DATASOURCE_FLAVOUR = {"wattbench-influxql": "influxql", "wattbench-flux": "flux"}
 INTERVAL = "10s"
-BUCKET = "wattbench/autogen"
+RETENTION_POLICY = "autogen"
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def _rfc3339(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def substitute(q: PanelQuery) -> str:
+def substitute(q: PanelQuery, db: str = "wattbench") -> str:
     start, stop = demo_data.window()
     text = q.text
     for name, value in variables().items():
@@ -107,7 +107,9 @@ def substitute(q: PanelQuery) -> str:
         text = text.replace("$__interval", INTERVAL)
     else:
         text = text.replace("v.timeRangeStart", _rfc3339(start)).replace("v.timeRangeStop", _rfc3339(stop))
-        text = text.replace("v.windowPeriod", INTERVAL).replace("v.defaultBucket", json.dumps(BUCKET))
+        text = text.replace("v.windowPeriod", INTERVAL).replace(
+            "v.defaultBucket", json.dumps(f"{db}/{RETENTION_POLICY}")
+        )
     leftover = re.findall(r"\$\{?\w+|\bv\.\w+", text)
     assert not leftover, f"{q.id}: unreplaced macros {leftover}"
     return text
@@ -163,7 +165,7 @@ def run_flux(url: str, text: str) -> list[dict[str, str]]:
 
 
 def run(q: PanelQuery, url: str, db: str) -> list[dict[str, Any]]:
-    text = substitute(q)
+    text = substitute(q, db)
     if q.flavour == "influxql":
         return run_influxql(url, db, text)
     return run_flux(url, text)

@@ -258,3 +258,50 @@ def test_panel_values_are_right_in_both_flavours(influxdb) -> None:  # type: ign
         got = _by(rows(flavour, "live-power", "Active power"), "dev", "ch")
         series[flavour] = {k: sorted(round(_num(_value(r, flavour)), 9) for r in v) for k, v in got.items()}
     assert series["influxql"] == series["flux"]
+
+
+def test_demo_data_follows_the_contract() -> None:
+    checks = [
+        ("samples", b) for dev, rows in demo_data.sample_rows().items() for b in demo_data.batches(dev, rows)
+    ]
+    checks += [("status", s) for s, _ in demo_data.statuses()]
+    checks += [("phase", e) for e in demo_data.phase_events()]
+    checks += [("result", demo_data.result())]
+    for schema, payload in checks:
+        errors = [e.message for e in contract.jsonschema_validator(schema).iter_errors(payload)]
+        assert not errors, (schema, errors)
+
+
+def _normalised(rows: list[dict[str, Any]]) -> list[str]:
+    return sorted(json.dumps(r, sort_keys=True) for r in rows)
+
+
+@pytest.mark.services
+def test_dashboards_see_the_same_through_the_collector_writer(influxdb) -> None:  # type: ignore[no-untyped-def]
+    """The demo written by the collector's own InfluxDB writer gives every query the same rows as the
+    demo written from the layout: the dashboards read what the collector writes."""
+    influx = pytest.importorskip(
+        "wattbench.store.influx", reason="the collector's InfluxDB store is not installed"
+    )
+    own, collector = "demo_layout", "demo_collector"
+    influxdb.create_database(own)
+    demo_data.write(influxdb.url, own)
+    store = influx.InfluxStore(influxdb.url, db=collector)
+    for dev, rows in demo_data.sample_rows().items():
+        for batch in demo_data.batches(dev, rows):
+            store.write_samples(dev, batch["samples"])
+    for status, t in demo_data.statuses():
+        store.write_status(status, t)
+    for col, dev, fields, t in demo_data.healths():
+        store.write_health(col, dev, fields, t)
+    for event in demo_data.phase_events():
+        store.write_phase(event)
+    store.write_result(demo_data.result())
+    store.flush()
+    differ = []
+    for q in ALL_QUERIES:
+        mine, theirs = gq.run(q, influxdb.url, own), gq.run(q, influxdb.url, collector)
+        assert mine, q.id
+        if _normalised(mine) != _normalised(theirs):
+            differ.append(q.id)
+    assert not differ, "queries that see different data: " + ", ".join(differ)
