@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -201,3 +202,59 @@ def test_same_messages_under_micropython(tmp_path: Path) -> None:
         (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
         got = [(t, json.loads(p)) for t, p in json.loads(line[len("RESULT") :])]
         assert got == _configs(vec.payload), vec.name
+
+
+# ------------------------------------------------------------------ end to end, through a real broker
+
+
+def _retained(
+    host: str, port: int, topic_filter: str, settle_s: float = 2.0
+) -> dict[str, tuple[bytes, bool]]:
+    """What a newcomer subscribing to topic_filter receives: topic -> (payload, retain flag)."""
+    import paho.mqtt.client as mqtt
+
+    got: dict[str, tuple[bytes, bool]] = {}
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="hass-probe", protocol=mqtt.MQTTv311)
+    client.on_message = lambda _c, _u, msg: got.__setitem__(msg.topic, (msg.payload, bool(msg.retain)))
+    client.connect(host, port)
+    client.subscribe(topic_filter, qos=1)
+    client.loop_start()
+    time.sleep(settle_s)
+    client.loop_stop()
+    client.disconnect()
+    return got
+
+
+def _run_appliance(mosquitto: Any, dev: str, hass_on: bool) -> None:
+    from wattbench_fw.host import HostAppliance, sim_config
+
+    cfg = sim_config(dev=dev, broker=f"{mosquitto.host}:{mosquitto.port}", channels=2, hz=5, model="const")
+    cfg["hass"] = hass_on
+    with HostAppliance(cfg) as app:
+        assert app.wait_connected(20), "the appliance reaches the broker"
+        time.sleep(2.0)  # connect-time retained messages, then a batch or two
+
+
+@pytest.mark.services
+def test_appliance_announces_itself_to_home_assistant(mosquitto) -> None:  # type: ignore[no-untyped-def]
+    validator = _validator()
+    _run_appliance(mosquitto, "hass-on", True)
+    _run_appliance(mosquitto, "hass-off", False)
+
+    configs = _retained(mosquitto.host, mosquitto.port, "homeassistant/#")
+    meta_raw, meta_retained = _retained(
+        mosquitto.host, mosquitto.port, contract.topic_for("meta", dev="hass-on")
+    )[contract.topic_for("meta", dev="hass-on")]
+    assert meta_retained
+    meta = json.loads(meta_raw)
+    expected = {hass.config_topic("hass-on", c, q) for c, q in hass.sensors(meta)}
+    assert set(configs) == expected, "only the appliance with hass on is announced, with every sensor"
+    for topic, (payload, retained) in configs.items():
+        assert retained, f"{topic} is retained, so Home Assistant finds it after a restart"
+        cfg = json.loads(payload)
+        assert not list(validator.iter_errors(cfg)), topic
+        assert cfg["state_topic"] == contract.topic_for("samples", dev="hass-on")
+    energy = [json.loads(p) for t, (p, _) in configs.items() if t.endswith("_energy/config")]
+    power = [json.loads(p) for t, (p, _) in configs.items() if t.endswith("_power/config")]
+    assert len(power) == 2 and all(c["device_class"] == "power" for c in power)
+    assert len(energy) == 2 and all(c["state_class"] == "total_increasing" for c in energy)
