@@ -70,7 +70,10 @@ class Verifier:
     def from_file(cls, path: str | os.PathLike[str], require: bool = False) -> Verifier:
         """A JSON file {"device-id": "hex key", ...}; it should be readable by the collector only."""
         p = Path(path)
-        doc = json.loads(p.read_text())
+        try:
+            doc = json.loads(p.read_text())
+        except (UnicodeDecodeError, RecursionError):
+            raise ValueError(f"{p}: not a JSON object of device ids and hex keys") from None
         if not isinstance(doc, dict):
             raise ValueError(f"{p}: expected an object mapping device ids to hex keys")
         keys: dict[str, bytes] = {}

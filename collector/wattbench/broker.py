@@ -1,0 +1,144 @@
+"""The embedded MQTT broker (amqtt, MQTT 3.1.1) for a single bench or a demo without Mosquitto.
+
+It keeps sessions and retained messages in memory only, speaks MQTT 3.1.1 (the collector then uses
+3.1.1 too) and has no shared subscriptions: for a lab, run Mosquitto with deploy/mosquitto.conf.
+
+`wattbench broker` runs it in the foreground; EmbeddedBroker runs it in a background thread of the
+calling process:
+
+    with EmbeddedBroker(port=0) as broker:   # port 0: pick a free port
+        print(broker.url)
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=1883, help="TCP port (default 1883)")
+
+
+def _config(host: str, port: int) -> dict[str, Any]:
+    return {
+        "listeners": {"default": {"type": "tcp", "bind": f"{host}:{port}", "max_connections": 1000}},
+        # Long enough to hold a collector's queued QoS 1 messages while it restarts.
+        "session_expiry_interval": 7 * 24 * 3600,
+        "plugins": {
+            "amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True},
+        },
+    }
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class EmbeddedBroker:
+    """amqtt in a daemon thread with its own event loop."""
+
+    protocol = "3.1.1"
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host = host
+        self.port = port or _free_port(host)
+        self._loop: Any = None
+        self._broker: Any = None
+        self._thread: Any = None
+        self._error: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, timeout: float = 15.0) -> EmbeddedBroker:
+        import asyncio
+        import logging
+        import threading
+
+        # amqtt and its state machine log every packet and transition at INFO.
+        for name in ("amqtt", "transitions"):
+            if logging.getLogger(name).level == logging.NOTSET:
+                logging.getLogger(name).setLevel(logging.WARNING)
+        ready = threading.Event()
+
+        def main() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            try:
+                from amqtt.broker import Broker
+
+                self._broker = Broker(_config(self.host, self.port), loop=loop)
+                loop.run_until_complete(self._broker.start())
+            except BaseException as exc:
+                self._error = exc
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            try:
+                loop.run_forever()
+            finally:
+                loop.close()
+
+        self._thread = threading.Thread(target=main, name="wb-broker", daemon=True)
+        self._thread.start()
+        if not ready.wait(timeout):
+            raise RuntimeError(f"embedded broker did not start on {self.url} within {timeout:g} s")
+        if self._error is not None:
+            raise RuntimeError(f"embedded broker cannot listen on {self.url}: {self._error}")
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        import asyncio
+
+        if self._loop is None or self._broker is None or not self._loop.is_running():
+            return
+        fut = asyncio.run_coroutine_threadsafe(self._broker.shutdown(), self._loop)
+        try:
+            fut.result(timeout)
+        except Exception:  # shutting down anyway
+            pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_embedded_broker(host: str = "127.0.0.1", port: int = 0) -> EmbeddedBroker:
+    """Start the embedded broker in this process and return it (call .stop() when done)."""
+    return EmbeddedBroker(host, port).start()
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+    import signal
+    import threading
+
+    log = logging.getLogger("wattbench.broker")
+    logging.getLogger("wattbench").setLevel(logging.INFO)
+    try:
+        broker = EmbeddedBroker(args.host, args.port).start()
+    except RuntimeError as exc:
+        log.error("%s", exc)
+        return 3
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    log.info("embedded MQTT 3.1.1 broker listening on %s (Ctrl-C to stop)", broker.url)
+    stop.wait()
+    broker.stop()
+    log.info("broker stopped")
+    return 0

@@ -1,0 +1,110 @@
+"""`wattbench collect`: ingest appliance samples from MQTT into the store.
+
+Exit codes: 0 clean stop (SIGTERM/SIGINT), 1 internal error, 2 configuration error, 3 broker
+unreachable or refused the credentials, 4 store or spool unusable (nothing more could be made durable).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+EPILOG = """\
+configuration: defaults < --config FILE (TOML) < WATTBENCH_* environment < options.
+secrets: WATTBENCH_MQTT_PASSWORD (or --mqtt-password-file), WATTBENCH_INFLUX_TOKEN,
+  WATTBENCH_INFLUX_USER / WATTBENCH_INFLUX_PASSWORD, WATTBENCH_INFLUX_ORG, WATTBENCH_INFLUX_DB.
+exit codes: 0 stopped cleanly, 1 internal error, 2 bad configuration,
+  3 broker unreachable or credentials refused, 4 store/spool unusable.
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
+    parser.add_argument("--broker", metavar="HOST:PORT", help="MQTT broker (default 127.0.0.1:1883)")
+    parser.add_argument("--influx", metavar="URL", help="InfluxDB URL, e.g. http://127.0.0.1:8086")
+    parser.add_argument(
+        "--store", metavar="PATH", help="embedded SQLite file (used when --influx is not given)"
+    )
+    parser.add_argument("--db", metavar="NAME", help="InfluxDB database / bucket (default wattbench)")
+    parser.add_argument("--config", metavar="FILE", help="TOML configuration file")
+    parser.add_argument("--id", metavar="ID", help="collector id: reject topic level and health tag")
+    parser.add_argument(
+        "--share", metavar="GROUP", help="MQTT 5 shared subscription group, to split the load"
+    )
+    parser.add_argument("--spool", metavar="DIR", help="spool directory used while the store is down")
+    parser.add_argument("--state-dir", metavar="DIR", help="status file and default SQLite location")
+    parser.add_argument("--mqtt-user", metavar="USER", help="MQTT user name")
+    parser.add_argument("--mqtt-password-file", metavar="FILE", help="file holding the MQTT password")
+    parser.add_argument("--mqtt-ca", metavar="FILE", help="CA certificate: connect with TLS")
+    parser.add_argument("--protocol", choices=["5", "3.1.1"], help="MQTT version (default 5)")
+    parser.add_argument(
+        "--hmac-keys", metavar="FILE", help='JSON {"device": "hex key"}: check batch signatures'
+    )
+    parser.add_argument(
+        "--require-signatures",
+        action="store_true",
+        default=None,
+        help="refuse unsigned batches from every device",
+    )
+    parser.add_argument("--health-period", type=float, metavar="S", help="seconds between health points (5)")
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, object]:
+    store = args.influx or args.store
+    return {
+        "broker": args.broker,
+        "store": store,
+        "influx_db": args.db,
+        "id": args.id,
+        "share": args.share,
+        "spool_dir": args.spool,
+        "state_dir": args.state_dir,
+        "mqtt_user": args.mqtt_user,
+        "mqtt_password_file": args.mqtt_password_file,
+        "tls_ca": args.mqtt_ca,
+        "protocol": args.protocol,
+        "health_period_s": args.health_period,
+        "hmac_keys": args.hmac_keys,
+        "hmac_require": args.require_signatures,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+    import signal
+    import threading
+
+    from .config import ConfigError, load_config
+    from .ingest.collector import EXIT_CONFIG, Collector, CollectorError
+
+    log = logging.getLogger("wattbench.collect")
+    if logging.getLogger().level > logging.INFO or not logging.getLogger().handlers:
+        # The service's own progress lines are worth seeing without -v.
+        logging.getLogger("wattbench").setLevel(logging.INFO)
+    try:
+        config = load_config(args.config, overrides=_overrides(args))
+        collector = Collector(config)
+    except ConfigError as exc:
+        log.error("configuration: %s", exc)
+        return EXIT_CONFIG
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("received %s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    try:
+        collector.start()
+    except CollectorError as exc:
+        log.error("%s", exc)
+        return exc.exit_code
+    while not stop.is_set() and not collector.wait(0.5):
+        pass
+    collector.stop()
+    if collector.error is not None:
+        log.error("stopped on error: %s", collector.error)
+        return collector.error.exit_code
+    return 0

@@ -1,0 +1,313 @@
+"""Collector configuration: defaults, then a TOML file, then WATTBENCH_* environment variables, then
+command-line options, each overriding the one before. Secrets (MQTT password, InfluxDB token and
+password) can come from the environment or from files and never appear in repr() or logs."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import socket
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+
+
+class ConfigError(ValueError):
+    """The configuration cannot work; the message says which setting and why."""
+
+
+def default_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "wattbench"
+
+
+def default_collector_id() -> str:
+    host = re.sub(r"[^a-z0-9_-]+", "-", socket.gethostname().lower()).strip("-_") or "host"
+    return f"collector-{host}"[:32].rstrip("-_")
+
+
+@dataclass
+class CollectorConfig:
+    # MQTT
+    broker: str = "127.0.0.1:1883"
+    protocol: str = "5"  # "5" for Mosquitto/EMQX/VerneMQ; "3.1.1" for the embedded amqtt broker
+    mqtt_user: str = ""
+    mqtt_password: str = field(default="", repr=False)
+    client_id: str = ""
+    share: str = ""
+    session_expiry_s: int = 7 * 24 * 3600
+    receive_maximum: int = 1000
+    keepalive_s: int = 30
+    tls_ca: str = ""
+    tls_insecure: bool = False
+    connect_timeout_s: float = 30.0
+    # store
+    store: str = ""  # http(s)://influx:8086, a file path or sqlite:///path; empty = embedded file store
+    influx_db: str = ""
+    influx_rp: str = ""
+    influx_bucket: str = ""
+    influx_org: str = ""
+    influx_user: str = ""
+    influx_token: str = field(default="", repr=False)
+    influx_password: str = field(default="", repr=False)
+    influx_batch_lines: int = 10_000
+    sqlite_sync: str = "FULL"
+    # collector
+    id: str = ""
+    state_dir: str = ""
+    spool_dir: str = ""
+    health_period_s: float = 5.0
+    retry_s: float = 2.0
+    max_batch_samples: int = 50_000
+    publish_rejects: bool = True
+    validate_workers: int = -1  # processes checking payloads; -1: one per spare core (at most 2), 0: none
+    restore_state: bool = True
+    hmac_keys: str = ""  # JSON file {"device-id": "hex key"}: batches of those devices must be signed
+    hmac_require: bool = False  # refuse unsigned batches from devices without a key as well
+
+    # ---------------------------------------------------------------- derived values
+
+    def resolved(self) -> CollectorConfig:
+        """A copy with defaults filled in and every value checked; raises ConfigError."""
+        c = CollectorConfig(**{f.name: getattr(self, f.name) for f in fields(self)})
+        if not c.id:
+            c.id = c.mqtt_user if ID_PATTERN.match(c.mqtt_user or "") else default_collector_id()
+        if not ID_PATTERN.match(c.id):
+            raise ConfigError(
+                f"collector id {c.id!r} must match {ID_PATTERN.pattern} (it is a topic level and a tag)"
+            )
+        c.client_id = c.client_id or f"wattbench-{c.id}"
+        c.protocol = {"5": "5", "v5": "5", "5.0": "5", "3.1.1": "3.1.1", "311": "3.1.1", "v311": "3.1.1"}.get(
+            str(c.protocol).lower(), ""
+        )
+        if not c.protocol:
+            raise ConfigError(f"protocol {self.protocol!r}: use 5 or 3.1.1")
+        if c.share and not re.match(r"^[A-Za-z0-9_-]{1,64}$", c.share):
+            raise ConfigError(f"share group {c.share!r}: letters, digits, '-' and '_' only")
+        if c.share and c.protocol != "5":
+            raise ConfigError("shared subscriptions ($share/...) need MQTT 5")
+        host, port = split_broker(c.broker)
+        c.broker = f"{host}:{port}"
+        state = _expand(c.state_dir) if c.state_dir else default_state_dir()
+        c.state_dir = str(state)
+        c.spool_dir = str(_expand(c.spool_dir)) if c.spool_dir else str(state / "spool" / c.id)
+        for name in ("state_dir", "spool_dir", "hmac_keys", "tls_ca", "store"):
+            if "\0" in getattr(c, name):
+                raise ConfigError(f"{name} holds a NUL character")
+        for name in ("health_period_s", "retry_s", "connect_timeout_s"):
+            value = getattr(c, name)
+            if not (math.isfinite(value) and 0 < value <= 86400):
+                raise ConfigError(f"{name} must be a number of seconds between 0 and 86400, not {value!r}")
+        if not 1 <= c.keepalive_s <= 65535:
+            raise ConfigError(f"keepalive_s must be 1..65535, not {c.keepalive_s}")
+        if not 0 <= c.session_expiry_s <= 0xFFFFFFFF:
+            raise ConfigError("session_expiry_s must be 0..4294967295")
+        if c.max_batch_samples < 1 or c.influx_batch_lines < 1:
+            raise ConfigError("max_batch_samples and influx_batch_lines must be positive")
+        if c.receive_maximum < 1 or c.receive_maximum > 65535:
+            raise ConfigError("receive_maximum must be 1..65535")
+        return c
+
+    @property
+    def host(self) -> str:
+        return split_broker(self.broker)[0]
+
+    @property
+    def port(self) -> int:
+        return split_broker(self.broker)[1]
+
+    @property
+    def is_influx(self) -> bool:
+        return self.store.startswith(("http://", "https://"))
+
+    def store_spec(self) -> str:
+        if self.store:
+            return self.store
+        return str(Path(self.state_dir) / "wattbench.sqlite")
+
+    def store_options(self) -> dict[str, Any]:
+        if self.is_influx:
+            opts: dict[str, Any] = {"batch_lines": self.influx_batch_lines}
+            for name in ("db", "rp", "bucket", "org", "user", "token", "password"):
+                value = getattr(self, f"influx_{name}")
+                if value:
+                    opts[name] = value
+            return opts
+        return {"synchronous": self.sqlite_sync}
+
+    def describe(self) -> dict[str, Any]:
+        """What the operator may see: no secrets."""
+        return {
+            "id": self.id,
+            "broker": self.broker,
+            "protocol": self.protocol,
+            "mqtt_user": self.mqtt_user or None,
+            "share": self.share or None,
+            "store": redact_url(self.store_spec()),
+            "spool_dir": self.spool_dir,
+            "state_dir": self.state_dir,
+            "signatures": ("required" if self.hmac_require else "checked")
+            if self.hmac_keys or self.hmac_require
+            else "off",
+        }
+
+
+def split_broker(text: str) -> tuple[str, int]:
+    text = text.strip()
+    for prefix in ("mqtt://", "tcp://"):
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+    if text.startswith("["):  # [ipv6]:port
+        host, _, rest = text[1:].partition("]")
+        port_s = rest.lstrip(":") or "1883"
+    elif text.count(":") == 1:
+        host, port_s = text.split(":")
+    else:
+        host, port_s = text, "1883"
+    try:
+        port = int(port_s)
+    except ValueError:
+        raise ConfigError(f"broker {text!r}: port {port_s!r} is not a number") from None
+    if not host or not 0 < port < 65536:
+        raise ConfigError(f"broker {text!r}: expected host:port")
+    return host, port
+
+
+def redact_url(url: str) -> str:
+    return re.sub(r"//[^/@]*@", "//***@", url)
+
+
+# environment variable -> config field
+ENV = {
+    "WATTBENCH_BROKER": "broker",
+    "WATTBENCH_MQTT_PROTOCOL": "protocol",
+    "WATTBENCH_MQTT_USER": "mqtt_user",
+    "WATTBENCH_MQTT_PASSWORD": "mqtt_password",
+    "WATTBENCH_MQTT_CLIENT_ID": "client_id",
+    "WATTBENCH_SHARE": "share",
+    "WATTBENCH_MQTT_CA": "tls_ca",
+    "WATTBENCH_STORE": "store",
+    "WATTBENCH_INFLUX_URL": "store",
+    "WATTBENCH_INFLUX_DB": "influx_db",
+    "WATTBENCH_INFLUX_RP": "influx_rp",
+    "WATTBENCH_INFLUX_BUCKET": "influx_bucket",
+    "WATTBENCH_INFLUX_ORG": "influx_org",
+    "WATTBENCH_INFLUX_USER": "influx_user",
+    "WATTBENCH_INFLUX_TOKEN": "influx_token",
+    "WATTBENCH_INFLUX_PASSWORD": "influx_password",
+    "WATTBENCH_COLLECTOR_ID": "id",
+    "WATTBENCH_STATE_DIR": "state_dir",
+    "WATTBENCH_SPOOL_DIR": "spool_dir",
+    "WATTBENCH_HMAC_KEYS": "hmac_keys",
+    "WATTBENCH_HMAC_REQUIRE": "hmac_require",
+}
+SECRET_FILES = {
+    "mqtt_password_file": "mqtt_password",
+    "influx_token_file": "influx_token",
+    "influx_password_file": "influx_password",
+}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    kinds = {f.name: f.type for f in fields(CollectorConfig)}
+    kind = kinds.get(name)
+    if kind is None:
+        raise ConfigError(f"unknown setting {name!r}")
+    try:
+        if kind == "bool":
+            if isinstance(value, str):
+                return value.strip().lower() in ("1", "true", "yes", "on")
+            return bool(value)
+        if isinstance(value, list | dict):
+            raise TypeError(value)
+        if kind == "int":
+            return int(value)
+        if kind == "float":
+            out = float(value)
+            if not math.isfinite(out):
+                raise ValueError(value)
+            return out
+        return str(value)
+    except (TypeError, ValueError, OverflowError):
+        shown = (
+            repr(value) if isinstance(value, str | int | float) and len(repr(value)) < 40 else "this value"
+        )
+        raise ConfigError(f"setting {name!r}: {shown} is not a valid {kind}") from None
+
+
+def _read_secret(path: str) -> str:
+    try:
+        return _expand(path).read_text().strip()
+    except OSError as exc:
+        raise ConfigError(f"cannot read secret file {path}: {exc.strerror}") from None
+    except (UnicodeDecodeError, ValueError):  # binary content, NUL in the path
+        raise ConfigError(f"secret file {path!r} is not a readable text file") from None
+
+
+def _expand(path: str) -> Path:
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # ~user that does not exist
+        raise ConfigError(f"path {path!r}: unknown home directory") from None
+
+
+def _flatten(doc: dict[str, Any]) -> dict[str, Any]:
+    """The file may group settings in [mqtt], [store]/[influx] and [collector] tables."""
+    out: dict[str, Any] = {}
+    prefixes = {"mqtt": "mqtt_", "influx": "influx_", "store": "", "collector": "", "hmac": "hmac_"}
+    names = {f.name for f in fields(CollectorConfig)} | set(SECRET_FILES)
+    for key, value in doc.items():
+        if isinstance(value, dict) and key in prefixes:
+            for k, v in value.items():
+                for candidate in (prefixes[key] + k, k):
+                    if candidate in names:
+                        out[candidate] = v
+                        break
+                else:
+                    raise ConfigError(f"unknown setting [{key}] {k}")
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(
+    path: str | Path | None = None,
+    env: dict[str, str] | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> CollectorConfig:
+    """Build the configuration from file, environment and overrides (None values are ignored)."""
+    values: dict[str, Any] = {}
+    if path:
+        try:
+            with open(Path(path).expanduser(), "rb") as f:
+                values.update(_flatten(tomllib.load(f)))
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {str(exc)[:200]}") from None
+    environ = os.environ if env is None else env
+    for var, name in ENV.items():
+        if environ.get(var):
+            values[name] = environ[var]
+    for var in (
+        "WATTBENCH_MQTT_PASSWORD_FILE",
+        "WATTBENCH_INFLUX_TOKEN_FILE",
+        "WATTBENCH_INFLUX_PASSWORD_FILE",
+    ):
+        if environ.get(var):
+            values[var[len("WATTBENCH_") :].lower()] = environ[var]
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            values[key] = value
+    for file_key, name in SECRET_FILES.items():
+        secret_path = values.pop(file_key, None)
+        if secret_path:
+            values[name] = _read_secret(str(secret_path))
+    cfg = CollectorConfig()
+    for key, value in values.items():
+        setattr(cfg, key, _coerce(key, value))
+    return cfg

@@ -1,0 +1,630 @@
+"""The collector service: MQTT in, validated and accounted records out to the store, nothing lost.
+
+Three threads:
+- paho's network thread puts each message into the inbox, with the connection generation it came on;
+- the ingest thread validates and accounts messages (Pipeline) and hands batches to the writer; while
+  the writer is busy the next batch grows, so batches size themselves to the store's pace;
+- the writer thread commits each batch to the store, or to the spool when the store is down, and only
+  then acknowledges the batch's messages to the broker. It replays the spool, in order, once the store
+  answers again.
+
+A message is therefore acknowledged only when its data is durable (store or spool). Killed at any
+point, the collector loses nothing: the broker redelivers what was not acknowledged, and the store's
+idempotent keys absorb what is written twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import wattbench_schema as contract
+
+from ..config import CollectorConfig
+from . import records as rec
+from .pipeline import Batch, Pipeline
+from .validate import Validator
+
+log = logging.getLogger("wattbench.collect")
+
+STATE_VERSION = 1
+
+Message = tuple[int, int, int, str, bytes, int]
+
+
+class CollectorError(RuntimeError):
+    """A fatal condition; exit_code says which (see docs/collector.md)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_CONFIG = 2
+EXIT_BROKER = 3
+EXIT_STORAGE = 4
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Commit:
+    batch: Batch
+    acks: list[tuple[int, int, int]]  # (connection generation, packet id, qos)
+    snapshot: dict[str, Any] | None = None
+    final: bool = False
+
+
+@dataclass
+class WriterStats:
+    commits: int = 0
+    stored_samples: int = 0
+    spooled_frames: int = 0
+    spooled_samples: int = 0
+    replayed_frames: int = 0
+    replayed_samples: int = 0
+    deadletter_frames: int = 0
+    acked: int = 0
+    store_errors: int = 0
+    last_store_error: str = ""
+    outages: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Collector:
+    """Run with start() / stop(), or use as a context manager. Thread-safe figures: counters(), status()."""
+
+    def __init__(self, config: CollectorConfig | None = None, store: Any = None, **overrides: Any) -> None:
+        from ..config import ConfigError
+
+        cfg = config or CollectorConfig()
+        for key, value in overrides.items():
+            if not hasattr(cfg, key):
+                raise ConfigError(f"unknown setting {key!r}")
+            setattr(cfg, key, value)
+        self.config = cfg.resolved()
+        self._given_store = store
+        self.store: Any = store
+        self.spool: Any = None
+        self.deadletter: Any = None
+        self.link: Any = None
+        self.pipeline = Pipeline(
+            self.config.id, Validator(verifier=self._verifier()), track_gaps=not self.config.share
+        )
+        self.stats = WriterStats()
+        self.error: CollectorError | None = None
+        self.started_ms = 0
+        self.store_down = False
+        # (connection generation, packet id, qos, topic, payload, receive time ms)
+        self._inbox: deque[Message] = deque()
+        self._pool: Any = None
+        self._wake = threading.Event()
+        self._commits: queue.Queue[Commit] = queue.Queue(maxsize=1)
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._pipeline_lock = threading.Lock()
+        self._next_health = 0.0
+        self._next_retry = 0.0
+        self.state_path = Path(self.config.state_dir) / f"collector-{self.config.id}.json"
+
+    def _verifier(self) -> Any:
+        from ..config import ConfigError
+
+        if not self.config.hmac_keys and not self.config.hmac_require:
+            return None
+        from .auth import Verifier
+
+        if not self.config.hmac_keys:
+            return Verifier({}, require=True)
+        try:
+            return Verifier.from_file(self.config.hmac_keys, require=self.config.hmac_require)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"HMAC key file: {exc}") from None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> Collector:
+        """Open the store and spool, connect, subscribe. Raises CollectorError when that fails."""
+        from ..spool import Spool, SpoolError
+        from .mqtt import BrokerRefused, MqttLink
+
+        cfg = self.config
+        log.info("collector %s starting: %s", cfg.id, json.dumps(cfg.describe()))
+        try:
+            Path(cfg.state_dir).mkdir(parents=True, exist_ok=True)
+            self.spool = Spool(cfg.spool_dir)
+            self.deadletter = Spool(Path(cfg.spool_dir) / "deadletter")
+        except (SpoolError, OSError) as exc:
+            raise CollectorError(f"spool unusable: {exc}", EXIT_STORAGE) from None
+        if self.store is None:
+            self.store = self._open_store()
+        self._restore_state()
+        self._start_pool()
+        self.started_ms = now_ms()
+        self._next_health = time.monotonic() + cfg.health_period_s
+        self.link = MqttLink(cfg, self._on_message)
+        self._threads = [
+            threading.Thread(target=self._guard, args=(self._ingest_loop,), name="wb-ingest", daemon=True),
+            threading.Thread(target=self._guard, args=(self._writer_loop,), name="wb-writer", daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+        self.link.start()
+        try:
+            ready = self.link.wait_ready(cfg.connect_timeout_s)
+        except BrokerRefused as exc:
+            self._abort()
+            raise CollectorError(str(exc), EXIT_BROKER) from None
+        if not ready:
+            detail = self.link.last_error or "no answer"
+            self._abort()
+            raise CollectorError(
+                f"cannot reach the MQTT broker at {cfg.broker} within {cfg.connect_timeout_s:g} s ({detail})",
+                EXIT_BROKER,
+            )
+        log.info(
+            "collector %s subscribed%s; storing into %s",
+            cfg.id,
+            f" in share group {cfg.share!r}" if cfg.share else "",
+            self.store,
+        )
+        return self
+
+    def _start_pool(self) -> None:
+        from .parallel import CheckPool, default_workers
+
+        workers = self.config.validate_workers
+        if workers < 0:
+            workers = default_workers()
+        if workers == 0:
+            return
+        verifier_args = None
+        if self.config.hmac_keys or self.config.hmac_require:
+            verifier_args = (self.config.hmac_keys, self.config.hmac_require)
+        try:
+            self._pool = CheckPool(workers, verifier_args)
+        except Exception as exc:  # no processes allowed here: validate in this process instead
+            log.warning("validation processes unavailable (%s); validating in-process", exc)
+            self._pool = None
+
+    def _open_store(self) -> Any:
+        from ..store import open_store
+
+        spec = self.config.store_spec()
+        try:
+            return open_store(spec, **self.config.store_options())
+        except Exception as exc:
+            raise CollectorError(
+                f"cannot open the store {self.config.describe()['store']}: {exc}", EXIT_STORAGE
+            ) from None
+
+    def _abort(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        if self.link is not None:
+            self.link.stop()
+        self._join(5)
+        self._close_storage()
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Drain what has arrived, commit and acknowledge it, then disconnect. Idempotent."""
+        if self._stopped.is_set() or self.link is None:
+            return
+        log.info("collector %s stopping: draining %d queued messages", self.config.id, len(self._inbox))
+        self._stopping.set()
+        self._wake.set()
+        self._join(timeout)
+        try:
+            self.link.stop()  # after the writer: the last acknowledgements go out before DISCONNECT
+        except Exception as exc:  # the broker may already be gone
+            log.debug("disconnect: %s", exc)
+        self._close_storage()
+        self._stopped.set()
+        c = self.counters()
+        log.info(
+            "collector %s stopped: %d messages, %d samples stored, %d rejected, spool %d bytes",
+            self.config.id,
+            c["messages"],
+            c["samples_stored"],
+            c["rejected"],
+            c["spool_bytes"],
+        )
+
+    def _join(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.1, deadline - time.monotonic()))
+
+    def _close_storage(self) -> None:
+        if self.store is not None and self._given_store is None:
+            try:
+                self.store.close()
+            except Exception as exc:
+                log.warning("closing the store: %s", exc)
+        for sp in (self.spool, self.deadletter):
+            if sp is not None:
+                sp.close()
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __enter__(self) -> Collector:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the collector stops by itself (fatal error) or timeout; True if it stopped."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._stopping.is_set():
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            self._stopping.wait(0.5)
+        return True
+
+    @property
+    def running(self) -> bool:
+        return bool(self._threads) and not self._stopping.is_set()
+
+    def _guard(self, loop: Any) -> None:
+        try:
+            loop()
+        except CollectorError as exc:
+            self._fail(exc)
+        except Exception as exc:  # keep the cause visible; a dead thread must stop the service
+            log.exception("internal error in %s", threading.current_thread().name)
+            self._fail(CollectorError(f"internal error: {exc!r}", EXIT_INTERNAL))
+
+    def _fail(self, exc: CollectorError) -> None:
+        with self._lock:
+            if self.error is None:
+                self.error = exc
+        log.error("%s", exc)
+        self._stopping.set()
+        self._wake.set()
+
+    # ------------------------------------------------------------------ paho thread
+
+    def _on_message(self, gen: int, mid: int, qos: int, topic: str, payload: bytes, retain: bool) -> None:
+        self._inbox.append((gen, mid, qos, topic, payload, now_ms()))
+        self._wake.set()
+
+    # ------------------------------------------------------------------ ingest thread
+
+    def _ingest_loop(self) -> None:
+        """Inbox -> checks (in worker processes when there is a pool) -> pipeline -> writer.
+
+        Batches are handed to the writer as soon as it is free, or when they reach max_batch_samples;
+        while it is busy the batch keeps growing, so commits size themselves to the store's pace."""
+        cfg = self.config
+        pipeline = self.pipeline
+        inbox = self._inbox
+        pool = self._pool
+        chunk = 16 if pool is not None else 64
+        depth = 4 * max(1, pool.workers) if pool is not None else 1
+        pending: deque[tuple[Any, list[Message]]] = deque()
+        acks: list[tuple[int, int, int]] = []
+        drain_left: int | None = None  # once stopping: what had arrived by then, and no more
+        while True:
+            if self._stopping.is_set() and drain_left is None:
+                drain_left = len(inbox)
+            moved = 0
+            # 1. hand arrived messages to the checks
+            while inbox and len(pending) < depth and (drain_left is None or drain_left > 0):
+                items: list[Message] = []
+                while inbox and len(items) < chunk and (drain_left is None or drain_left > 0):
+                    items.append(inbox.popleft())
+                    if drain_left is not None:
+                        drain_left -= 1
+                fut = pool.submit([(m[3], m[4], m[5]) for m in items]) if pool is not None else None
+                pending.append((fut, items))
+                moved += len(items)
+            # 2. account for checked messages, in arrival order
+            done = 0
+            while pending and pipeline.batch.samples < cfg.max_batch_samples:
+                fut, items = pending[0]
+                if fut is not None and not fut.done():
+                    if done or moved or (pipeline.batch and self._commits.empty()):
+                        break  # other work first: hand over, or queue more checks
+                    try:
+                        fut.result(timeout=0.05)
+                    except TimeoutError:
+                        break
+                pending.popleft()
+                verdicts = fut.result() if fut is not None else None
+                with self._pipeline_lock:
+                    for k, m in enumerate(items):
+                        if verdicts is None:
+                            pipeline.handle(m[3], m[4], m[5])
+                        else:
+                            pipeline.handle_checked(m[3], m[4], m[5], verdicts[k])
+                        acks.append((m[0], m[1], m[2]))
+                done += len(items)
+            # 3. hand over to the writer
+            final = drain_left == 0 and not pending
+            with self._pipeline_lock:
+                snapshot = None
+                if final or time.monotonic() >= self._next_health:
+                    self._next_health = time.monotonic() + cfg.health_period_s
+                    snapshot = self._health_into_batch()
+                full = pipeline.batch.samples >= cfg.max_batch_samples
+                have = bool(acks) or bool(pipeline.batch) or snapshot is not None
+                handover = have and (final or snapshot is not None or full or self._commits.empty())
+                batch, notices = pipeline.take() if handover else (None, [])
+            self._publish_notices(notices)
+            if batch is not None or final:
+                commit = Commit(batch or Batch(), acks, snapshot, final)
+                acks = []
+                # Blocks only while the writer is busy with one commit and has another waiting.
+                while True:
+                    try:
+                        self._commits.put(commit, timeout=0.5)
+                        break
+                    except queue.Full:
+                        if self.error is not None:
+                            return
+                if final:
+                    return
+            if not moved and not done and not pending:
+                self._wake.wait(0.2)
+                self._wake.clear()
+
+    def _health_into_batch(self) -> dict[str, Any]:
+        spool_bytes, spool_age = self._spool_figures()
+        t = now_ms()
+        self.pipeline.add_health(t, spool_bytes, spool_age)
+        return {
+            "t": t,
+            "accounts": self.pipeline.accounts.state(),
+            "counters": self.pipeline.counters(),
+            "meta": {dev: [c["c"] for c in m.get("channels", [])] for dev, m in self.pipeline.meta.items()},
+        }
+
+    def _publish_notices(self, notices: list[dict[str, Any]]) -> None:
+        if not notices or not self.config.publish_rejects or self.link is None:
+            return
+        topic = contract.topic_for("reject", source=self.config.id)
+        for notice in notices:
+            try:
+                self.link.publish(topic, contract.dumps(notice), qos=1)
+            except Exception as exc:  # a notice is advisory; its record is in the store already
+                log.debug("reject notice not published: %s", exc)
+        log.warning(
+            "rejected %d message(s); last: %s on %s: %s",
+            len(notices),
+            notices[-1]["reason"],
+            notices[-1]["topic"],
+            notices[-1]["detail"],
+        )
+
+    # ------------------------------------------------------------------ writer thread
+
+    def _writer_loop(self) -> None:
+        while True:
+            try:
+                commit = self._commits.get(timeout=0.2)
+            except queue.Empty:
+                commit = None
+            if commit is not None:
+                self._commit(commit)
+                if commit.final:
+                    if not self.spool.empty:
+                        self._replay(budget_s=2.0)
+                    return
+            if not self.spool.empty and time.monotonic() >= self._next_retry and self._commits.empty():
+                self._replay(budget_s=1.0)
+            if self.error is not None:
+                return
+
+    def _commit(self, commit: Commit) -> None:
+        from ..spool import SpoolError
+
+        records = commit.batch.records
+        if records:
+            if self.spool.empty and not self.store_down:
+                try:
+                    rec.apply(self.store, records)
+                    self.store.flush()
+                    self.stats.stored_samples += commit.batch.samples
+                except Exception as exc:
+                    self._discard_pending()
+                    if getattr(exc, "permanent", False):
+                        self._deadletter(records, exc)
+                    else:
+                        self._store_failed(exc)
+                        self._spool(records, commit.batch.samples, SpoolError)
+            else:
+                self._spool(records, commit.batch.samples, SpoolError)
+        self.stats.commits += 1
+        acked = 0
+        for gen, mid, qos in commit.acks:
+            if self.link.ack(gen, mid, qos):
+                acked += 1
+        self.stats.acked += acked
+        if commit.snapshot is not None:
+            self._write_state(commit.snapshot)
+
+    def _spool(self, records: list[rec.Record], samples: int, spool_error: type[Exception]) -> None:
+        try:
+            self.spool.append(rec.encode(records))
+        except spool_error as exc:
+            # Neither store nor spool can keep the data: acknowledge nothing and stop, so the broker
+            # keeps every unacknowledged message for the next start.
+            raise CollectorError(f"{exc}; stopping without acknowledging", EXIT_STORAGE) from None
+        self.stats.spooled_frames += 1
+        self.stats.spooled_samples += samples
+
+    def _discard_pending(self) -> None:
+        discard = getattr(self.store, "discard", None)
+        if discard is not None:
+            discard()
+
+    def _store_failed(self, exc: Exception) -> None:
+        self.stats.store_errors += 1
+        self.stats.last_store_error = str(exc)
+        self._next_retry = time.monotonic() + self.config.retry_s
+        if not self.store_down:
+            self.store_down = True
+            self.stats.outages.append({"start_ms": now_ms(), "error": str(exc)})
+            log.warning("store unavailable (%s): spooling to %s until it is back", exc, self.config.spool_dir)
+
+    def _deadletter(self, records: list[rec.Record], exc: Exception) -> None:
+        self.stats.deadletter_frames += 1
+        log.error(
+            "the store refused %d records for good (%s); kept in %s/deadletter for inspection",
+            len(records),
+            exc,
+            self.config.spool_dir,
+        )
+        try:
+            self.deadletter.append(rec.encode(records))
+        except OSError as err:
+            log.error("cannot keep refused records: %s", err)
+
+    def _replay(self, budget_s: float) -> None:
+        deadline = time.monotonic() + budget_s
+        while not self.spool.empty and time.monotonic() < deadline:
+            frames = self.spool.read(max_bytes=4 << 20)
+            if not frames:
+                return
+            samples = 0
+            try:
+                for frame in frames:
+                    if frame.payload:
+                        samples += rec.apply(self.store, rec.decode(frame.payload))
+                self.store.flush()
+            except Exception as exc:
+                self._discard_pending()
+                if getattr(exc, "permanent", False):
+                    for frame in frames:
+                        if frame.payload:
+                            self._deadletter(rec.decode(frame.payload), exc)
+                else:
+                    self._store_failed(exc)
+                    return
+            self.spool.commit(frames[-1].end)
+            self.stats.replayed_frames += len(frames)
+            self.stats.replayed_samples += samples
+            if self.store_down:
+                self.store_down = False
+                if self.stats.outages:
+                    self.stats.outages[-1]["end_ms"] = now_ms()
+                log.warning("store is back: replaying the spool in order")
+            if self.spool.empty:
+                log.warning(
+                    "spool drained: %d frames (%d samples) replayed in all",
+                    self.stats.replayed_frames,
+                    self.stats.replayed_samples,
+                )
+            if not self._commits.empty():
+                return  # new data waits; it goes to the spool's tail and the replay resumes next round
+
+    def _spool_figures(self) -> tuple[int, float]:
+        sp = self.spool
+        if sp is None:
+            return 0, 0.0
+        return sp.size_bytes, sp.age_s()
+
+    # ------------------------------------------------------------------ state file
+
+    def _restore_state(self) -> None:
+        if not self.config.restore_state:
+            return
+        try:
+            doc = json.loads(self.state_path.read_text())
+        except (OSError, ValueError):
+            return
+        if doc.get("state_version") != STATE_VERSION or doc.get("id") != self.config.id:
+            return
+        accounts = doc.get("accounts") or {}
+        if isinstance(accounts, dict):
+            self.pipeline.accounts.restore(accounts)
+            log.info("resumed accounting for %d device(s) from %s", len(accounts), self.state_path)
+
+    def _write_state(self, snapshot: dict[str, Any]) -> None:
+        spool_bytes, spool_age = self._spool_figures()
+        doc = {
+            "state_version": STATE_VERSION,
+            "id": self.config.id,
+            "pid": os.getpid(),
+            "t": snapshot["t"],
+            "written_ms": now_ms(),
+            "started_ms": self.started_ms,
+            "config": self.config.describe(),
+            "connected": bool(self.link is not None and self.link.connected.is_set()),
+            "store_down": self.store_down,
+            "spool": {"dir": self.config.spool_dir, "bytes": spool_bytes, "age_s": spool_age},
+            "counters": snapshot["counters"],
+            "writer": self._writer_figures(),
+            "meta": snapshot.get("meta", {}),
+            "rejects": self.pipeline.last_rejects[-10:],
+            "accounts": snapshot["accounts"],
+        }
+        tmp = self.state_path.with_suffix(".tmp")
+        try:
+            tmp.write_text(json.dumps(doc, indent=1))
+            os.replace(tmp, self.state_path)
+        except OSError as exc:
+            log.warning("cannot write the status file %s: %s", self.state_path, exc)
+
+    def _writer_figures(self) -> dict[str, Any]:
+        s = self.stats
+        return {
+            "commits": s.commits,
+            "acked": s.acked,
+            "stored_samples": s.stored_samples,
+            "spooled_frames": s.spooled_frames,
+            "spooled_samples": s.spooled_samples,
+            "replayed_frames": s.replayed_frames,
+            "replayed_samples": s.replayed_samples,
+            "deadletter_frames": s.deadletter_frames,
+            "store_errors": s.store_errors,
+            "last_store_error": s.last_store_error,
+            "outages": s.outages[-5:],
+        }
+
+    # ------------------------------------------------------------------ figures
+
+    def counters(self) -> dict[str, Any]:
+        with self._pipeline_lock:
+            out = self.pipeline.counters()
+        out.update(self._writer_figures())
+        spool_bytes, spool_age = self._spool_figures()
+        out.update(
+            inbox=len(self._inbox),
+            spool_bytes=spool_bytes,
+            spool_age_s=spool_age,
+            store_down=self.store_down,
+            connected=bool(self.link is not None and self.link.connected.is_set()),
+            connects=self.link.connects if self.link is not None else 0,
+        )
+        return out
+
+    def devices(self) -> dict[str, dict[str, Any]]:
+        with self._pipeline_lock:
+            return {dev: acct.summary() for dev, acct in self.pipeline.accounts.devices.items()}
+
+    def wait_for(self, predicate: Any, timeout: float = 60.0, interval: float = 0.1) -> bool:
+        """Poll predicate(counters) until true or timeout; for tests and the demo."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate(self.counters()):
+                return True
+            if self.error is not None:
+                return False
+            time.sleep(interval)
+        return bool(predicate(self.counters()))

@@ -1,0 +1,80 @@
+"""Validation in worker processes.
+
+Checking a sample batch against the JSON Schema costs several microseconds per row in Python, which
+is most of the collector's work, and the interpreter lock keeps it on one core. The stateless part of
+the check (Validator.check: topic, size, JSON, version, schema, cross-field rules, signature) therefore
+runs in a small pool of processes; the collector keeps the stateful part (accounting, dedup) and
+decodes the accepted payloads again with the fast decoder, which is cheap.
+
+Results come back in submission order, so the stream keeps its order.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any
+
+from .validate import Accepted, Rejected, Validator
+
+Item = tuple[str, bytes, int]  # topic, payload, receive time (ms)
+
+_validator: Validator | None = None
+
+
+def _init(verifier_args: tuple[str, bool] | None) -> None:
+    global _validator
+    verifier = None
+    if verifier_args is not None:
+        from .auth import Verifier
+
+        path, require = verifier_args
+        verifier = Verifier.from_file(path, require=require) if path else Verifier({}, require=True)
+    _validator = Validator(verifier=verifier)
+
+
+def _check(items: list[Item]) -> list[Rejected | None]:
+    assert _validator is not None
+    out: list[Rejected | None] = []
+    for topic, raw, recv_ms in items:
+        try:
+            res = _validator.check(topic, raw, recv_ms)
+        except Exception as exc:  # never lose the whole chunk to one odd message
+            res = Rejected(
+                "schema", f"could not be checked ({exc.__class__.__name__}: {exc})", topic, len(raw)
+            )
+        out.append(None if isinstance(res, Accepted) else res)
+    return out
+
+
+class CheckPool:
+    """A process pool running Validator.check. Use submit() and Future.result()."""
+
+    def __init__(self, workers: int, verifier_args: tuple[str, bool] | None = None) -> None:
+        # spawn: the child starts clean, with no copy of the collector's threads or locks.
+        ctx = multiprocessing.get_context("spawn")
+        self.workers = workers
+        self._pool = ProcessPoolExecutor(
+            workers, mp_context=ctx, initializer=_init, initargs=(verifier_args,)
+        )
+        # Start the workers now (schema compilation included) rather than on the first message.
+        for f in [self._pool.submit(_check, []) for _ in range(workers)]:
+            f.result(timeout=60)
+
+    def submit(self, items: list[Item]) -> Future[list[Rejected | None]]:
+        return self._pool.submit(_check, items)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def default_workers() -> int:
+    """One validation process per spare core, at most two; none on a single core."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(0, min(2, cores - 1))
+
+
+def describe(pool: Any) -> str:
+    return f"{pool.workers} validation process(es)" if pool is not None else "validation in-process"

@@ -1,0 +1,168 @@
+"""From MQTT messages to store records and reject notices. Pure: no sockets, the caller gives the
+receive time, and what comes out is data (records to commit, notices to publish)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import wattbench_schema as contract
+
+from . import records as rec
+from .accounting import Accounts
+from .validate import Accepted, Rejected, Validator
+
+DEVICE_ID = re.compile(contract.load_schema("common")["$defs"]["device_id"]["pattern"])
+
+
+@dataclass
+class Batch:
+    """What one commit carries: records for the store, and how many sample rows they hold."""
+
+    records: list[rec.Record] = field(default_factory=list)
+    samples: int = 0
+    messages: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.records)
+
+
+def _unchecked(topic: str, raw: bytes, exc: Exception) -> Rejected:
+    return Rejected("schema", f"could not be checked ({exc.__class__.__name__}: {exc})", topic, len(raw))
+
+
+class Pipeline:
+    """Validates, accounts and turns messages into records. One instance per collector process."""
+
+    def __init__(
+        self, collector_id: str, validator: Validator | None = None, track_gaps: bool = True
+    ) -> None:
+        self.collector_id = collector_id
+        self.validator = validator or Validator()
+        self.accounts = Accounts(track_gaps)
+        self.meta: dict[str, dict[str, Any]] = {}
+        self.batch = Batch()
+        self.notices: list[dict[str, Any]] = []
+        self.messages = 0
+        self.accepted = 0
+        self.rejected = 0
+        self.energy_steps = 0
+        self.reject_reasons: Counter[str] = Counter()
+        self.last_rejects: list[dict[str, Any]] = []
+        self._last_reject_ms = 0
+        self._last_status_ms: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ messages
+
+    def handle(self, topic: str, raw: bytes, recv_ms: int) -> Accepted | Rejected:
+        """Check and process one message; its records join the current batch."""
+        try:
+            outcome = self.validator.check(topic, raw, recv_ms)
+        except Exception as exc:  # a validator bug must not take the collector down: refuse the message
+            outcome = _unchecked(topic, raw, exc)
+        return self.process(outcome, recv_ms)
+
+    def handle_checked(
+        self, topic: str, raw: bytes, recv_ms: int, verdict: Rejected | None
+    ) -> Accepted | Rejected:
+        """Process a message whose stateless check ran elsewhere (ingest.parallel): verdict is its
+        rejection, or None when it passed."""
+        if verdict is not None:
+            return self.process(verdict, recv_ms)
+        try:
+            outcome = self.validator.accept_checked(topic, raw, recv_ms)
+        except Exception as exc:
+            outcome = _unchecked(topic, raw, exc)
+        return self.process(outcome, recv_ms)
+
+    def process(self, outcome: Accepted | Rejected, recv_ms: int) -> Accepted | Rejected:
+        """Account for a checked message; its records join the current batch."""
+        self.messages += 1
+        self.batch.messages += 1
+        if isinstance(outcome, Rejected):
+            self._reject(outcome, recv_ms)
+            return outcome
+        self.accepted += 1
+        kind, doc, topic = outcome.kind, outcome.payload, outcome.topic
+        if kind == "samples":
+            acct = self.accounts.get(doc["dev"])
+            rows, steps = acct.admit(doc, recv_ms)
+            if rows:
+                self.batch.records.append(rec.samples(doc["dev"], rows))
+                self.batch.samples += len(rows)
+            for step in steps:
+                self.energy_steps += 1
+                self._notice(
+                    Rejected(
+                        "energy",
+                        step.detail() + "; the samples are kept and flagged here",
+                        topic,
+                        outcome.size,
+                        doc["dev"],
+                    ),
+                    recv_ms,
+                )
+        elif kind == "status":
+            dev = doc["dev"]
+            # wb_status is keyed by device and receive time: two statuses in one ms must not collide.
+            t = max(recv_ms, self._last_status_ms.get(dev, 0) + 1)
+            self._last_status_ms[dev] = t
+            self.batch.records.append(rec.status(doc, t))
+        elif kind == "meta":
+            self.meta[doc["dev"]] = doc
+        elif kind == "phase":
+            self.batch.records.append(rec.phase(doc))
+        elif kind == "result":
+            self.batch.records.append(rec.result(doc))
+        return outcome
+
+    def _reject(self, rej: Rejected, recv_ms: int) -> None:
+        self.rejected += 1
+        if rej.dev and DEVICE_ID.match(rej.dev):
+            self.accounts.get(rej.dev).note_reject()
+        self._notice(rej, recv_ms)
+
+    def _notice(self, rej: Rejected, recv_ms: int) -> None:
+        self.reject_reasons[rej.reason] += 1
+        # wb_reject is keyed by reason, collector and ms: keep its times distinct so none overwrites another.
+        t = max(recv_ms, self._last_reject_ms + 1)
+        self._last_reject_ms = t
+        notice = rej.notice(t)
+        if "dev" in notice and not DEVICE_ID.match(notice["dev"]):
+            del notice["dev"]
+        self.notices.append(notice)
+        self.batch.records.append(rec.reject(self.collector_id, notice))
+        self.last_rejects.append(notice)
+        del self.last_rejects[:-20]
+
+    # ------------------------------------------------------------------ health
+
+    def add_health(self, now_ms: int, spool_bytes: int, spool_age_s: float) -> None:
+        for dev, acct in self.accounts.devices.items():
+            fields = acct.health()
+            fields["spool_bytes"] = int(spool_bytes)
+            fields["spool_age"] = float(spool_age_s)
+            self.batch.records.append(rec.health(self.collector_id, dev, fields, now_ms))
+
+    # ------------------------------------------------------------------ hand-over
+
+    def take(self) -> tuple[Batch, list[dict[str, Any]]]:
+        """The batch built so far and the reject notices to publish; both start afresh."""
+        batch, notices = self.batch, self.notices
+        self.batch, self.notices = Batch(), []
+        return batch, notices
+
+    def counters(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "messages": self.messages,
+            "accepted": self.accepted,
+            "rejected": self.rejected,
+            "energy_steps": self.energy_steps,
+            "reject_reasons": dict(self.reject_reasons),
+            "devices": len(self.accounts.devices),
+        }
+        totals = self.accounts.totals()
+        out.update({f"samples_{k}" if k in ("received", "stored") else k: v for k, v in totals.items()})
+        return out

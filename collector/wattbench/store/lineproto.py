@@ -1,0 +1,142 @@
+"""InfluxDB line protocol for the wattbench layout (schema/v1/influx.json).
+
+wb_sample lines are built directly from the sample rows: at thousands of rows per second the cost of a
+Point object per row would dominate. Tag values need no escaping there because the contract's device
+and channel patterns exclude space, comma, '=' and quotes. The low-volume measurements go through
+influxdb_client.Point, which escapes strings properly, with every field cast to the type the layout
+names so that a JSON 231 never lands as an integer in a float field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import wattbench_schema as contract
+
+LAYOUT = contract.influx_layout()["measurements"]
+SAMPLE_FIELDS = LAYOUT["wb_sample"]["fields"]
+SAMPLE_FLOATS = frozenset(k for k, t in SAMPLE_FIELDS.items() if t == "float")
+SAMPLE_INTS = frozenset(k for k, t in SAMPLE_FIELDS.items() if t == "int")
+
+
+def sample_lines(dev: str, rows: list[dict[str, Any]], out: list[str]) -> None:
+    """Append one wb_sample line per row. Rows are validated contract rows."""
+    floats = SAMPLE_FLOATS
+    ints = SAMPLE_INTS
+    prefixes: dict[str, str] = {}
+    append = out.append
+    for row in rows:
+        ch = row["c"]
+        prefix = prefixes.get(ch)
+        if prefix is None:
+            prefix = prefixes[ch] = f"wb_sample,ch={ch},dev={dev} "
+        fields = []
+        for k, v in row.items():
+            if k in floats:
+                # repr of a float round-trips; a JSON integer in a float field prints without a
+                # decimal point, which line protocol also reads as float.
+                fields.append(f"{k}={v!r}")
+            elif k in ints:
+                fields.append(f"{k}={v:.0f}i" if type(v) is float else f"{k}={v}i")
+        t = row["t"]
+        append(f"{prefix}{','.join(fields)} {int(t) if type(t) is float else t}")
+
+
+def _cast(measurement: str, fields: dict[str, Any]) -> dict[str, Any]:
+    types = LAYOUT[measurement]["fields"]
+    out: dict[str, Any] = {}
+    for k, v in fields.items():
+        if v is None:
+            continue
+        kind = types.get(k)
+        if kind == "float":
+            out[k] = float(v)
+        elif kind == "int":
+            out[k] = int(v)
+        elif kind == "bool":
+            out[k] = bool(v)
+        elif kind == "string":
+            out[k] = str(v)
+    return out
+
+
+def point_line(measurement: str, tags: dict[str, str], fields: dict[str, Any], t_ms: int) -> str | None:
+    """One line of a low-volume measurement, or None when it has no field left to write."""
+    from influxdb_client import Point, WritePrecision
+
+    cast = _cast(measurement, fields)
+    if not cast:
+        return None
+    point = Point(measurement)
+    for k, v in tags.items():
+        if v is not None and v != "":
+            point.tag(k, str(v))
+    for k, v in cast.items():
+        point.field(k, v)
+    point.time(int(t_ms), WritePrecision.MS)
+    line: str = point.to_line_protocol()
+    return line
+
+
+def status_fields(status: dict[str, Any]) -> dict[str, Any]:
+    buf = status.get("buf") or {}
+    clk = status.get("clk") or {}
+    return {
+        "state": status.get("state"),
+        "boot": status.get("boot"),
+        "seq": status.get("seq"),
+        "buf_ram": buf.get("ram"),
+        "buf_flash": buf.get("flash"),
+        "dropped": buf.get("dropped"),
+        "up": status.get("up"),
+        "clk_sync": clk.get("sync"),
+        "clk_age": clk.get("age"),
+        "clk_err": clk.get("err"),
+        "rssi": status.get("rssi"),
+    }
+
+
+def phase_fields(event: dict[str, Any]) -> dict[str, Any]:
+    return {k: event.get(k) for k in LAYOUT["wb_phase"]["fields"]}
+
+
+def result_points(result: dict[str, Any]) -> list[tuple[dict[str, str], dict[str, Any]]]:
+    """(tags, fields) per level plus the phase=overall point of the run."""
+    out = []
+    level_fields = [k for k in LAYOUT["wb_result"]["fields"] if k not in ("overall", "valid")]
+    for level in result.get("levels", []):
+        fields = {k: level.get(k) for k in level_fields}
+        fields["valid"] = result["valid"]
+        out.append(({"run": result["run"], "phase": level["phase"]}, fields))
+    out.append(
+        ({"run": result["run"], "phase": "overall"}, {"overall": result["overall"], "valid": result["valid"]})
+    )
+    return out
+
+
+def status_line(status: dict[str, Any], t_ms: int) -> str | None:
+    return point_line("wb_status", {"dev": status["dev"]}, status_fields(status), t_ms)
+
+
+def phase_line(event: dict[str, Any]) -> str | None:
+    tags = {"run": event["run"], "phase": event["phase"], "event": event["event"]}
+    return point_line("wb_phase", tags, phase_fields(event), event["t"])
+
+
+def result_lines(result: dict[str, Any]) -> list[str]:
+    lines = [point_line("wb_result", tags, fields, result["t"]) for tags, fields in result_points(result)]
+    return [line for line in lines if line]
+
+
+def health_line(collector: str, dev: str, fields: dict[str, float | int], t_ms: int) -> str | None:
+    return point_line("wb_health", {"dev": dev, "collector": collector}, dict(fields), t_ms)
+
+
+def reject_line(collector: str, reject: dict[str, Any]) -> str | None:
+    fields = {
+        "topic": reject.get("topic"),
+        "dev": reject.get("dev"),
+        "detail": reject.get("detail"),
+        "size": reject.get("size"),
+    }
+    return point_line("wb_reject", {"reason": reject["reason"], "collector": collector}, fields, reject["t"])

@@ -1,0 +1,310 @@
+"""The embedded store: one SQLite file, used when no InfluxDB URL is given.
+
+Tables mirror the InfluxDB measurements of schema/v1/influx.json, and their primary keys are the
+InfluxDB point identity (tags + time), so a replayed write replaces itself exactly as it would in
+InfluxDB. WAL mode lets `wattbench status` and the analysis read while the collector writes.
+Writes are buffered by write_* and committed by flush() in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import lineproto
+from .base import Series
+
+SAMPLE_FLOATS = ("W", "V", "A", "PF", "Hz", "Wh", "T", "RH", "u", "Wmin", "Wmax")
+SAMPLE_COLS = ("dev", "ch", "time", "s", "f", "n", *SAMPLE_FLOATS)
+STATUS_COLS = (
+    "state",
+    "boot",
+    "seq",
+    "buf_ram",
+    "buf_flash",
+    "dropped",
+    "up",
+    "clk_sync",
+    "clk_age",
+    "clk_err",
+    "rssi",
+)
+HEALTH_COLS = tuple(lineproto.LAYOUT["wb_health"]["fields"])
+PHASE_COLS = tuple(lineproto.LAYOUT["wb_phase"]["fields"])
+RESULT_COLS = tuple(lineproto.LAYOUT["wb_result"]["fields"])
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS wb_sample (
+  dev TEXT NOT NULL, ch TEXT NOT NULL, time INTEGER NOT NULL, s INTEGER, f INTEGER, n INTEGER,
+  {", ".join(f'"{c}" REAL' for c in SAMPLE_FLOATS)},
+  PRIMARY KEY (dev, ch, time)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS wb_sample_time ON wb_sample (time);
+CREATE TABLE IF NOT EXISTS wb_status (
+  dev TEXT NOT NULL, time INTEGER NOT NULL, {", ".join(f'"{c}"' for c in STATUS_COLS)}, doc TEXT,
+  PRIMARY KEY (dev, time)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS wb_health (
+  dev TEXT NOT NULL, collector TEXT NOT NULL, time INTEGER NOT NULL, {", ".join(f'"{c}"' for c in HEALTH_COLS)},
+  PRIMARY KEY (dev, collector, time)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS wb_phase (
+  run TEXT NOT NULL, phase TEXT NOT NULL, event TEXT NOT NULL, time INTEGER NOT NULL,
+  {", ".join(f'"{c}"' for c in PHASE_COLS)}, doc TEXT,
+  PRIMARY KEY (run, phase, event, time)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS wb_result (
+  run TEXT NOT NULL, phase TEXT NOT NULL, time INTEGER NOT NULL, {", ".join(f'"{c}"' for c in RESULT_COLS)}, doc TEXT,
+  PRIMARY KEY (run, phase, time)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS wb_reject (
+  reason TEXT NOT NULL, collector TEXT NOT NULL, time INTEGER NOT NULL, topic TEXT, dev TEXT, detail TEXT, size INTEGER,
+  PRIMARY KEY (reason, collector, time)
+) WITHOUT ROWID;
+"""
+
+
+def _insert(table: str, cols: tuple[str, ...]) -> str:
+    names = ", ".join(f'"{c}"' for c in cols)
+    return f"INSERT OR REPLACE INTO {table} ({names}) VALUES ({', '.join('?' * len(cols))})"
+
+
+INSERT_SAMPLE = _insert("wb_sample", SAMPLE_COLS)
+INSERT_STATUS = _insert("wb_status", ("dev", "time", *STATUS_COLS, "doc"))
+INSERT_HEALTH = _insert("wb_health", ("dev", "collector", "time", *HEALTH_COLS))
+INSERT_PHASE = _insert("wb_phase", ("run", "phase", "event", "time", *PHASE_COLS, "doc"))
+INSERT_RESULT = _insert("wb_result", ("run", "phase", "time", *RESULT_COLS, "doc"))
+INSERT_REJECT = _insert("wb_reject", ("reason", "collector", "time", "topic", "dev", "detail", "size"))
+
+
+def _int(v: Any) -> int | None:
+    return None if v is None else int(v)
+
+
+class SqliteStore:
+    """synchronous: "FULL" (default) makes each flush survive power loss, "NORMAL" only a crash of
+    this process, which is cheaper on slow storage."""
+
+    def __init__(
+        self, path: str | Path = "wattbench.sqlite", synchronous: str = "FULL", **_ignored: Any
+    ) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        if synchronous.upper() not in ("FULL", "NORMAL", "EXTRA", "OFF"):
+            raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, not {synchronous!r}")
+        self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
+        self._db.executescript(SCHEMA)
+        self._lock = threading.RLock()
+        self._pending: list[tuple[str, list[tuple[Any, ...]]]] = []
+        self._samples: list[tuple[Any, ...]] = []
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.path!r})"
+
+    # ------------------------------------------------------------------ writes
+
+    def write_samples(self, dev: str, samples: list[dict[str, Any]]) -> None:
+        rows = [
+            (
+                dev,
+                r["c"],
+                int(r["t"]),
+                _int(r.get("s")),
+                _int(r.get("f")),
+                _int(r.get("n")),
+                *(r.get(k) for k in SAMPLE_FLOATS),
+            )
+            for r in samples
+        ]
+        with self._lock:
+            self._samples.extend(rows)
+
+    def _queue(self, sql: str, row: tuple[Any, ...]) -> None:
+        with self._lock:
+            self._pending.append((sql, [row]))
+
+    def write_phase(self, event: dict[str, Any]) -> None:
+        fields = lineproto.phase_fields(event)
+        self._queue(
+            INSERT_PHASE,
+            (
+                event["run"],
+                event["phase"],
+                event["event"],
+                int(event["t"]),
+                *(fields[c] for c in PHASE_COLS),
+                json.dumps(event),
+            ),
+        )
+
+    def write_result(self, result: dict[str, Any]) -> None:
+        for tags, fields in lineproto.result_points(result):
+            doc = json.dumps(result) if tags["phase"] == "overall" else None
+            self._queue(
+                INSERT_RESULT,
+                (tags["run"], tags["phase"], int(result["t"]), *(fields.get(c) for c in RESULT_COLS), doc),
+            )
+
+    def write_status(self, status: dict[str, Any], t_ms: int) -> None:
+        fields = lineproto.status_fields(status)
+        self._queue(
+            INSERT_STATUS, (status["dev"], int(t_ms), *(fields[c] for c in STATUS_COLS), json.dumps(status))
+        )
+
+    def write_health(self, collector: str, dev: str, fields: dict[str, float | int], t_ms: int) -> None:
+        self._queue(INSERT_HEALTH, (dev, collector, int(t_ms), *(fields.get(c) for c in HEALTH_COLS)))
+
+    def write_reject(self, collector: str, reject: dict[str, Any]) -> None:
+        self._queue(
+            INSERT_REJECT,
+            (
+                reject["reason"],
+                collector,
+                int(reject["t"]),
+                reject.get("topic"),
+                reject.get("dev"),
+                reject.get("detail"),
+                reject.get("size"),
+            ),
+        )
+
+    def pending(self) -> int:
+        return len(self._samples) + len(self._pending)
+
+    def discard(self) -> None:
+        with self._lock:
+            self._samples = []
+            self._pending = []
+
+    def flush(self) -> None:
+        """Commit everything buffered in one transaction. On failure nothing of it is kept."""
+        with self._lock:
+            samples, self._samples = self._samples, []
+            pending, self._pending = self._pending, []
+            if not samples and not pending:
+                return
+            db = self._db
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                if samples:
+                    db.executemany(INSERT_SAMPLE, samples)
+                for sql, rows in pending:
+                    db.executemany(sql, rows)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+
+    def ping(self) -> bool:
+        return True
+
+    # ------------------------------------------------------------------ reads
+
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def series(
+        self, dev: str, ch: str, start_ms: int, end_ms: int, fields: tuple[str, ...] = ("W",)
+    ) -> Series:
+        for f in fields:
+            if f not in SAMPLE_FLOATS:
+                raise ValueError(f"unknown sample field {f!r}")
+        cols = ", ".join(["time", "s", "f", *(f'"{f}"' for f in fields)])
+        rows = self._rows(
+            f"SELECT {cols} FROM wb_sample WHERE dev = ? AND ch = ? AND time >= ? AND time <= ? ORDER BY time",
+            (dev, ch, int(start_ms), int(end_ms)),
+        )
+        n = len(rows)
+        columns = list(zip(*rows, strict=True)) if rows else [() for _ in range(3 + len(fields))]
+        t = np.array(columns[0], dtype=np.int64) if n else np.empty(0, dtype=np.int64)
+        seq = (
+            np.array([-1 if s is None else s for s in columns[1]], dtype=np.int64)
+            if n
+            else np.empty(0, np.int64)
+        )
+        flags = np.array([f or 0 for f in columns[2]], dtype=np.int64) if n else np.empty(0, dtype=np.int64)
+        values = {
+            f: np.array(columns[3 + i], dtype=np.float64) if n else np.empty(0, dtype=np.float64)
+            for i, f in enumerate(fields)
+        }
+        return Series(dev=dev, ch=ch, t_ms=t, seq=seq, flags=flags, values=values)
+
+    def channels(self, start_ms: int, end_ms: int) -> list[tuple[str, str]]:
+        rows = self._rows(
+            "SELECT DISTINCT dev, ch FROM wb_sample WHERE time >= ? AND time <= ? ORDER BY dev, ch",
+            (int(start_ms), int(end_ms)),
+        )
+        return [(str(d), str(c)) for d, c in rows]
+
+    def phases(self, run: str) -> list[dict[str, Any]]:
+        rows = self._rows("SELECT doc FROM wb_phase WHERE run = ?", (run,))
+        out = [json.loads(doc) for (doc,) in rows]
+        out.sort(key=lambda e: (e.get("n", 0), e["t"]))
+        return out
+
+    def runs(self) -> list[str]:
+        rows = self._rows(
+            "SELECT run, MIN(time) AS first FROM wb_phase GROUP BY run ORDER BY first DESC, run"
+        )
+        return [str(r) for r, _ in rows]
+
+    def result(self, run: str) -> dict[str, Any] | None:
+        rows = self._rows(
+            "SELECT doc FROM wb_result WHERE run = ? AND phase = 'overall' ORDER BY time DESC LIMIT 1", (run,)
+        )
+        return json.loads(rows[0][0]) if rows else None
+
+    def count_samples(self, dev: str | None = None) -> int:
+        if dev is None:
+            return int(self._rows("SELECT COUNT(*) FROM wb_sample")[0][0])
+        return int(self._rows("SELECT COUNT(*) FROM wb_sample WHERE dev = ?", (dev,))[0][0])
+
+    def sequence_check(self, dev: str | None = None) -> list[dict[str, Any]]:
+        """Per device: samples stored, first and last sequence number, numbers with no sample."""
+        where, args = ("WHERE dev = ?", (dev,)) if dev else ("", ())
+        rows = self._rows(
+            f"SELECT dev, COUNT(*), MIN(s), MAX(s) FROM wb_sample {where} GROUP BY dev ORDER BY dev", args
+        )
+        return [
+            {"dev": d, "count": c, "first": lo, "last": hi, "missing": (hi - lo + 1 - c) if c else 0}
+            for d, c, lo, hi in rows
+        ]
+
+    def health(self) -> list[dict[str, Any]]:
+        """The latest wb_health row of every (device, collector)."""
+        cols = ("dev", "collector", "time", *HEALTH_COLS)
+        rows = self._rows(
+            f"SELECT {', '.join(f'h.[{c}]' for c in cols)} "
+            "FROM wb_health h JOIN (SELECT dev, collector, MAX(time) AS time FROM wb_health GROUP BY dev, collector) m "
+            "ON h.dev = m.dev AND h.collector = m.collector AND h.time = m.time ORDER BY h.dev, h.collector"
+        )
+        out = [{k: v for k, v in zip(cols, r, strict=True) if v is not None} for r in rows]
+        for row in out:
+            row["t"] = row.pop("time")
+        return out
+
+    def rejects(self, limit: int = 50) -> list[dict[str, Any]]:
+        cols = ("reason", "collector", "time", "topic", "dev", "detail", "size")
+        rows = self._rows(
+            f"SELECT {', '.join(cols)} FROM wb_reject ORDER BY time DESC LIMIT ?", (int(limit),)
+        )
+        out = [dict(zip(cols, r, strict=True)) for r in rows]
+        for row in out:
+            row["t"] = row.pop("time")
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            if self._samples or self._pending:
+                self.flush()
+            self._db.close()
