@@ -90,7 +90,9 @@ def test_score_json_power_forms(tmp_path: Path, capsys: pytest.CaptureFixture[st
         ("{broken", "not valid JSON"),
     ],
 )
-def test_score_bad_tables_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str) -> None:
+def test_score_bad_tables_are_clear(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
     path = tmp_path / ("t.json" if text.startswith("{") else "t.csv")
     path.write_text(text)
     code, _, err = _run_cli([str(path)], capsys)
@@ -116,7 +118,13 @@ def _stored_run() -> tuple[MemoryStore, object]:
 def test_table_text_has_the_specpower_layout() -> None:
     _, ev = _stored_run()
     text = render_text(ev.levels, ev.result["overall"], valid=ev.valid, checks=ev.checks)
-    for col in ("Target Load", "Actual Load", "ops", "Average Active Power (W)", "Performance to Power Ratio"):
+    for col in (
+        "Target Load",
+        "Actual Load",
+        "ops",
+        "Average Active Power (W)",
+        "Performance to Power Ratio",
+    ):
         assert col in text
     assert "Active Idle" in text and re.search(r"∑ops / ∑power = [\d,.]+", text)
     assert "VALID" in text

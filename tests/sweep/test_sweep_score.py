@@ -122,7 +122,7 @@ def test_fit_keeps_failures() -> None:
     assert len(out) == 2 and out[0] == cp.Check("y", False, "bad", "l10") and out[1].ok
 
 
-def _run(offset: float = 0.0, gap: bool = False, abort: str | None = None):  # type: ignore[no-untyped-def]
+def _run(offset: float = 0.0, gap: bool = False, abort: str | None = None, deadband: float = 0.0):  # type: ignore[no-untyped-def]
     """A full synthetic sweep: power = 100 W + 150 W x load, inlet 23 C, meter u = 0.5 %."""
     phases = specpower_phases()
     events = sweep_events(phases, abort_after=abort)
@@ -186,6 +186,15 @@ def test_skewed_device_is_corrected_but_flagged() -> None:
     skew = [c for c in ev.checks if c.name == "clock_skew"]
     assert len(skew) == 1 and not skew[0].ok
     assert not ev.valid
+
+
+def test_small_estimates_are_checked_but_not_shifted_by() -> None:
+    ev = _run(offset=650.0, deadband=250.0)
+    assert ev.offsets_ms == {"bench": 650.0} and ev.result["levels"][5]["W"] == pytest.approx(175.0)
+    ev = _run(offset=0.0, deadband=250.0)
+    ev2 = evaluate(RUN, ev.events, None, [], offsets_ms={"bench": 180.0}, deadband_ms=250.0)
+    assert ev2.offsets_ms == {} and ev2.measured_offsets_ms == {"bench": 180.0}
+    assert next(c for c in ev2.checks if c.name == "clock_skew").ok
 
 
 def test_gap_makes_the_run_invalid_and_is_named() -> None:

@@ -65,13 +65,25 @@ def load(args: argparse.Namespace, store: Any) -> tuple[Any, str] | str:
         return f"no run {run!r} in the store (recent runs: {recent})"
     specs = _channels(args, store, events) if events else []
     offsets = offsets_from_args(args)
+    deadband = 0.0
     if offsets is None:
         offsets = chans.offsets_from_store(store, sorted({s.dev for s in specs}))
+        deadband = chans.DEFAULT_DEADBAND_MS
     if stored is not None and not args.rescore:
         ev = from_stored(stored, events, specs)
-        ev.offsets_ms = offsets
+        ev.offsets_ms = chans.applied_offsets(offsets, deadband)
+        ev.measured_offsets_ms = offsets
         return ev, run
-    ev = evaluate(run, events, store.series, specs, offsets, limits_from_args(args), cost_from_args(args))
+    ev = evaluate(
+        run,
+        events,
+        store.series,
+        specs,
+        offsets,
+        limits_from_args(args),
+        cost_from_args(args),
+        deadband_ms=deadband,
+    )
     return ev, run
 
 

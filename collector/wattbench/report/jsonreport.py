@@ -29,7 +29,12 @@ def report_dict(evaluation: Any, detail: bool = True) -> dict[str, Any]:
                     "missing": g.missing,
                 }
             )
-    out["detail"] = {"node_W": nodes, "gaps": gaps, "clock_offsets_ms": evaluation.offsets_ms}
+    out["detail"] = {
+        "node_W": nodes,
+        "gaps": gaps,
+        "clock_offsets_ms": evaluation.measured_offsets_ms,
+        "applied_offsets_ms": evaluation.offsets_ms,
+    }
     return out
 
 

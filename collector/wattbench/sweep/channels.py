@@ -21,9 +21,11 @@ log = logging.getLogger(__name__)
 _ARG = re.compile(
     r"^([a-z0-9][a-z0-9_-]{0,31})/([a-z0-9][a-z0-9_.-]{0,23})(?:@([A-Za-z0-9][A-Za-z0-9_.-]{0,31}))?$"
 )
-# The collector's offset estimate is receive time minus sample time: it includes the smallest transport
-# delay, a few ms on a LAN. Below this it says nothing about the clock, so it is not corrected.
-DEFAULT_DEADBAND_MS = 50.0
+# The collector's offset estimate is receive time minus sample time, minimum over recent batches: it
+# includes the network delay and how long the newest sample of a batch waited for the batch to close
+# (about one sample period). Estimates this small say nothing certain about the clock, so alignment
+# does not shift by them; the clock_skew check still sees them.
+DEFAULT_DEADBAND_MS = 250.0
 
 
 def parse_channel(text: str, role: str = "power") -> ChannelSpec:
@@ -126,12 +128,10 @@ def _nan(a: Any) -> Any:
     return np.isnan(a)
 
 
-def offsets_from_health(
-    rows: Iterable[Mapping[str, Any]], devices: Sequence[str], deadband_ms: float = DEFAULT_DEADBAND_MS
-) -> dict[str, float]:
+def offsets_from_health(rows: Iterable[Mapping[str, Any]], devices: Sequence[str]) -> dict[str, float]:
     """Device-minus-host clock offsets from the collector's health rows (offset_ms there is the
     collector's receive time minus sample time, so the sign flips). The largest estimate per device
-    wins when several collectors report it; estimates within the deadband are taken as zero."""
+    wins when several collectors report it."""
     out: dict[str, float] = {}
     wanted = set(devices)
     for row in rows:
@@ -142,20 +142,23 @@ def offsets_from_health(
         dev_minus_host = -float(off)
         if dev not in out or abs(dev_minus_host) > abs(out[dev]):
             out[dev] = dev_minus_host
-    return {d: (o if abs(o) > deadband_ms else 0.0) for d, o in out.items()}
+    return out
 
 
-def offsets_from_store(
-    store: Any, devices: Sequence[str], deadband_ms: float = DEFAULT_DEADBAND_MS
-) -> dict[str, float]:
+def offsets_from_store(store: Any, devices: Sequence[str]) -> dict[str, float]:
     health = getattr(store, "health", None)
     if not callable(health):
         return {}
     try:
-        return offsets_from_health(health(), devices, deadband_ms)
+        return offsets_from_health(health(), devices)
     except Exception as exc:
         log.warning("could not read clock offsets from the store: %s", exc)
         return {}
+
+
+def applied_offsets(measured: Mapping[str, float], deadband_ms: float) -> dict[str, float]:
+    """The offsets alignment shifts by: measured ones beyond the deadband."""
+    return {d: float(o) for d, o in measured.items() if abs(float(o)) > deadband_ms}
 
 
 def wait_for_data(

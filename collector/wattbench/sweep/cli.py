@@ -232,6 +232,16 @@ def emit_outputs(evaluation: Any, args: argparse.Namespace, fetch: Any = None, c
         console.print(f"HTML report: {args.html}")
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM (a service manager, kill) ends the run the way Ctrl-C does: cleanly, result published."""
+    import signal
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def run(args: argparse.Namespace) -> int:
     import logging
     import sys
@@ -277,6 +287,7 @@ def run(args: argparse.Namespace) -> int:
         display=display,
         wait_data_s=args.wait_data,
     )
+    _stop_on_sigterm()
     try:
         outcome = run_sweep(setup)
     except SinkError as exc:

@@ -26,8 +26,9 @@ class Evaluation:
     calibrated: float | None
     calibration: list[tuple[str, float]] = field(default_factory=list)
     channels: list[al.ChannelSpec] = field(default_factory=list)
-    offsets_ms: dict[str, float] = field(default_factory=dict)
+    offsets_ms: dict[str, float] = field(default_factory=dict)  # what alignment shifted by
     events: list[dict[str, Any]] = field(default_factory=list)
+    measured_offsets_ms: dict[str, float] = field(default_factory=dict)  # what was measured (checked)
 
     @property
     def valid(self) -> bool:
@@ -78,9 +79,14 @@ def evaluate(
     interrupted: str | None = None,
     calibration_use: int = DEFAULT_CALIBRATION_USE,
     now_ms: int | None = None,
+    deadband_ms: float = 0.0,
 ) -> Evaluation:
-    """Score a run. fetch may be None (no store): the levels then have ops but no power."""
-    offsets = {k: float(v) for k, v in (offsets_ms or {}).items()}
+    """Score a run. fetch may be None (no store): the levels then have ops but no power.
+
+    offsets_ms are device-minus-host clock offsets as measured; alignment shifts by those beyond
+    deadband_ms, and the clock_skew check judges all of them."""
+    measured = {k: float(v) for k, v in (offsets_ms or {}).items()}
+    offsets = {k: v for k, v in measured.items() if abs(v) > deadband_ms}
     windows = al.windows_from_events(events)
     if interrupted is None:
         interrupted = interrupted_reason(events)
@@ -110,7 +116,7 @@ def evaluate(
         if math.isfinite(wp.watts):
             run_energy = al.window_energy_wh(wp.watts, whole)
     summary = sc.summarize(levels, run_energy, cost)
-    checks = cp.check_run(levels, aligned, offsets, planned, interrupted, limits)
+    checks = cp.check_run(levels, aligned, measured, planned, interrupted, limits)
     result = build_result(
         run, levels, checks, summary, calibrated, workload_name(events), interrupted, now_ms
     )
@@ -126,6 +132,7 @@ def evaluate(
         list(channels),
         offsets,
         [dict(e) for e in events],
+        measured,
     )
 
 

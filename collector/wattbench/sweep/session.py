@@ -125,7 +125,9 @@ def score_record(
     setup: SweepSetup, record: RunRecord, specs: list[ChannelSpec] | None
 ) -> tuple[Evaluation, list[ChannelSpec], bool]:
     store = setup.store
-    offsets = dict(setup.offsets_ms or {})
+    measured = dict(setup.offsets_ms or {})
+    # Offsets given by the operator are taken as exact; estimated ones pass through the deadband.
+    deadband = 0.0 if setup.offsets_ms is not None else setup.deadband_ms
     complete = True
     fetch = None
     if store is not None and record.start_ms is not None:
@@ -133,21 +135,23 @@ def score_record(
             specs = chans.from_store(store, record.start_ms, record.end_ms or record.start_ms)
         devices = sorted({s.dev for s in specs})
         if setup.offsets_ms is None:
-            offsets = chans.offsets_from_store(store, devices, setup.deadband_ms)
+            measured = chans.offsets_from_store(store, devices)
         last_end = max((e["t"] for e in record.events if e["event"] == "measure_end"), default=None)
         if last_end is not None and specs:
-            complete = chans.wait_for_data(store, specs, last_end, offsets, setup.wait_data_s)
+            applied = chans.applied_offsets(measured, deadband)
+            complete = chans.wait_for_data(store, specs, last_end, applied, setup.wait_data_s)
         fetch = store.series
     evaluation = evaluate(
         record.run,
         record.events,
         fetch,
         specs or [],
-        offsets,
+        measured,
         setup.limits,
         setup.cost,
         planned=record.planned,
         interrupted=record.interrupted,
         calibration_use=setup.plan.calibration_use,
+        deadband_ms=deadband,
     )
     return evaluation, list(specs or []), complete

@@ -29,11 +29,18 @@ def _worker(index: int, conn: Connection, counters: Any, seed: int, min_lines: i
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     gen = OrderGenerator(seed * 1000 + index, min_lines, max_lines)
     rng = random.Random(seed * 7919 + index)
+    try:
+        conn.send(("ready", os.getpid()))
+        _loop(index, conn, counters, gen, rng)
+    except (EOFError, OSError):
+        return  # the driver is gone: nothing left to count for
+
+
+def _loop(index: int, conn: Connection, counters: Any, gen: OrderGenerator, rng: random.Random) -> None:
     mono = time.monotonic
     mode = "idle"
     rate = 0.0
     next_t = 0.0
-    conn.send(("ready", os.getpid()))
     while True:
         msg = None
         if mode == "idle":
