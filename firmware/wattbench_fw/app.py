@@ -77,6 +77,7 @@ class Appliance:
                 tracker = EnergyTracker(self.state, ch_cfg["c"], cfg["energy_margin_wh"])
                 self.energy.append(tracker)
             cal = ch_cfg.get("cal") or {}
+            late = cfg.get("max_late_ms")
             channels.append(
                 Channel(
                     ch_cfg["c"],
@@ -86,6 +87,7 @@ class Appliance:
                     cal.get("gain", 1.0),
                     cal.get("offset", 0.0),
                     tracker,
+                    None if late is None else int(late * 1000),
                 )
             )
         self.sampler = Sampler(channels, self.seq, clock, self.mono.now)

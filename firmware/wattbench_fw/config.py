@@ -47,6 +47,7 @@ DEFAULTS = {
     "led": None,
     "safe_pin": None,
     "hmac_key": None,
+    "max_late_ms": None,
     "hass": False,
     "host": {},
 }
@@ -249,6 +250,8 @@ def validate(cfg):
         ):
             # The message names the key, never its value (docs/security.md).
             raise ConfigError("hmac_key: must be an even number of hex digits, at least 32 (16 bytes)")
+    if cfg["max_late_ms"] is not None:
+        _num("max_late_ms", cfg["max_late_ms"], 0, 60000)
     if not isinstance(cfg["hass"], bool):
         raise ConfigError("hass: must be true or false")
     if cfg["flash_dir"] is None:

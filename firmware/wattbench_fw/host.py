@@ -74,6 +74,8 @@ def sim_config(
         "batch": {"max_rows": 500, "interval_ms": batch_ms, "max_bytes": 65536},
         "backoff": {"min_ms": 250, "max_ms": 4000},
         "status_s": status_s,
+        # A busy host may wake a few ms late: read late (real timestamps) rather than drop slots.
+        "max_late_ms": 50,
         "host": {},
     }
     if spool_dir is not None:

@@ -163,12 +163,15 @@ class Aggregate:
 
 
 class Channel:
-    def __init__(self, name, driver, hz, agg=1, gain=1.0, offset=0.0, energy=None):
+    def __init__(self, name, driver, hz, agg=1, gain=1.0, offset=0.0, energy=None, max_late_us=None):
         self.name = name
         self.driver = driver
         self.hz = hz
         self.agg = max(1, int(agg))
         self.raw_mhz = rate_millihz(hz) * self.agg
+        # A slot later than this is skipped as missed; by default, once the next slot is due. A host
+        # whose scheduler hiccups can allow more and read late (each read keeps its real timestamp).
+        self.max_late_us = max_late_us
         self.gain = gain
         self.offset = offset
         self.energy = energy
@@ -285,11 +288,11 @@ class Sampler:
                     ch = c
             if ch.next_due > now:
                 break
-            following = ch.due(ch.k + 1)
-            if following <= now:
+            limit = ch.due(ch.k + 1) - ch.next_due if ch.max_late_us is None else ch.max_late_us
+            if now - ch.next_due >= max(1, limit):
                 # This slot's window has passed: it is missed, not read late.
                 behind = 1
-                while behind <= MAX_CATCHUP_SLOTS and ch.due(ch.k + behind) <= now:
+                while behind <= MAX_CATCHUP_SLOTS and now - ch.due(ch.k + behind) >= limit:
                     behind += 1
                 if behind > MAX_CATCHUP_SLOTS:
                     # A long stall (suspended host, blocked bus): restart the schedule at now.

@@ -264,3 +264,20 @@ def test_failed_setup_is_retried_and_flagged() -> None:
         rows += s.poll()
         t.now = ch.next_due
     assert [r.get("f") for r in rows] == [contract.FLAG_SENSOR_ERROR, None, None]
+
+
+def test_late_allowance_reads_late_instead_of_missing() -> None:
+    t = FakeTime()
+    ch = Channel("x", Script(t), 1000, max_late_us=50_000)
+    s = Sampler([ch], Seq(), FixedClock(), t)
+    s.start()
+    t.now = 3_500  # 3.5 periods late, well inside the 50 ms allowance
+    rows = s.poll()
+    assert len(rows) == 4 and all("f" not in r and "W" in r for r in rows)
+    assert {r["t"] for r in rows} == {(EPOCH_US + 3_500) // 1000}  # real read times, not deadlines
+    t.now = 100_000  # beyond the allowance: those slots are missed
+    rows = s.poll(limit=1000)
+    # slots due at 4..50 ms are more than 50 ms old: missed; 51..100 ms are read late
+    assert sum(r.get("f") == contract.FLAG_MISSED for r in rows) == 47
+    assert sum("W" in r for r in rows) == 50
+    assert ch.next_due > t.now - 50_000
