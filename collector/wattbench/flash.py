@@ -51,11 +51,10 @@ CLEAN_SCRIPT = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--port", required=True, help="serial port of the board, e.g. /dev/ttyUSB0 or /dev/ttyACM0"
-    )
-    p.add_argument("--board", required=True, choices=BOARDS, help="board profile")
-    p.add_argument("--config", required=True, metavar="FILE", help="appliance config JSON")
+    # Checked in run(), not by argparse, so `wattbench flash` alone prints a usage hint, not a traceback.
+    p.add_argument("--port", help="serial port of the board, e.g. /dev/ttyUSB0 or /dev/ttyACM0 (required)")
+    p.add_argument("--board", choices=BOARDS, help="board profile (required)")
+    p.add_argument("--config", metavar="FILE", help="appliance config JSON (required)")
     p.add_argument("--mpy", action="store_true", help="compile modules with mpy-cross (MicroPython >= 1.23)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and command, do not flash")
     p.add_argument("--no-reset", action="store_true", help="do not reset the board afterwards")
@@ -143,6 +142,10 @@ def run(args: argparse.Namespace) -> int:
     from wattbench_fw import config as fwconfig
     from wattbench_fw.errors import ConfigError
 
+    missing = [opt for opt in ("port", "board", "config") if not getattr(args, opt)]
+    if missing:
+        print("wattbench flash: missing " + ", ".join("--" + m for m in missing), file=sys.stderr)
+        return 2
     profile = board_profile(args.board)
     try:
         with open(args.config) as f:

@@ -60,12 +60,20 @@ def main(config_path=CONFIG_PATH, board_path=BOARD_PATH):
     app = Appliance(
         cfg, drivers, clock, mono=mono, net_up=wifi.up, rssi=wifi.rssi, ssl_context=ssl_context(cfg["broker"])
     )
-    wdt = machine.WDT(timeout=cfg["wdt_ms"])
+    led = None
+    if cfg.get("led") is not None:
+        try:
+            led = machine.Pin(cfg["led"], machine.Pin.OUT)
+        except (ValueError, TypeError):
+            led = None
     next_sync = mono.now()
-    app.start()
+    app.start()  # driver setup may talk to slow meters: arm the watchdog after it
+    wdt = machine.WDT(timeout=cfg["wdt_ms"])
     while True:
         wait = app.step()
         wdt.feed()
+        if led is not None:
+            led.value(1 if app.link.up else 0)
         if wifi.service() and mono.now() >= next_sync:
             try:
                 sntp.sync(clock, mono)

@@ -91,7 +91,10 @@ class SerialBus:
     """pyserial port with the any()/read()/write() surface of machine.UART."""
 
     def __init__(self, device, baud=9600, timeout_ms=0):
-        import serial
+        try:
+            import serial
+        except ImportError:
+            raise ConfigError("buses: serial meters on a host need pyserial (pip install pyserial)") from None
 
         self.ser = serial.Serial(device, baud, timeout=timeout_ms / 1000)
 

@@ -140,3 +140,8 @@ def test_flash_refuses_mismatched_board_and_invalid_config(
     )
     assert main(["flash", "--port", "/dev/null", "--board", "esp32", "--config", str(bad), "--dry-run"]) == 2
     assert "channels[0].bus" in capsys.readouterr().err
+
+
+def test_flash_without_arguments_says_what_is_missing(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["flash"]) == 2
+    assert "missing --port, --board, --config" in capsys.readouterr().err
