@@ -221,3 +221,48 @@ def test_broker_outage_loses_nothing(
             {"samples": total, "duplicates": len(seqs) - total, "spilled_batches": app.app.buffer.spilled}
         )
     )
+
+
+def test_signed_batches_and_home_assistant_discovery(mosquitto: services.Mosquitto, tmp_path: Path) -> None:
+    from wattbench.ingest.auth import Verifier
+
+    key = "00112233445566778899aabbccddeeff"
+    seen: list[tuple[str, bytes, bool]] = []
+    lock = threading.Lock()
+    sub = paho.Client(paho.CallbackAPIVersion.VERSION2)
+
+    def on_message(c: Any, u: Any, m: paho.MQTTMessage) -> None:
+        with lock:
+            seen.append((m.topic, m.payload, bool(m.retain)))
+
+    sub.on_message = on_message
+    sub.connect(mosquitto.host, mosquitto.port)
+    sub.subscribe([("wattbench/v1/#", 1), ("homeassistant/#", 1)])
+    sub.loop_start()
+    time.sleep(0.3)
+    cfg = sim_config(
+        dev="sim-signed", broker=mosquitto.url, hz=20, model="const", count=60, spool_dir=tmp_path
+    )
+    cfg["hmac_key"] = key
+    cfg["hass"] = True
+    app = HostAppliance(cfg).start()
+    assert app.wait_done(30)
+    app.stop()
+    assert wait_for(
+        lambda: (
+            sum(len(schema.strict_loads(p)["samples"]) for t, p, _ in list(seen) if t.endswith("/samples"))
+            >= 60
+        )
+    )
+    sub.loop_stop()
+    sub.disconnect()
+    verifier = Verifier({"sim-signed": bytes.fromhex(key)}, require=True)
+    batches = [p for t, p, _ in seen if t.endswith("/samples")]
+    for raw in batches:
+        verifier.check("sim-signed", raw)
+        schema.jsonschema_validator("samples").validate(schema.strict_loads(raw))
+    meta = [schema.strict_loads(p) for t, p, _ in seen if t.endswith("/meta")][-1]
+    assert meta["hmac"] is True
+    discovery = {t: json.loads(p) for t, p, _ in seen if t.startswith("homeassistant/")}
+    assert len(discovery) == len(meta["channels"][0]["q"])  # one sensor per quantity
+    assert all(c["state_topic"] == "wattbench/v1/dev/sim-signed/samples" for c in discovery.values())
