@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 
@@ -12,9 +13,11 @@ from wattbench import cli
 
 def test_every_subcommand_imports_and_has_help() -> None:
     parser = cli.build_parser()
-    for name in cli.COMMANDS:
-        ns = parser.parse_known_args([name])[0]
-        assert not getattr(ns, "_import_error", None), f"wattbench {name}: {ns._import_error}"
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) == set(cli.COMMANDS)
+    for name, p in sub.choices.items():
+        error = p.get_default("_import_error")
+        assert not error, f"wattbench {name}: {error}"
 
 
 @pytest.mark.parametrize("name", list(cli.COMMANDS))
