@@ -140,7 +140,8 @@ def report_renderables(
         facts.append(f"calibrated {fmt_count(calibrated)} {ops_label}/s")
     if summary:
         if "peak_ops" in summary:
-            facts.append(f"peak {fmt_count(summary['peak_ops'])} {ops_label}")
+            per_s = "/s" if ops_label == "ops" else ""  # ssj_ops are a throughput already
+            facts.append(f"peak {fmt_count(summary['peak_ops'])} {ops_label}{per_s}")
         if summary.get("peak_W"):
             facts.append(f"peak power {fmt_watts(summary['peak_W'])} W")
         if summary.get("idle_W"):

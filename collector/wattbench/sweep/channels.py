@@ -70,7 +70,7 @@ def read_meta(client_factory: Any, timeout: float = 2.0, quiet: float = 0.5) -> 
     client with its network loop running; it is disconnected here."""
     import threading
 
-    from wattbench_schema import jsonschema_validator, strict_loads, subscription
+    from wattbench_schema import jsonschema_validator, match_topic, strict_loads, subscription
 
     validator = jsonschema_validator("meta")
     found: dict[str, dict[str, Any]] = {}
@@ -78,11 +78,14 @@ def read_meta(client_factory: Any, timeout: float = 2.0, quiet: float = 0.5) -> 
     lock = threading.Lock()
 
     def on_message(client: Any, userdata: Any, msg: Any) -> None:
+        kind = match_topic(msg.topic)
+        if kind is None or kind[0] != "meta":
+            return  # some brokers deliver more than the filter asked for
         try:
             doc = strict_loads(msg.payload)
             validator.validate(doc)
         except Exception as exc:
-            log.warning("ignoring metadata on %s: %s", msg.topic, exc)
+            log.warning("ignoring metadata on %s: %s", msg.topic, getattr(exc, "message", exc))
             return
         with lock:
             found[doc["dev"]] = doc
@@ -92,15 +95,12 @@ def read_meta(client_factory: Any, timeout: float = 2.0, quiet: float = 0.5) -> 
     try:
         client.on_message = on_message
         client.subscribe(subscription("meta"), qos=1)
+        # Retained messages arrive right after SUBSCRIBE; stop once they have stopped coming.
         deadline = time.monotonic() + timeout
-        start = time.monotonic()
         while time.monotonic() < deadline:
             with lock:
-                idle = time.monotonic() - last[0]
-            if found and idle > quiet:
-                break
-            if not found and time.monotonic() - start > timeout:
-                break
+                if found and time.monotonic() - last[0] > quiet:
+                    break
             time.sleep(0.05)
     finally:
         client.disconnect()

@@ -61,6 +61,7 @@ class MqttSink:
         self.publish_timeout = publish_timeout
         self.failures = 0
         self._connected = threading.Event()
+        self._closing = False
         self._refused: str | None = None
         self.client = mqtt.Client(
             mqtt.CallbackAPIVersion.VERSION2, client_id=client_id[:64], protocol=mqtt.MQTTv311
@@ -89,7 +90,7 @@ class MqttSink:
         self._connected.set()
 
     def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any, properties: Any) -> None:
-        if self._connected.is_set():
+        if self._connected.is_set() and not self._closing:
             log.warning(
                 "MQTT broker %s:%d disconnected (%s); messages are queued until it is back",
                 self.host,
@@ -126,6 +127,7 @@ class MqttSink:
         self._publish(topic_for("result", run=result["run"]), validate_result(result), retain=True)
 
     def close(self) -> None:
+        self._closing = True
         try:
             self.client.disconnect()
         finally:

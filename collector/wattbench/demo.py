@@ -1,0 +1,166 @@
+"""`wattbench demo`: the whole chain on one machine, with nothing else installed.
+
+An embedded MQTT broker (unless --broker), a host-mode appliance whose simulated meter follows this
+machine's real CPU use, the collector writing into the embedded store (or --influx), and a short sweep
+of the built-in workload through all 14 phases, seconds each; then the score table and an HTML report.
+About two minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--broker", metavar="HOST:PORT", help="use this MQTT broker instead of the embedded one"
+    )
+    parser.add_argument(
+        "--influx", metavar="URL", help="collect into this InfluxDB instead of the embedded store"
+    )
+    parser.add_argument("--db", metavar="NAME", help="InfluxDB database (wattbench)")
+    parser.add_argument("--store", metavar="PATH", help="embedded store file (default: a new temporary one)")
+    parser.add_argument(
+        "--html", metavar="FILE", default="wattbench-demo.html", help="HTML report (%(default)s)"
+    )
+    parser.add_argument("--measure", type=float, default=5.0, metavar="S", help="measurement window (5)")
+    parser.add_argument("--pre", type=float, default=1.5, metavar="S", help="ramp-up (1.5)")
+    parser.add_argument("--post", type=float, default=0.5, metavar="S", help="ramp-down (0.5)")
+    parser.add_argument("--gap", type=float, default=0.3, metavar="S", help="pause between phases (0.3)")
+    parser.add_argument("--workers", type=int, metavar="N", help="workload processes (one per core)")
+    parser.add_argument("--quiet", action="store_true", help="no live display")
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+    import sys
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from rich.console import Console
+
+    console = Console()
+    log = logging.getLogger("wattbench.demo")
+    t_start = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix="wattbench-demo-"))
+    stack: list[Any] = []  # things to stop, last started first
+
+    def stop_all() -> None:
+        while stack:
+            name, stop = stack.pop()
+            try:
+                stop()
+            except Exception as exc:
+                log.warning("stopping %s: %s", name, exc)
+
+    try:
+        # 1. broker
+        if args.broker:
+            broker_url = args.broker
+            protocol = "5"
+            console.print(f"[bold]broker[/]: {broker_url}")
+        else:
+            from .broker import EmbeddedBroker
+
+            broker = EmbeddedBroker(port=0).start()
+            stack.append(("broker", broker.stop))
+            broker_url = broker.url
+            protocol = broker.protocol
+            console.print(f"[bold]broker[/]: embedded MQTT {protocol} on {broker_url}")
+
+        # 2. store, and the collector writing into it
+        from .config import CollectorConfig
+        from .ingest.collector import Collector, CollectorError
+        from .store import open_store
+
+        if args.influx:
+            store_spec = args.influx
+            options: dict[str, Any] = {"db": args.db} if args.db else {}
+        else:
+            store_spec = args.store or str(workdir / "demo.sqlite")
+            options = {}
+        collector = Collector(
+            CollectorConfig(
+                broker=broker_url,
+                protocol=protocol,
+                store=store_spec,
+                influx_db=args.db or "",
+                id="demo",
+                state_dir=str(workdir / "collector"),
+                spool_dir=str(workdir / "spool"),
+                validate_workers=0,  # the cores belong to the workload
+                health_period_s=2.0,
+            )
+        )
+        try:
+            collector.start()
+        except CollectorError as exc:
+            console.print(f"[red]collector[/]: {exc}")
+            return exc.exit_code
+        stack.append(("collector", collector.stop))
+        console.print(f"[bold]collector[/]: into {store_spec}")
+        store = open_store(store_spec, **options)
+        stack.append(("store", store.close))
+
+        # 3. the appliance with a meter that follows this machine's CPU use
+        from wattbench_fw.host import HostAppliance, sim_config
+
+        cfg = sim_config(dev="demo-sim", broker=broker_url, hz=10, model="cpu", idle_w=60.0, peak_w=250.0)
+        appliance = HostAppliance(cfg).start()
+        stack.append(("appliance", lambda: appliance.stop(timeout=5)))
+        if not appliance.wait_connected(20):
+            console.print("[red]the simulated appliance could not reach the broker[/]")
+            return 3
+        console.print(
+            "[bold]appliance[/]: demo-sim/sim, simulated meter at 10 Hz, 60 W idle to 250 W at full CPU"
+        )
+        collector.wait_for(lambda c: c.get("stored_samples", 0) > 0 or c.get("samples", 0) > 0, timeout=15)
+
+        # 4. the sweep
+        from .compliance import Limits
+        from .sweep.cli import emit_outputs
+        from .sweep.driver import new_run_id
+        from .sweep.plan import Timing, specpower_plan
+        from .sweep.progress import LogDisplay, RichDisplay
+        from .sweep.session import MqttSettings, SweepSetup, run_sweep
+        from .workloads.builtin.workers import BuiltinWorkload
+
+        plan = specpower_plan(timing=Timing(args.pre, args.measure, args.post, args.gap))
+        console.print(
+            f"[bold]sweep[/]: {len(plan.phases)} phases (3 calibration, 100%…10%, active idle), "
+            f"{args.measure:g} s windows, about {plan.duration_s():.0f} s"
+        )
+        console.print("no inlet probe in the demo: the inlet temperature check is not applied")
+        setup = SweepSetup(
+            run=new_run_id(),
+            plan=plan,
+            workload=BuiltinWorkload(workers=args.workers),
+            store=store,
+            mqtt=MqttSettings(broker_url),
+            limits=Limits(require_inlet=False),
+            display=LogDisplay() if args.quiet or not sys.stderr.isatty() else RichDisplay(),
+            wait_data_s=15.0,
+        )
+        outcome = run_sweep(setup)
+    except KeyboardInterrupt:
+        console.print("[yellow]demo interrupted[/]")
+        stop_all()
+        return 130
+    except Exception:
+        stop_all()
+        raise
+
+    ns = argparse.Namespace(html=args.html, json_out=None)
+    try:
+        emit_outputs(outcome.evaluation, ns, store.series, console)
+    finally:
+        stop_all()
+    took = time.monotonic() - t_start
+    console.print(
+        f"demo finished in {took:.0f} s; re-render with: wattbench report {outcome.evaluation.run} --store {store_spec}"
+        if not args.influx
+        else f"demo finished in {took:.0f} s"
+    )
+    return 130 if outcome.record.interrupted else 0

@@ -1,0 +1,46 @@
+"""`wattbench demo` end to end, with windows of a second: embedded broker, host-mode appliance,
+collector into the embedded store, all 14 phases, the table and the HTML report."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_demo_runs_everything(tmp_path: Path) -> None:
+    pytest.importorskip("wattbench_fw.host")
+    html = tmp_path / "demo.html"
+    store = tmp_path / "demo.sqlite"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "wattbench.cli", "demo", "--quiet",
+            "--measure", "1", "--pre", "0.5", "--post", "0.2", "--gap", "0.1",
+            "--html", str(html), "--store", str(store),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "Target Load" in out and "Active Idle" in out and "∑ops / ∑power = " in out
+    page = html.read_text()
+    assert page.startswith("<!doctype html>") and "<svg" in page and "Compliance" in page
+
+    db = sqlite3.connect(store)
+    (run,) = db.execute("SELECT DISTINCT run FROM wb_phase").fetchone()
+    phases = {p for (p,) in db.execute("SELECT DISTINCT phase FROM wb_phase WHERE phase != 'run'")}
+    assert len(phases) == 14
+    (doc,) = db.execute("SELECT doc FROM wb_result WHERE run = ? AND phase = 'overall'", (run,)).fetchone()
+    result = json.loads(doc)
+    assert [lv["phase"] for lv in result["levels"]][-1] == "idle"
+    assert len(result["levels"]) == 11  # every level has power: the collector stored the samples
+    assert db.execute("SELECT COUNT(*) FROM wb_sample").fetchone()[0] > 100
