@@ -102,7 +102,9 @@ def concurrency_table(levels: Sequence[LevelScore], title: str | None = None) ->
     return table
 
 
-def checks_table(checks: Sequence[Check]) -> Any:
+def checks_table(checks: Sequence[Check], compact: bool = True) -> Any:
+    """Every failure on its own line; with compact, passes of one check are folded into one line
+    (the HTML report and the JSON keep every line)."""
     from rich.table import Table
 
     table = Table(header_style="bold", show_edge=False, box=None, pad_edge=False)
@@ -110,7 +112,20 @@ def checks_table(checks: Sequence[Check]) -> Any:
     table.add_column("check")
     table.add_column("phase")
     table.add_column("reason")
+    folded: dict[str, list[Check]] = {}
     for c in checks:
+        if compact and c.ok and c.phase:
+            folded.setdefault(c.name, []).append(c)
+    shown: set[str] = set()
+    for c in checks:
+        if c.name in folded and c.ok and c.phase:
+            if c.name not in shown:
+                shown.add(c.name)
+                n = len(folded[c.name])
+                table.add_row(
+                    "[green]pass[/]", c.name, f"{n} windows" if n > 1 else c.phase, "" if n > 1 else c.reason
+                )
+            continue
         mark = "[green]pass[/]" if c.ok else "[bold red]FAIL[/]"
         table.add_row(mark, c.name, c.phase or "", c.reason)
     return table
