@@ -134,7 +134,7 @@ def summarize(
         energy = math.fsum(lv.Wh for lv in powered if math.isfinite(lv.Wh))
     summary = Summary(
         overall=overall(levels),
-        peak_ops=max((lv.ops for lv in loads), default=0.0),
+        peak_ops=max((lv.ops for lv in levels if lv.kind in ("target", "concurrency")), default=0.0),
         peak_W=max((lv.W for lv in powered), default=0.0),
         idle_W=idle[-1] if idle else 0.0,
         energy_Wh=energy,

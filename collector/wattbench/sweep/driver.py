@@ -245,7 +245,8 @@ class Driver:
         m0 = self.mono()
         self.workload.start_measure()
         start_ev = self._emit("measure_start", phase.name, **fields)
-        until_done = self.workload.window == "until_done"
+        # Active idle always lasts its planned window: there is no work whose end could close it.
+        until_done = self.workload.window == "until_done" and phase.kind != "idle"
         finished = self._wait(
             timing.measure_s, phase, "measuring", m0, timing.pre_s, rate, until_done=until_done
         )
