@@ -272,6 +272,7 @@ class Driver:
         self.workload.end_phase()
         self._emit("phase_end", phase.name, **fields)
         if not last and timing.gap_s > 0:
+            self._rates.clear()  # nothing runs in the gap: no rate to show
             g0 = self.mono()
             self._wait(timing.gap_s, phase, "gap", g0, timing.interval_s, None)
 
