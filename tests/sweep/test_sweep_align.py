@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sweep_synth import T0, SeriesFetch, make_series, sweep_events, trace
 
 from wattbench import align as al
@@ -182,3 +184,35 @@ def test_interrupted_window_is_not_a_window() -> None:
     phases = [("cal1", "calibration", None, 100), ("cal2", "calibration", None, 100)]
     events = sweep_events(phases, abort_after="cal2")
     assert [w.phase for w in al.windows_from_events(events)] == ["cal1"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    times=st.lists(st.integers(0, 20_000), min_size=0, max_size=300, unique=True),
+    start=st.integers(-1000, 21_000),
+    length=st.integers(1, 15_000),
+    offset=st.floats(-2000, 2000, allow_nan=False),
+    nan_every=st.integers(0, 7),
+)
+def test_strict_window_matches_brute_force(
+    times: list[int], start: int, length: int, offset: float, nan_every: int
+) -> None:
+    t = np.array(sorted(times), dtype=np.int64) + T0
+    w = np.sin(t / 997.0) * 50 + 100
+    if nan_every:
+        w[::nan_every] = np.nan
+    s = make_series("d", "c", t, W=w)
+    win = al.Window("x", "target", T0 + start, T0 + start + length)
+    cw = al.channel_window(s, al.ChannelSpec("d", "c", hz=10), win, offset_ms=offset)
+    tc = t - offset
+    inside = (tc > win.start_ms) & (tc < win.end_ms)
+    good = inside & np.isfinite(w)
+    assert cw.n == int(good.sum()) and cw.flagged == int((inside & ~np.isfinite(w)).sum())
+    if cw.n:
+        assert cw.mean == pytest.approx(float(w[good].mean()), rel=1e-12)
+        # gaps and samples tile the window: no stretch longer than the limit is left unreported
+        edges = np.concatenate(([win.start_ms], tc[good], [win.end_ms]))
+        long = int((np.diff(edges) > 150.0).sum())
+        assert len(cw.gaps) == long
+    else:
+        assert math.isnan(cw.mean) and [g.kind for g in cw.gaps] == ["empty"]
