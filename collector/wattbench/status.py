@@ -127,6 +127,8 @@ def render(doc: dict[str, Any]) -> None:
     from rich.table import Table
 
     console = Console()
+    if not console.is_terminal:  # piped or logged: do not squeeze the tables into 80 columns
+        console = Console(width=160)
     now = int(time.time() * 1000)
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for h in doc["health"]:
@@ -146,6 +148,7 @@ def render(doc: dict[str, Any]) -> None:
         "missing",
         "late",
         "rejects",
+        "same ms",
         "offset ms",
         "rate Hz",
         "clock",
@@ -167,6 +170,7 @@ def render(doc: dict[str, Any]) -> None:
             _fmt(r.get("missing")) if gaps_known else "-",
             _fmt(r.get("out_of_order")),
             _fmt(r.get("rejects")),
+            _fmt(r.get("t_repeats")),
             _fmt(r.get("offset_ms")),
             _fmt(r.get("rate_hz"), 1),
             clock,
@@ -242,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
         for c in doc["collectors"]:
             for acct in (c.get("accounts") or {}).values():
                 acct.pop("seq", None)
-                acct.pop("energy", None)
+                acct.pop("channels", None)
         print(json.dumps(doc, indent=1, default=str))
     else:
         render(doc)

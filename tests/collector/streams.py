@@ -58,7 +58,9 @@ class Stream:
             yield topic, self._encode(dev, rows)
 
     def _encode(self, dev: str, rows: list[dict[str, object]]) -> bytes:
-        return contract.dumps({"v": 1, "dev": dev, "boot": self.boot, "clk": {"sync": "host"}, "samples": rows})
+        return contract.dumps(
+            {"v": 1, "dev": dev, "boot": self.boot, "clk": {"sync": "host"}, "samples": rows}
+        )
 
     def messages(self) -> list[tuple[str, bytes]]:
         """All batches, devices interleaved the way concurrent appliances would send them."""
@@ -74,7 +76,9 @@ class Stream:
 class Publisher:
     """A paho MQTT 5 client publishing QoS 1 messages as fast as the broker acknowledges them."""
 
-    def __init__(self, host: str, port: int, client_id: str = "wb-test-pub", protocol: int = mqtt.MQTTv5) -> None:
+    def __init__(
+        self, host: str, port: int, client_id: str = "wb-test-pub", protocol: int = mqtt.MQTTv5
+    ) -> None:
         self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol)
         self.client.max_inflight_messages_set(1000)
         self.client.max_queued_messages_set(0)
@@ -85,7 +89,9 @@ class Publisher:
         if not self._ready.wait(10):
             raise TimeoutError("publisher did not connect")
 
-    def publish_all(self, messages: list[tuple[str, bytes]], rate_msgs: float | None = None, timeout: float = 300) -> None:
+    def publish_all(
+        self, messages: list[tuple[str, bytes]], rate_msgs: float | None = None, timeout: float = 300
+    ) -> None:
         infos = []
         t0 = time.monotonic()
         for k, (topic, payload) in enumerate(messages):

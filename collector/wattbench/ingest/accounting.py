@@ -119,6 +119,7 @@ class DeviceAccount:
         self.reboots = 0
         self.seq_resets = 0
         self.energy_steps = 0
+        self.t_repeats = 0  # samples not later than the channel's previous one: same-ms keys overwrite
         self.boot: int | None = None
         self.clk_sync: str | None = None
         self.clk_age: float | None = None
@@ -129,7 +130,7 @@ class DeviceAccount:
         self.seq = SeqTracker()
         self._lags: deque[int] = deque(maxlen=OFFSET_WINDOW)
         self._rate: deque[tuple[int, int]] = deque()
-        self._energy: dict[str, tuple[int, float]] = {}
+        self._chans: dict[str, list[Any]] = {}  # channel -> [last seq, its t, last energy]
 
     # ------------------------------------------------------------------ ingest
 
@@ -159,13 +160,13 @@ class DeviceAccount:
                 # than call everything from now on a duplicate.
                 self.seq_resets += 1
                 seq = self.seq = SeqTracker()
-                self._energy.clear()
+                self._chans.clear()
         elif boot < self.boot:
             old_boot = True  # late data from before a reboot: keep it, decide nothing from it
 
         keep: list[dict[str, Any]] = []
         steps: list[EnergyStep] = []
-        energy = self._energy
+        chans = self._chans
         high = seq.high
         for row in rows:
             s = int(row["s"])
@@ -190,14 +191,23 @@ class DeviceAccount:
                 self.duplicates += 1
                 continue
             keep.append(row)
+            # Per channel, in sequence order: time must move on (the store keys a sample by device,
+            # channel and ms, so a repeated ms overwrites) and the energy counter must not go back.
+            ch = row["c"]
+            last = chans.get(ch)
             wh = row.get("Wh")
-            if wh is not None:
-                ch = row["c"]
-                prev = energy.get(ch)
-                if prev is None or s > prev[0]:
-                    if prev is not None and wh < prev[1] - ENERGY_SLACK_WH:
-                        steps.append(EnergyStep(self.dev, ch, s, prev[1], wh))
-                    energy[ch] = (s, wh)
+            if last is None:
+                chans[ch] = [s, row["t"], wh]
+            elif s > last[0]:
+                t = row["t"]
+                if t <= last[1]:
+                    self.t_repeats += 1
+                if wh is not None:
+                    if last[2] is not None and wh < last[2] - ENERGY_SLACK_WH:
+                        steps.append(EnergyStep(self.dev, ch, s, last[2], wh))
+                    last[2] = wh
+                last[0] = s
+                last[1] = t
         self.last_seq = seq.high
         self.energy_steps += len(steps)
         self.stored += len(keep)
@@ -262,6 +272,7 @@ class DeviceAccount:
             reboots=self.reboots,
             seq_resets=self.seq_resets,
             energy_steps=self.energy_steps,
+            t_repeats=self.t_repeats,
             boot=self.boot,
             clk_sync=self.clk_sync,
             last_seq=self.last_seq,
@@ -277,13 +288,13 @@ class DeviceAccount:
         """What a restarted collector needs to go on counting (written only for committed data)."""
         doc = self.summary()
         doc["seq"] = self.seq.state()
-        doc["energy"] = {ch: [s, wh] for ch, (s, wh) in self._energy.items()}
+        doc["channels"] = {ch: list(v) for ch, v in self._chans.items()}
         return doc
 
     @classmethod
     def from_state(cls, doc: dict[str, Any], track_gaps: bool = True) -> DeviceAccount:
         out = cls(str(doc["dev"]), track_gaps)
-        for name in (*COUNTERS, "batches", "reboots", "seq_resets", "energy_steps"):
+        for name in (*COUNTERS, "batches", "reboots", "seq_resets", "energy_steps", "t_repeats"):
             if isinstance(doc.get(name), int):
                 setattr(out, name, doc[name])
         out.boot = doc.get("boot")
@@ -292,8 +303,9 @@ class DeviceAccount:
         out.last_seen_ms = doc.get("last_seen_ms")
         if isinstance(doc.get("seq"), dict):
             out.seq = SeqTracker.from_state(doc["seq"])
-        for ch, pair in (doc.get("energy") or {}).items():
-            out._energy[str(ch)] = (int(pair[0]), float(pair[1]))
+        for ch, last in (doc.get("channels") or {}).items():
+            if isinstance(last, list) and len(last) == 3:
+                out._chans[str(ch)] = [int(last[0]), last[1], last[2]]
         return out
 
 

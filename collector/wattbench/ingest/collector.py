@@ -31,7 +31,7 @@ import wattbench_schema as contract
 from ..config import CollectorConfig
 from . import records as rec
 from .pipeline import Batch, Pipeline
-from .validate import Validator
+from .validate import Validator, dumps
 
 log = logging.getLogger("wattbench.collect")
 
@@ -117,6 +117,7 @@ class Collector:
         self._lock = threading.Lock()
         self._pipeline_lock = threading.Lock()
         self._next_health = 0.0
+        self._warned_repeats: dict[str, int] = {}
         self._next_retry = 0.0
         self.state_path = Path(self.config.state_dir) / f"collector-{self.config.id}.json"
 
@@ -357,14 +358,17 @@ class Collector:
             # 3. hand over to the writer
             final = drain_left == 0 and not pending
             with self._pipeline_lock:
-                snapshot = None
-                if final or time.monotonic() >= self._next_health:
+                health = final or time.monotonic() >= self._next_health
+                if health:
                     self._next_health = time.monotonic() + cfg.health_period_s
-                    snapshot = self._health_into_batch()
+                    self._health_into_batch()
                 full = pipeline.batch.samples >= cfg.max_batch_samples
-                have = bool(acks) or bool(pipeline.batch) or snapshot is not None
-                handover = have and (final or snapshot is not None or full or self._commits.empty())
+                have = bool(acks) or bool(pipeline.batch)
+                handover = have and (final or health or full or self._commits.empty())
                 batch, notices = pipeline.take() if handover else (None, [])
+                # The accounting as of exactly this batch: saved before its acknowledgements go out,
+                # so a restarted collector never counts an acknowledged message as unseen.
+                snapshot = self._snapshot() if handover else None
             self._publish_notices(notices)
             if batch is not None or final:
                 commit = Commit(batch or Batch(), acks, snapshot, final)
@@ -383,12 +387,24 @@ class Collector:
                 self._wake.wait(0.2)
                 self._wake.clear()
 
-    def _health_into_batch(self) -> dict[str, Any]:
+    def _health_into_batch(self) -> None:
         spool_bytes, spool_age = self._spool_figures()
         t = now_ms()
+        for dev, acct in self.pipeline.accounts.devices.items():
+            seen = self._warned_repeats.get(dev, 0)
+            if acct.t_repeats > seen:
+                self._warned_repeats[dev] = acct.t_repeats
+                log.warning(
+                    "device %s sent %d sample(s) not later than the previous one of their channel; "
+                    "samples in the same ms overwrite each other in the store (device clock or firmware)",
+                    dev,
+                    acct.t_repeats - seen,
+                )
         self.pipeline.add_health(t, spool_bytes, spool_age)
+
+    def _snapshot(self) -> dict[str, Any]:
         return {
-            "t": t,
+            "t": now_ms(),
             "accounts": self.pipeline.accounts.state(),
             "counters": self.pipeline.counters(),
             "meta": {dev: [c["c"] for c in m.get("channels", [])] for dev, m in self.pipeline.meta.items()},
@@ -450,13 +466,13 @@ class Collector:
             else:
                 self._spool(records, commit.batch.samples, SpoolError)
         self.stats.commits += 1
+        if commit.snapshot is not None:
+            self._write_state(commit.snapshot)
         acked = 0
         for gen, mid, qos in commit.acks:
             if self.link.ack(gen, mid, qos):
                 acked += 1
         self.stats.acked += acked
-        if commit.snapshot is not None:
-            self._write_state(commit.snapshot)
 
     def _spool(self, records: list[rec.Record], samples: int, spool_error: type[Exception]) -> None:
         try:
@@ -576,7 +592,7 @@ class Collector:
         }
         tmp = self.state_path.with_suffix(".tmp")
         try:
-            tmp.write_text(json.dumps(doc, indent=1))
+            tmp.write_bytes(dumps(doc))
             os.replace(tmp, self.state_path)
         except OSError as exc:
             log.warning("cannot write the status file %s: %s", self.state_path, exc)

@@ -1,0 +1,282 @@
+"""The collector against the real Mosquitto (shipped deploy/mosquitto.conf) and the real InfluxDB,
+fed by host-mode appliances running the real firmware. Every sample is counted by sequence number in
+InfluxDB itself: all there, none twice, through a SIGKILL, a 30 s InfluxDB outage and a shared
+subscription."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+
+import wattbench_schema as contract
+
+from .conftest import (
+    Tap,
+    appliances,
+    assert_exactly_once,
+    assert_stored_exactly_once,
+    wait_appliances_done,
+    wait_keys_stored,
+    wait_stored,
+)
+from .streams import Publisher, Stream
+
+pytestmark = pytest.mark.services
+
+# 8 appliances x 4 channels x 100 Hz: 100 000 samples in about 31 s
+N_DEV, N_CH, HZ = 8, 4, 100
+PER_DEV = 12_500
+
+
+def _collect_args(mosquitto: Any, influxdb: Any, *extra: str) -> list[str]:
+    return ["--broker", mosquitto.url, "--influx", influxdb.url, "--db", influxdb.db, *extra]
+
+
+@pytest.fixture
+def tap(mosquitto):  # type: ignore[no-untyped-def]
+    t = Tap(mosquitto.host, mosquitto.port)
+    yield t
+    t.close()
+
+
+def _accounted_once(state: dict[str, Any], devs: list[str]) -> None:
+    """The collector's own accounting: every sequence number received and stored once."""
+    for dev in devs:
+        acct = state["accounts"][dev]
+        assert acct["received"] == PER_DEV and acct["stored"] == PER_DEV, acct
+        assert acct["gaps"] == 0 and acct["missing"] == 0, acct
+
+
+def test_100k_samples_from_appliances_arrive_exactly_once(
+    mosquitto, influxdb, collector_factory, tap, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    collector = collector_factory(_collect_args(mosquitto, influxdb)).start()
+    with appliances(mosquitto.url, tmp_path, n=N_DEV, channels=N_CH, hz=HZ, count=PER_DEV) as apps:
+        wait_appliances_done(apps, 180)
+        devs = [a.dev for a in apps]
+    wait_keys_stored(influxdb, tap, devs, 60)
+    assert collector.stop() == 0
+    same_ms = assert_stored_exactly_once(influxdb, tap, devs, PER_DEV)
+    state = collector.state()
+    _accounted_once(state, devs)
+    for dev in devs:
+        acct = state["accounts"][dev]
+        assert acct["duplicates"] == 0, acct
+        assert 300 < acct["rate_hz"] < 500, acct  # four channels at 100 Hz
+    # what the device sent in one ms twice, the collector counted and said
+    assert sum(state["accounts"][d]["t_repeats"] for d in devs) == same_ms
+    # the collector's own health series is in InfluxDB, one series per device
+    health = influxdb.query('SELECT last("stored") FROM "wb_health" GROUP BY "dev", "collector"')
+    assert {(r["dev"], r["collector"]) for r in health} == {(d, "c1") for d in devs}
+    assert all(r["last"] == PER_DEV for r in health)
+
+
+def test_sigkill_mid_stream_loses_nothing(mosquitto, influxdb, collector_factory, tap, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    collector = collector_factory(_collect_args(mosquitto, influxdb)).start()
+    with appliances(mosquitto.url, tmp_path, n=N_DEV, channels=N_CH, hz=HZ, count=PER_DEV) as apps:
+        devs = [a.dev for a in apps]
+        # kill once roughly a third has been stored, while the appliances keep publishing
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            rows = influxdb.query('SELECT count("s") FROM "wb_sample"')
+            if rows and rows[0]["count"] >= N_DEV * PER_DEV // 3:
+                break
+            time.sleep(0.2)
+        collector.kill()
+        stored_at_kill = influxdb.query('SELECT count("s") FROM "wb_sample"')[0]["count"]
+        assert stored_at_kill < N_DEV * PER_DEV * 0.9, "the kill must happen mid-stream"
+        time.sleep(1.0)  # the broker queues for the dead session meanwhile
+        collector.start()
+        wait_appliances_done(apps, 180)
+    wait_keys_stored(influxdb, tap, devs, 90)
+    assert collector.stop() == 0
+    assert_stored_exactly_once(influxdb, tap, devs, PER_DEV)
+    _accounted_once(collector.state(), devs)
+
+
+def test_influxdb_down_30s_mid_stream_spools_and_replays(
+    mosquitto, influxdb, collector_factory, tap, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    # 1 600 samples/s for about 62 s, so the stream runs before, during and after the outage.
+    collector = collector_factory(_collect_args(mosquitto, influxdb)).start()
+    with appliances(mosquitto.url, tmp_path, n=N_DEV, channels=N_CH, hz=HZ / 2, count=PER_DEV) as apps:
+        devs = [a.dev for a in apps]
+        time.sleep(8)
+        influxdb.stop()
+        down_at = time.monotonic()
+        # The collector keeps acknowledging into its spool while InfluxDB is away.
+        spooled = 0
+        while time.monotonic() - down_at < 30:
+            spooled = max(spooled, collector.state().get("spool", {}).get("bytes", 0))
+            time.sleep(0.5)
+        influxdb.start()
+        assert spooled > 0, "the spool was used during the outage"
+        assert any(a.counters()["samples"] < PER_DEV for a in apps), "the stream goes on after the outage"
+        wait_appliances_done(apps, 120)
+    wait_keys_stored(influxdb, tap, devs, 120)
+    # the spool drains completely once InfluxDB is back
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and collector.state().get("spool", {}).get("bytes", 1):
+        time.sleep(0.5)
+    state = collector.state()
+    assert collector.stop() == 0
+    assert state["spool"]["bytes"] == 0, state["spool"]
+    writer = state["writer"]
+    assert writer["spooled_frames"] > 0 and writer["replayed_frames"] >= writer["spooled_frames"], writer
+    assert "store unavailable" in collector.log() and "spool drained" in collector.log()
+    assert_stored_exactly_once(influxdb, tap, devs, PER_DEV)
+    _accounted_once(collector.state(), devs)
+
+
+def test_two_collectors_share_the_load_without_double_writes(
+    mosquitto, influxdb, collector_factory, tap, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    c1 = collector_factory(_collect_args(mosquitto, influxdb, "--share", "wb"), cid="c1").start()
+    c2 = collector_factory(_collect_args(mosquitto, influxdb, "--share", "wb"), cid="c2").start()
+    with appliances(mosquitto.url, tmp_path, n=N_DEV, channels=N_CH, hz=HZ, count=PER_DEV) as apps:
+        wait_appliances_done(apps, 180)
+        devs = [a.dev for a in apps]
+    wait_keys_stored(influxdb, tap, devs, 60)
+    assert c1.stop() == 0 and c2.stop() == 0
+    assert_stored_exactly_once(influxdb, tap, devs, PER_DEV)
+    states = [c1.state(), c2.state()]
+    for dev in devs:
+        taken = [s["accounts"].get(dev, {}).get("received", 0) for s in states]
+        assert sum(taken) == PER_DEV, (dev, taken, "each batch went to exactly one collector")
+    stored = [sum(a["stored"] for a in s["accounts"].values()) for s in states]
+    assert min(stored) > 0, ("both collectors took part", stored)
+
+
+class RejectWatcher:
+    """Subscribes to every collector's reject notices."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.notices: list[dict[str, Any]] = []
+        self._ready = threading.Event()
+        self.client = mqtt.Client(
+            mqtt.CallbackAPIVersion.VERSION2, client_id="reject-watch", protocol=mqtt.MQTTv5
+        )
+        self.client.on_connect = lambda c, *a: c.subscribe(contract.subscription("reject"), qos=1)
+        self.client.on_subscribe = lambda *a: self._ready.set()
+        self.client.on_message = lambda c, u, m: self.notices.append(contract.strict_loads(m.payload))
+        self.client.connect(host, port)
+        self.client.loop_start()
+        assert self._ready.wait(10)
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def test_every_invalid_vector_is_rejected_with_a_reason_and_valid_messages_around_it_are_kept(  # type: ignore[no-untyped-def]
+    mosquitto, influxdb, collector_factory
+) -> None:
+    collector = collector_factory(_collect_args(mosquitto, influxdb)).start()
+    watcher = RejectWatcher(mosquitto.host, mosquitto.port)
+    consumed = {contract.subscription(k) for k in ("samples", "status", "meta", "phase", "result")}
+    # every invalid vector on a topic the collector reads (the reject vector is the collectors' own output)
+    invalid = [
+        v for v in contract.vectors("invalid") if any(mqtt.topic_matches_sub(s, v.topic) for s in consumed)
+    ]
+    assert len(invalid) >= 40
+    # a valid stream of one device, one message before and after every invalid vector
+    stream = Stream(
+        devices=1, channels=1, batch=10, samples_per_device=10 * (2 * len(invalid) + 1), prefix="good"
+    )
+    good = stream.messages()
+    sequence: list[tuple[str, bytes]] = []
+    for k, vec in enumerate(invalid):
+        sequence += [good[2 * k], (vec.topic, vec.raw), good[2 * k + 1]]
+    sequence.append(good[-1])
+    pub = Publisher(mosquitto.host, mosquitto.port)
+    pub.publish_all(sequence)
+    pub.close()
+
+    wait_stored(influxdb, ["good-000"], stream.total, 60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(watcher.notices) < len(invalid):
+        time.sleep(0.2)
+    assert collector.running, "malformed input never stops the collector"
+    state = collector.state()
+    assert collector.stop() == 0
+    watcher.close()
+
+    assert_exactly_once(influxdb, ["good-000"], stream.total)
+    assert len(watcher.notices) == len(invalid), [n["detail"] for n in watcher.notices]
+    check = contract.jsonschema_validator("reject")
+    for notice, vec in zip(watcher.notices, invalid, strict=True):
+        assert not list(check.iter_errors(notice)), notice  # the notice itself follows the contract
+        assert notice["topic"] == vec.topic
+        assert notice["reason"] in ("decode", "schema", "version", "future", "stale", "mismatch"), (
+            vec.name,
+            notice,
+        )
+        assert len(notice["detail"]) > 10, (vec.name, notice)
+        if vec.stage == "decode":
+            assert notice["reason"] == "decode", (vec.name, notice)
+    assert state["counters"]["rejected"] == len(invalid)
+    stored_rejects = influxdb.query('SELECT count("size") FROM "wb_reject" GROUP BY "reason"')
+    assert sum(r["count"] for r in stored_rejects) == len(invalid)
+
+
+def test_status_command_shows_the_accounting(mosquitto, influxdb, collector_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import json
+    import subprocess
+    import sys
+
+    from .conftest import _child_env
+
+    collector = collector_factory(_collect_args(mosquitto, influxdb)).start()
+    stream = Stream(devices=2, channels=2, batch=100, samples_per_device=2000, prefix="st")
+    # a gap of one batch on the first device, and one batch sent twice on the second
+    msgs = stream.messages()
+    del msgs[4]
+    msgs.append(msgs[1])  # the first batch of st-001, again
+    pub = Publisher(mosquitto.host, mosquitto.port)
+    pub.publish_all(msgs)
+    pub.close()
+    wait_stored(influxdb, ["st-001"], 2000, 30)
+    time.sleep(1.5)  # one more health period
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wattbench.cli",
+            "status",
+            "--state-dir",
+            str(collector.state_dir),
+            "--influx",
+            influxdb.url,
+            "--db",
+            influxdb.db,
+            "--verify",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=_child_env(),
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    accts = doc["collectors"][0]["accounts"]
+    assert accts["st-000"]["gaps"] == 1 and accts["st-000"]["missing"] == 100, accts["st-000"]
+    assert accts["st-001"]["duplicates"] == 100, accts["st-001"]
+    verify = {v["dev"]: v for v in doc["verify"]}
+    assert verify["st-000"]["missing"] == 100 and verify["st-001"]["missing"] == 0
+    health = {(h["dev"], h["collector"]) for h in doc["health"]}
+    assert ("st-000", "c1") in health
+    table = subprocess.run(
+        [sys.executable, "-m", "wattbench.cli", "status", "--state-dir", str(collector.state_dir)],
+        capture_output=True,
+        text=True,
+        env=_child_env(),
+        timeout=60,
+    )
+    assert table.returncode == 0 and "st-000" in table.stdout and "Collectors" in table.stdout, table.stdout
+    assert collector.stop() == 0
