@@ -291,8 +291,9 @@ def demo_report(workdir: Path) -> Path:
     except ImportError:
         raise SystemExit("wattbench demo is not available in this installation; pass --report FILE") from None
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    report = workdir / "wattbench-demo.html"
     proc = subprocess.run(
-        [sys.executable, "-m", "wattbench.cli", "demo"],
+        [sys.executable, "-m", "wattbench.cli", "demo", "--quiet", "--html", str(report)],
         cwd=workdir,
         env=env,
         capture_output=True,
@@ -303,26 +304,31 @@ def demo_report(workdir: Path) -> Path:
         raise SystemExit(
             f"wattbench demo failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
         )
-    reports = sorted(workdir.rglob("*.html"), key=lambda p: p.stat().st_mtime)
-    named = re.findall(r"(\S+\.html)", proc.stdout + proc.stderr)
-    for name in reversed(named):
-        path = (workdir / name).resolve()
-        if path.exists():
-            return path
-    if not reports:
+    if not report.exists():
         raise SystemExit("wattbench demo wrote no HTML report")
-    return reports[-1]
+    return report
 
 
-def chart_page(report_html: str) -> str:
+CHART_WIDTH_PX = 960
+CHART_PAD_PX = 16
+
+
+def chart_page(report_html: str) -> tuple[str, int]:
+    """The report's first chart alone on a page, and the page height that fits it."""
     m = re.search(r"<div class=chart>(.*?)</div>", report_html, re.S)
     if not m:
         raise SystemExit("the report has no chart")
-    return (
+    svg = m.group(1)
+    size = re.search(r'<svg[^>]*\swidth="([\d.]+)[a-z]*"[^>]*\sheight="([\d.]+)[a-z]*"', svg)
+    aspect = float(size.group(2)) / float(size.group(1)) if size else 0.6
+    height = int(CHART_WIDTH_PX * aspect) + 2 * CHART_PAD_PX + 4
+    page = (
         '<!doctype html><html><head><meta charset="utf-8"><style>'
-        "body{margin:0;background:#fff}div{width:960px;padding:16px}svg{width:100%;height:auto}"
-        f"</style></head><body><div>{m.group(1)}</div></body></html>"
+        f"body{{margin:0;background:#fff}}div{{width:{CHART_WIDTH_PX}px;padding:{CHART_PAD_PX}px}}"
+        "svg{display:block;width:100%;height:auto}"
+        f"</style></head><body><div>{svg}</div></body></html>"
     )
+    return page, height
 
 
 def render_report(chromium: str, report: str | None) -> Path:
@@ -330,9 +336,10 @@ def render_report(chromium: str, report: str | None) -> Path:
     with tempfile.TemporaryDirectory(prefix="wattbench-pictures-") as tmp:
         path = Path(report) if report else demo_report(Path(tmp))
         page = Path(tmp) / "chart.html"
-        page.write_text(chart_page(path.read_text(encoding="utf-8")), encoding="utf-8")
+        text, height = chart_page(path.read_text(encoding="utf-8"))
+        page.write_text(text, encoding="utf-8")
         IMG.mkdir(parents=True, exist_ok=True)
-        screenshot(chromium, page, out, 992, 600)
+        screenshot(chromium, page, out, CHART_WIDTH_PX + 2 * CHART_PAD_PX, height)
     return out
 
 
