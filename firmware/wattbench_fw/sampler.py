@@ -9,6 +9,7 @@ Every output sample gets the next device sequence number, whether or not it hold
 from wattbench_fw import port
 from wattbench_fw.contract import (
     BOUNDS,
+    FLAG_CLOCK_STEP,
     FLAG_MISSED,
     FLAG_OVER_RANGE,
     FLAG_PARTIAL,
@@ -25,6 +26,8 @@ MEAN_KEYS = ("W", "V", "A", "PF", "Hz", "T", "RH")
 # A stall longer than this many slots is not back-filled with missed samples one by one.
 MAX_CATCHUP_SLOTS = 1000
 MAX_ROWS_PER_POLL = 200
+# A timestamp inversion smaller than this is read jitter, not a clock step (see Channel.stamp).
+MAX_NUDGE_MS = 100
 
 
 def rate_millihz(hz):
@@ -185,6 +188,27 @@ class Channel:
         self.missed_slots = 0
         self.lost_slots = 0
         self.last_error = None
+        self.last_t = None  # UTC ms of the newest sample issued, for strictly increasing stamps
+        self.overlap = False  # after a backward clock step, until the clock passes last_t again
+
+    def stamp(self, t, flags):
+        """Keep this channel's timestamps strictly increasing: (dev, ch, t) is a sample's identity in
+        storage, so two samples in one millisecond would overwrite each other.
+
+        A late read is stamped at its midpoint, which can pass the next slot's deadline by the read's
+        duration; such a small inversion is nudged to 1 ms after the previous sample. A backward clock
+        step is larger: those samples keep their true time but are flagged clock_step until the clock
+        passes the last time issued before the step, so consumers can tell them apart."""
+        last = self.last_t
+        if last is not None and t <= last:
+            if not self.overlap and last - t < MAX_NUDGE_MS:
+                self.last_t = last + 1
+                return last + 1, flags
+            self.overlap = True
+            return t, flags | FLAG_CLOCK_STEP
+        self.overlap = False
+        self.last_t = t
+        return t, flags
 
     def due(self, k):
         return self.start + k * 1000000000 // self.raw_mhz
@@ -259,7 +283,8 @@ class Sampler:
             row["_m"] = mono
             self.pending_time += 1
         else:
-            row["t"] = u // 1000
+            t, flags = ch.stamp(u // 1000, flags)
+            row["t"] = t
         if flags:
             row["f"] = flags
         rows.append(row)
@@ -288,11 +313,11 @@ class Sampler:
                     ch = c
             if ch.next_due > now:
                 break
-            limit = ch.due(ch.k + 1) - ch.next_due if ch.max_late_us is None else ch.max_late_us
-            if now - ch.next_due >= max(1, limit):
+            late = ch.due(ch.k + 1) - ch.next_due if ch.max_late_us is None else ch.max_late_us
+            if now - ch.next_due >= max(1, late):
                 # This slot's window has passed: it is missed, not read late.
                 behind = 1
-                while behind <= MAX_CATCHUP_SLOTS and now - ch.due(ch.k + behind) >= limit:
+                while behind <= MAX_CATCHUP_SLOTS and now - ch.due(ch.k + behind) >= late:
                     behind += 1
                 if behind > MAX_CATCHUP_SLOTS:
                     # A long stall (suspended host, blocked bus): restart the schedule at now.

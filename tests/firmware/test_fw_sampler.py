@@ -274,10 +274,30 @@ def test_late_allowance_reads_late_instead_of_missing() -> None:
     t.now = 3_500  # 3.5 periods late, well inside the 50 ms allowance
     rows = s.poll()
     assert len(rows) == 4 and all("f" not in r and "W" in r for r in rows)
-    assert {r["t"] for r in rows} == {(EPOCH_US + 3_500) // 1000}  # real read times, not deadlines
+    # The real read time, not the deadlines; reads in one millisecond are spread 1 ms apart so that
+    # (dev, ch, t) stays unique in storage.
+    first = (EPOCH_US + 3_500) // 1000
+    assert [r["t"] for r in rows] == [first, first + 1, first + 2, first + 3]
     t.now = 100_000  # beyond the allowance: those slots are missed
     rows = s.poll(limit=1000)
     # slots due at 4..50 ms are more than 50 ms old: missed; 51..100 ms are read late
     assert sum(r.get("f") == contract.FLAG_MISSED for r in rows) == 47
     assert sum("W" in r for r in rows) == 50
     assert ch.next_due > t.now - 50_000
+
+
+def test_timestamps_of_a_channel_strictly_increase_and_backward_steps_are_flagged() -> None:
+    t = FakeTime()
+    ch = Channel("x", Script(t), 10)
+    s = Sampler([ch], Seq(), FixedClock(), t)
+    s.start()
+    # a late read whose midpoint passed the next deadline, then that next slot read on time
+    assert ch.stamp(1000, 0) == (1000, 0)
+    assert ch.stamp(999, 0) == (1001, 0), "a small inversion is nudged after the previous sample"
+    assert ch.stamp(1001, 0) == (1002, 0)
+    # the clock stepped back by 2 s: true time kept, flagged until it passes the last issued time
+    assert ch.stamp(-998, 0) == (-998, 8)
+    assert ch.stamp(950, 0) == (950, 8), "still in the overlap: flagged, not nudged"
+    assert ch.stamp(1002, 0) == (1002, 8)
+    assert ch.stamp(1003, 0) == (1003, 0)
+    assert ch.stamp(1003, 0) == (1004, 0), "jitter after the overlap is nudged again"
