@@ -2,6 +2,8 @@
 
 It keeps sessions and retained messages in memory only, speaks MQTT 3.1.1 (the collector then uses
 3.1.1 too) and has no shared subscriptions: for a lab, run Mosquitto with deploy/mosquitto.conf.
+Anyone may connect; sessions of clients that give a user name are kept with their queued QoS 1
+messages while they are away (use EmbeddedBroker.collector_options() for the collector).
 
 `wattbench broker` runs it in the foreground; EmbeddedBroker runs it in a background thread of the
 calling process:
@@ -26,10 +28,38 @@ def _config(host: str, port: int) -> dict[str, Any]:
         "listeners": {"default": {"type": "tcp", "bind": f"{host}:{port}", "max_connections": 1000}},
         # Long enough to hold a collector's queued QoS 1 messages while it restarts.
         "session_expiry_interval": 7 * 24 * 3600,
-        "plugins": {
-            "amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True},
-        },
+        "plugins": {"wattbench.broker.OpenAuth": {}},
     }
+
+
+def _open_auth_class() -> Any:
+    from dataclasses import dataclass
+
+    from amqtt.plugins.base import BaseAuthPlugin
+
+    class OpenAuth(BaseAuthPlugin):  # type: ignore[misc]
+        """Lets every client in, like allow_anonymous, but keeps the sessions of clients that give a
+        user name: amqtt queues QoS 1 messages for an offline session only if it is not anonymous,
+        and the collector needs that queue to lose nothing while it restarts."""
+
+        @dataclass
+        class Config:
+            pass
+
+        async def authenticate(self, *, session: Any) -> bool:
+            session.is_anonymous = not session.username
+            return True
+
+    return OpenAuth
+
+
+def __getattr__(name: str) -> Any:
+    # Built on first use so that `wattbench --help` does not import amqtt.
+    if name == "OpenAuth":
+        cls = _open_auth_class()
+        globals()["OpenAuth"] = cls
+        return cls
+    raise AttributeError(name)
 
 
 def _free_port(host: str) -> int:
@@ -56,6 +86,11 @@ class EmbeddedBroker:
     @property
     def url(self) -> str:
         return f"{self.host}:{self.port}"
+
+    def collector_options(self) -> dict[str, Any]:
+        """CollectorConfig settings for this broker: MQTT 3.1.1, and a user name so that the broker
+        keeps the collector's session (and its queued messages) across a restart."""
+        return {"broker": self.url, "protocol": self.protocol, "mqtt_user": "wattbench-collector"}
 
     def start(self, timeout: float = 15.0) -> EmbeddedBroker:
         import asyncio

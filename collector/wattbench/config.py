@@ -30,7 +30,7 @@ def default_collector_id() -> str:
     return f"collector-{host}"[:32].rstrip("-_")
 
 
-@dataclass
+@dataclass(repr=False)
 class CollectorConfig:
     # MQTT
     broker: str = "127.0.0.1:1883"
@@ -68,6 +68,17 @@ class CollectorConfig:
     restore_state: bool = True
     hmac_keys: str = ""  # JSON file {"device-id": "hex key"}: batches of those devices must be signed
     hmac_require: bool = False  # refuse unsigned batches from devices without a key as well
+
+    def __repr__(self) -> str:
+        shown = []
+        for f in fields(self):
+            if not f.repr:
+                continue
+            value = getattr(self, f.name)
+            if f.name == "store" and isinstance(value, str):
+                value = redact_url(value)
+            shown.append(f"{f.name}={value!r}")
+        return f"CollectorConfig({', '.join(shown)})"
 
     # ---------------------------------------------------------------- derived values
 

@@ -95,7 +95,10 @@ class InfluxStore:
         self.written_lines = 0
 
     def __repr__(self) -> str:  # never show credentials
-        return f"InfluxStore({self.url!r}, db={self.db!r}, version={self.version!r})"
+        import re
+
+        url = re.sub(r"//[^/@]*@", "//***@", self.url)
+        return f"InfluxStore({url!r}, db={self.db!r}, version={self.version!r})"
 
     # ------------------------------------------------------------------ connection
 

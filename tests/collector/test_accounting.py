@@ -1,0 +1,173 @@
+"""Per-device accounting: gaps, duplicates, late arrivals, reboots, clock offset, rate."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wattbench.ingest.accounting import MAX_HOLES, DeviceAccount, SeqTracker
+
+T0 = 1_763_760_000_000
+
+
+def batch(seqs: list[int], boot: int = 1, step_ms: int = 10, ch: str = "psu1", **extra: object) -> dict:
+    rows = [{"s": s, "t": T0 + s * step_ms, "c": ch, "W": 100.0, **extra} for s in seqs]
+    return {"v": 1, "dev": "d", "boot": boot, "clk": {"sync": "ntp", "age": 3.0, "err": 2.5}, "samples": rows}
+
+
+def seqs_of(rows: list[dict]) -> list[int]:
+    return [r["s"] for r in rows]
+
+
+def test_in_order_stream_has_no_gaps_or_duplicates() -> None:
+    a = DeviceAccount("d")
+    for k in range(10):
+        kept, _ = a.admit(batch(list(range(k * 50, k * 50 + 50))), T0 + k * 500 + 520)
+        assert len(kept) == 50
+    h = a.health()
+    assert (h["received"], h["stored"], h["duplicates"], h["gaps"], h["missing"], h["out_of_order"]) == (
+        500,
+        500,
+        0,
+        0,
+        0,
+        0,
+    )
+    assert a.seq.hole_count() == 0
+
+
+def test_gap_then_late_fill_then_duplicate() -> None:
+    a = DeviceAccount("d")
+    a.admit(batch([0, 1, 2]), T0)
+    a.admit(batch([6, 7]), T0)  # 3, 4, 5 missing
+    assert (a.gaps, a.missing) == (1, 3)
+    kept, _ = a.admit(batch([4]), T0)  # arrives late: kept, no longer missing
+    assert seqs_of(kept) == [4] and (a.missing, a.out_of_order) == (2, 1)
+    kept, _ = a.admit(batch([4, 7, 3]), T0)  # 4 and 7 seen before; 3 fills the hole
+    assert seqs_of(kept) == [3] and a.duplicates == 2 and a.missing == 1
+    assert a.seq.starts == [5] and a.seq.ends == [5]
+
+
+def test_whole_batch_redelivered_is_dropped_as_duplicates() -> None:
+    a = DeviceAccount("d")
+    b = batch(list(range(100)))
+    a.admit(b, T0)
+    kept, _ = a.admit(b, T0)
+    assert kept == [] and a.duplicates == 100 and a.stored == 100
+
+
+def test_samples_before_the_first_one_seen_are_kept_not_called_duplicates() -> None:
+    a = DeviceAccount("d")  # a fresh collector joining a running stream
+    a.admit(batch([100, 101]), T0)
+    kept, _ = a.admit(batch([50, 51]), T0)  # redelivered older messages
+    assert seqs_of(kept) == [50, 51] and a.duplicates == 0 and a.out_of_order == 2
+
+
+def test_reboot_that_keeps_the_sequence_counts_lost_samples_as_a_gap() -> None:
+    a = DeviceAccount("d")
+    a.admit(batch([0, 1, 2], boot=1), T0)
+    kept, _ = a.admit(batch([5, 6], boot=2), T0)  # 3 and 4 were in RAM when power went
+    assert seqs_of(kept) == [5, 6] and a.reboots == 1 and (a.gaps, a.missing) == (1, 2)
+
+
+def test_reboot_that_restarts_the_sequence_does_not_drop_everything() -> None:
+    a = DeviceAccount("d")
+    a.admit(batch(list(range(100)), boot=1), T0)
+    kept, _ = a.admit(batch([0, 1, 2], boot=2), T0 + 1000)
+    assert seqs_of(kept) == [0, 1, 2] and a.seq_resets == 1 and a.duplicates == 0
+    kept, _ = a.admit(batch([50], boot=1), T0)  # a late batch from before the reboot: kept
+    assert seqs_of(kept) == [50]
+
+
+def test_energy_counter_going_back_is_reported_in_sequence_order() -> None:
+    a = DeviceAccount("d")
+    b = batch([0, 1, 2])
+    for r, wh in zip(b["samples"], [10.0, 10.5, 9.0], strict=True):
+        r["Wh"] = wh
+    _, steps = a.admit(b, T0)
+    assert len(steps) == 1 and (steps[0].before, steps[0].after, steps[0].seq) == (10.5, 9.0, 2)
+    assert "went back" in steps[0].detail()
+    late = batch([1])
+    late["samples"][0]["Wh"] = 1.0
+    _, steps = a.admit(late, T0)  # a duplicate, and older anyway: no judgement from it
+    assert steps == []
+
+
+def test_samples_in_the_same_millisecond_are_counted() -> None:
+    a = DeviceAccount("d")
+    b = batch([0, 1, 2, 3])
+    b["samples"][2]["t"] = b["samples"][1]["t"]
+    a.admit(b, T0)
+    assert a.t_repeats == 1
+
+
+def test_clock_offset_and_rate() -> None:
+    a = DeviceAccount("d")
+    # 100 Hz, batches of 50 sent 40 ms after their newest sample, the device clock 200 ms behind
+    for k in range(20):
+        seqs = list(range(k * 50, k * 50 + 50))
+        newest = T0 + seqs[-1] * 10
+        jitter = 0 if k == 7 else random.Random(k).randint(1, 30)
+        a.admit(batch(seqs), newest + 200 + 40 + jitter)
+    assert a.offset_ms == 240.0
+    assert a.rate_hz is not None and abs(a.rate_hz - 100.0) < 1.0
+    h = a.health()
+    assert h["clk_age"] == 3.0 and h["clk_err"] == 2.5
+
+
+def test_shared_mode_keeps_dedup_but_reports_no_gaps() -> None:
+    a = DeviceAccount("d", track_gaps=False)
+    a.admit(batch([0, 1]), T0)
+    a.admit(batch([10, 11]), T0)  # the messages in between went to the other collector
+    kept, _ = a.admit(batch([0, 5]), T0)
+    assert seqs_of(kept) == [5] and a.duplicates == 1
+    assert "gaps" not in a.health() and "missing" not in a.health()
+
+
+def test_state_round_trip_continues_the_count() -> None:
+    a = DeviceAccount("d")
+    a.admit(batch([0, 1, 2, 7, 8]), T0)
+    b = DeviceAccount.from_state(a.state())
+    kept, _ = b.admit(batch([8, 3, 9]), T0)
+    assert seqs_of(kept) == [3, 9] and b.duplicates == 1 and b.missing == 3 and b.received == 8
+
+
+def test_hole_list_is_bounded_and_forgotten_holes_never_drop_data() -> None:
+    t = SeqTracker()
+    t.high = 0
+    for k in range(MAX_HOLES + 10):
+        t.add_hole(2 * k + 1, 2 * k + 1)
+    assert t.hole_count() == MAX_HOLES and t.floor > 0
+    a = DeviceAccount("d")
+    a.seq = t
+    a.seq.high = 2 * (MAX_HOLES + 10)
+    kept, _ = a.admit(batch([1]), T0)  # below the floor: unknown, kept
+    assert seqs_of(kept) == [1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 300), min_size=1, max_size=400), st.randoms(use_true_random=False))
+def test_every_sequence_number_is_kept_exactly_once_whatever_the_order(
+    seqs: list[int], rnd: random.Random
+) -> None:
+    """Property: whatever the arrival order and duplication, the rows kept are each distinct
+    sequence number exactly once, and missing counts the holes still open below the highest seen."""
+    a = DeviceAccount("d")
+    kept_all: list[int] = []
+    i = 0
+    while i < len(seqs):
+        n = rnd.randint(1, 20)
+        kept, _ = a.admit(batch(seqs[i : i + n]), T0)
+        kept_all += seqs_of(kept)
+        i += n
+    first = seqs[0]
+    # every sequence number is kept; only those below the first one seen (history the collector
+    # never saw) may be kept more than once, and the store's idempotent keys absorb that
+    assert set(kept_all) == set(seqs)
+    above = [s for s in kept_all if s >= first]
+    assert len(above) == len(set(above))
+    assert a.duplicates == len([s for s in seqs if s >= first]) - len(set(above))
+    expected_missing = len(set(range(first, max(seqs) + 1)) - set(seqs))
+    assert a.missing == expected_missing

@@ -1,0 +1,119 @@
+"""The collector in-process, as the demo runs it: the embedded amqtt broker (MQTT 3.1.1) and the
+SQLite file store. Also the command's exit codes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+
+from wattbench.broker import EmbeddedBroker
+from wattbench.ingest import Collector, CollectorConfig
+from wattbench.store import open_store
+
+from .conftest import _child_env
+from .streams import Publisher, Stream
+
+
+def test_embedded_broker_sqlite_store_exactly_once_across_a_restart(tmp_path: Path) -> None:
+    db = tmp_path / "wb.sqlite"
+    stream = Stream(devices=3, channels=2, batch=100, samples_per_device=4000, prefix="emb")
+    msgs = stream.messages()
+    half = len(msgs) // 2
+    with EmbeddedBroker() as broker:
+        cfg = CollectorConfig(
+            store=str(db),
+            state_dir=str(tmp_path),
+            id="demo",
+            health_period_s=0.5,
+            validate_workers=0,
+            **broker.collector_options(),
+        )
+        collector = Collector(cfg).start()
+        pub = Publisher(broker.host, broker.port, protocol=mqtt.MQTTv311)
+        pub.publish_all(msgs[:half])
+        assert collector.wait_for(lambda c: c["messages"] >= half, timeout=60)
+        collector.stop()
+        pub.publish_all(msgs[half:])  # queued by the broker for the stopped collector's session
+        collector = Collector(cfg).start()
+        assert collector.wait_for(lambda c: c["samples_stored"] >= stream.total, timeout=60), (
+            collector.counters()
+        )
+        devices = collector.devices()
+        collector.stop()
+        pub.close()
+    store = open_store(str(db))
+    checks = {c["dev"]: c for c in store.sequence_check()}
+    for i in range(3):
+        c = checks[stream.dev(i)]
+        assert (c["count"], c["first"], c["last"], c["missing"]) == (4000, 0, 3999, 0), c
+        d = devices[stream.dev(i)]
+        assert d["received"] == d["stored"] == 4000 and d["gaps"] == 0 and d["duplicates"] == 0, d
+    assert {h["dev"] for h in store.health()} == {stream.dev(i) for i in range(3)}
+    store.close()
+
+
+def _collect(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "wattbench.cli", "collect", *args],
+        capture_output=True,
+        text=True,
+        env=_child_env(),
+        timeout=timeout,
+    )
+
+
+def test_exit_codes(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("connect_timeout_s = 1\n")
+    closed = EmbeddedBroker().port  # a free port nobody listens on
+    out = _collect("--broker", f"127.0.0.1:{closed}", "--config", str(cfg), "--state-dir", str(tmp_path))
+    assert out.returncode == 3, out.stderr
+    assert "cannot reach the MQTT broker" in out.stderr
+    out = _collect("--id", "Not Valid", "--state-dir", str(tmp_path))
+    assert out.returncode == 2 and "collector id" in out.stderr
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    out = _collect(
+        "--broker", f"127.0.0.1:{closed}", "--spool", str(blocker / "spool"), "--state-dir", str(tmp_path)
+    )
+    assert out.returncode == 4 and "spool" in out.stderr
+
+
+def test_sigterm_drains_and_exits_zero(tmp_path: Path) -> None:
+    import signal
+
+    with EmbeddedBroker() as broker:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "wattbench.cli",
+                "collect",
+                "--broker",
+                broker.url,
+                "--protocol",
+                "3.1.1",
+                "--store",
+                str(tmp_path / "wb.sqlite"),
+                "--state-dir",
+                str(tmp_path),
+                "--id",
+                "t1",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=_child_env(),
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (tmp_path / "collector-t1.json").exists():
+            time.sleep(0.1)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert "stopping" in out and "stopped" in out

@@ -1,0 +1,92 @@
+"""Collector configuration: file < environment < options, clear errors, secrets kept out of sight."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from wattbench.config import CollectorConfig, ConfigError, load_config
+
+TOML = b"""
+[mqtt]
+broker = "broker.lab:1884"
+user = "wattbench-collector"
+share = "wb"
+
+[influx]
+db = "lab"
+
+[collector]
+id = "collector-a"
+health_period_s = 2
+store = "http://influx.lab:8086"
+"""
+
+
+def test_file_then_environment_then_options(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_bytes(TOML)
+    cfg = load_config(path, env={}).resolved()
+    assert (cfg.broker, cfg.mqtt_user, cfg.share, cfg.influx_db, cfg.id) == (
+        "broker.lab:1884",
+        "wattbench-collector",
+        "wb",
+        "lab",
+        "collector-a",
+    )
+    assert cfg.health_period_s == 2.0 and cfg.is_influx
+    env = {"WATTBENCH_BROKER": "other:1883", "WATTBENCH_INFLUX_DB": "envdb", "WATTBENCH_MQTT_PASSWORD": "pw"}
+    cfg = load_config(path, env=env, overrides={"id": "from-cli", "influx_db": None}).resolved()
+    assert (cfg.broker, cfg.influx_db, cfg.id, cfg.mqtt_password) == ("other:1883", "envdb", "from-cli", "pw")
+
+
+def test_secrets_never_in_repr_or_description(tmp_path: Path) -> None:
+    secret = tmp_path / "pw"
+    secret.write_text("hunter2\n")
+    env = {
+        "WATTBENCH_MQTT_PASSWORD_FILE": str(secret),
+        "WATTBENCH_INFLUX_TOKEN": "tok-123",
+        "WATTBENCH_INFLUX_URL": "http://u:p4ss@influx:8086",
+    }
+    cfg = load_config(None, env=env).resolved()
+    assert cfg.mqtt_password == "hunter2" and cfg.influx_token == "tok-123"
+    for text in (repr(cfg), str(cfg.describe())):
+        assert "hunter2" not in text and "tok-123" not in text and "p4ss" not in text
+
+
+def test_defaults_are_usable(tmp_path: Path) -> None:
+    cfg = CollectorConfig(state_dir=str(tmp_path)).resolved()
+    assert cfg.protocol == "5" and cfg.client_id == f"wattbench-{cfg.id}"
+    assert cfg.store_spec().endswith("wattbench.sqlite") and not cfg.is_influx
+    assert Path(cfg.spool_dir).parent.parent == tmp_path
+
+
+@pytest.mark.parametrize(
+    "changes,words",
+    [
+        ({"id": "Bad Id"}, "collector id"),
+        ({"protocol": "4"}, "protocol"),
+        ({"share": "a/b"}, "share group"),
+        ({"share": "wb", "protocol": "3.1.1"}, "MQTT 5"),
+        ({"broker": "host:port"}, "not a number"),
+        ({"health_period_s": 0.0}, "health_period_s"),
+        ({"receive_maximum": 0}, "receive_maximum"),
+    ],
+)
+def test_bad_settings_name_the_setting(tmp_path: Path, changes: dict[str, object], words: str) -> None:
+    cfg = CollectorConfig(state_dir=str(tmp_path), **changes)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=words):
+        cfg.resolved()
+
+
+def test_unknown_keys_and_bad_types_in_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("[mqtt]\nbrokr = 'x'\n")
+    with pytest.raises(ConfigError, match="brokr"):
+        load_config(path, env={})
+    path.write_text("keepalive_s = 'soon'\n")
+    with pytest.raises(ConfigError, match="keepalive_s"):
+        load_config(path, env={})
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.toml", env={})

@@ -1,0 +1,186 @@
+"""Both stores behave the same through the Store protocol: idempotent writes, the same reads. The
+InfluxDB one runs against the real InfluxDB 1.8 and is checked against the layout in influx.json."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import wattbench_schema as contract
+from wattbench.store.lineproto import sample_lines
+
+T0 = 1_763_760_000_000
+
+
+def _vector(name: str) -> Any:
+    return next(v for v in contract.vectors("valid") if v.name == name).payload
+
+
+def _rows(n: int, ch: str = "psu1", start_s: int = 0) -> list[dict[str, Any]]:
+    return [
+        {"s": start_s + i, "t": T0 + 100 * i, "c": ch, "W": 100.0 + i, "V": 230, "f": 4}
+        if i % 10 == 9
+        else {"s": start_s + i, "t": T0 + 100 * i, "c": ch, "W": 100.0 + i, "V": 230}
+        for i in range(n)
+    ]
+
+
+def exercise(store: Any) -> None:
+    store.write_samples("bench-a", _rows(50) + _rows(50, "psu2", 50))
+    store.write_samples("bench-b", [{"s": 7, "t": T0, "c": "psu1", "f": 1}])
+    phases = [v.payload for v in contract.vectors("valid") if v.schema == "phase"]
+    for ev in phases:
+        store.write_phase(ev)
+    result = _vector("result_valid_run")
+    store.write_result(result)
+    store.write_status(_vector("status_online_boot"), T0 + 5)
+    store.write_health(
+        "c1", "bench-a", {"received": 100, "stored": 100, "offset_ms": 12.5, "rate_hz": 10.0}, T0
+    )
+    store.write_health(
+        "c1", "bench-a", {"received": 200, "stored": 199, "offset_ms": 11.0, "rate_hz": 10.0}, T0 + 5000
+    )
+    store.write_reject(
+        "c1",
+        {
+            "v": 1,
+            "t": T0,
+            "topic": "wattbench/v1/dev/x/samples",
+            "reason": "decode",
+            "detail": 'not "strict" JSON, \\ and, = signs',
+            "size": 12,
+        },
+    )
+    store.flush()
+    # replaying the same writes changes nothing: identity is tags + time
+    store.write_samples("bench-a", _rows(50))
+    store.write_result(result)
+    store.flush()
+
+    assert store.count_samples() == 101
+    assert store.count_samples("bench-a") == 100
+    checks = {c["dev"]: c for c in store.sequence_check()}
+    assert checks["bench-a"] == {"dev": "bench-a", "count": 100, "first": 0, "last": 99, "missing": 0}
+
+    s = store.series("bench-a", "psu1", T0 + 100, T0 + 900, ("W", "V", "A"))
+    assert s.t_ms.tolist() == [T0 + 100 * i for i in range(1, 10)]
+    assert s.seq.tolist() == list(range(1, 10))
+    assert s.flags.tolist() == [0] * 8 + [4]
+    assert s.values["W"].tolist() == [100.0 + i for i in range(1, 10)]
+    assert s.values["V"].dtype == np.float64 and s.values["V"][0] == 230.0
+    assert all(math.isnan(x) for x in s.values["A"])  # not carried: NaN, never invented
+    flagged = store.series("bench-b", "psu1", T0, T0)
+    assert flagged.flags.tolist() == [1] and math.isnan(flagged.values["W"][0])
+    assert len(store.series("bench-a", "psu1", T0 - 10_000, T0 - 1)) == 0
+
+    assert store.channels(T0, T0 + 10_000) == [("bench-a", "psu1"), ("bench-a", "psu2"), ("bench-b", "psu1")]
+
+    run = phases[0]["run"]
+    got = store.phases(run)
+    mine = sorted((p for p in phases if p["run"] == run), key=lambda e: e["n"])
+    assert [(e["n"], e["event"], e["phase"], e["t"]) for e in got] == [
+        (e["n"], e["event"], e["phase"], e["t"]) for e in mine
+    ]
+    assert run in store.runs()
+    res = store.result(result["run"])
+    assert (
+        res is not None
+        and res["valid"] == result["valid"]
+        and res["overall"] == pytest.approx(result["overall"])
+    )
+    assert sorted(lv["phase"] for lv in res["levels"]) == sorted(lv["phase"] for lv in result["levels"])
+    assert store.result("no-such-run") is None
+
+    health = {(h["dev"], h["collector"]): h for h in store.health()}
+    assert health[("bench-a", "c1")]["received"] == 200 and health[("bench-a", "c1")]["t"] == T0 + 5000
+    rejects = store.rejects()
+    assert rejects[0]["reason"] == "decode" and rejects[0]["detail"] == 'not "strict" JSON, \\ and, = signs'
+
+
+def test_sqlite_store(tmp_path: Path) -> None:
+    from wattbench.store import open_store
+
+    store = open_store(str(tmp_path / "wb.sqlite"))
+    exercise(store)
+    store.close()
+    # a second process (status, analysis) reads the same file
+    again = open_store(f"sqlite://{tmp_path / 'wb.sqlite'}")
+    assert again.count_samples() == 101
+    again.close()
+
+
+def test_sqlite_failed_flush_keeps_nothing_half_written(tmp_path: Path) -> None:
+    from wattbench.store.sqlite import SqliteStore
+
+    store = SqliteStore(tmp_path / "wb.sqlite")
+    store.write_samples("a", _rows(10))
+    store.write_samples("a", [{"s": 1, "t": T0, "c": "x", "W": [1.0]}])  # cannot be bound
+    with pytest.raises(sqlite3.Error):
+        store.flush()
+    assert store.count_samples() == 0 and store.pending() == 0
+
+
+def test_line_protocol_follows_the_layout() -> None:
+    layout = contract.influx_layout()["measurements"]["wb_sample"]["fields"]
+    lines: list[str] = []
+    sample_lines("bench-a", [{"s": 3, "t": T0, "c": "psu1", "W": 231, "PF": -0.5, "n": 10, "f": 4.0}], lines)
+    (line,) = lines
+    head, fields, ts = line.split(" ")
+    assert head == "wb_sample,ch=psu1,dev=bench-a" and ts == str(T0)
+    parsed = dict(kv.split("=") for kv in fields.split(","))
+    assert parsed == {"s": "3i", "W": "231", "PF": "-0.5", "n": "10i", "f": "4i"}
+    for k, v in parsed.items():
+        assert v.endswith("i") == (layout[k] == "int"), k
+
+
+@pytest.mark.services
+def test_influx_store(influxdb) -> None:  # type: ignore[no-untyped-def]
+    from wattbench.store import open_store
+
+    store = open_store(influxdb.url, db=influxdb.db)
+    exercise(store)
+    # field types in InfluxDB are exactly the layout's (Telegraf writes the same ones)
+    layout = contract.influx_layout()["measurements"]
+    kinds = {"float": "float", "int": "integer", "string": "string", "bool": "boolean"}
+    for measurement in ("wb_sample", "wb_status", "wb_health", "wb_phase", "wb_result", "wb_reject"):
+        got = {r["fieldKey"]: r["fieldType"] for r in influxdb.query(f'SHOW FIELD KEYS FROM "{measurement}"')}
+        assert got, measurement
+        for key, ftype in got.items():
+            assert kinds[layout[measurement]["fields"][key]] == ftype, (measurement, key)
+        tags = {r["tagKey"] for r in influxdb.query(f'SHOW TAG KEYS FROM "{measurement}"')}
+        assert tags == set(layout[measurement]["tags"]), measurement
+    store.close()
+
+
+@pytest.mark.services
+def test_influx_store_reports_an_outage_and_recovers(influxdb) -> None:  # type: ignore[no-untyped-def]
+    from wattbench.store.influx import InfluxStore, StoreUnavailable
+
+    store = InfluxStore(influxdb.url, db=influxdb.db)
+    store.write_samples("a", _rows(5))
+    store.flush()
+    influxdb.stop()
+    store.write_samples("a", _rows(5, start_s=5))
+    with pytest.raises(StoreUnavailable):
+        store.flush()
+    assert store.pending() == 0  # the caller keeps the failed writes (the collector spools them)
+    influxdb.start()
+    store.write_samples("a", _rows(10))
+    store.flush()
+    assert store.count_samples("a") == 10
+    store.close()
+
+
+def test_influx_credentials_never_show(monkeypatch: pytest.MonkeyPatch) -> None:
+    from wattbench.store.influx import InfluxStore
+
+    monkeypatch.setenv("WATTBENCH_INFLUX_TOKEN", "s3cret-token")
+    monkeypatch.setenv("WATTBENCH_INFLUX_PASSWORD", "s3cret-pass")
+    store = InfluxStore("http://127.0.0.1:1", user="u")
+    assert "s3cret" not in repr(store) and "s3cret" not in str(vars(store).get("url"))
+    assert store._token_value() == "s3cret-token"
