@@ -25,6 +25,7 @@ import json
 import multiprocessing as mp
 import os
 import random
+import shutil
 import signal
 import sys
 import tempfile
@@ -70,7 +71,7 @@ if "--atheris-child" in sys.argv:
 
 from fuzz import crashes  # noqa: E402
 from fuzz.mutate import RandomSource  # noqa: E402
-from fuzz.targets import TARGETS  # noqa: E402
+from fuzz.targets import TARGETS, remove_scratch  # noqa: E402
 
 DEFAULT_INPUTS = 100_000
 OK_PREFIXES = ("reject:", "error:")
@@ -150,6 +151,7 @@ def child_loop(
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     progress.value = stop
+    remove_scratch()
     out.send({"labels": dict(labels), "crashes": dict(crash_count), "examples": examples, "hangs": hangs})
     out.close()
 
@@ -263,6 +265,8 @@ def atheris_child(name: str, inputs: int, seed: int, timeout_s: float, stats_pat
             raise
         if state["n"] % 1000 == 0 or state["n"] >= inputs:
             flush()
+        if state["n"] >= inputs:
+            remove_scratch()  # libFuzzer ends the process without running atexit
 
     os.chdir(workdir)
     atheris.Setup(
@@ -339,6 +343,8 @@ def run_atheris(name: str, inputs: int, seed: int, timeout_s: float) -> dict[str
         )
     elif proc.returncode != 0:
         result["hangs"].append({"index": -1, "input": proc.stderr[-800:], "kind": f"exit {proc.returncode}"})
+    if not result["hangs"] and "crash" not in doc:
+        shutil.rmtree(workdir, ignore_errors=True)  # keep libFuzzer's artifacts only when they matter
     return result
 
 

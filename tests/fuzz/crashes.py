@@ -56,6 +56,12 @@ KNOWN: tuple[KnownCrash, ...] = (
         r"^ValueError in wattbench_schema\.strict_loads$",
         "an integer literal of more than 4300 digits raises ValueError, not DecodeError",
     ),
+    # collector: accepted messages the spool cannot hold
+    KnownCrash(
+        "spool-int64",
+        r"^TypeError in wattbench\.ingest\.validate\.dumps$",
+        "an accepted integer beyond 64 bits (e.g. status buf.flash = 2**64) cannot be spooled (orjson)",
+    ),
     # firmware configuration and driver options
     KnownCrash(
         "fw-config-deep",
@@ -69,8 +75,8 @@ KNOWN: tuple[KnownCrash, ...] = (
     ),
     KnownCrash(
         "meter-options",
-        r"^(ZeroDivisionError|OverflowError) in wattbench_fw\.meters\.",
-        "driver options from the config are not range-checked (zero or infinite shunt, huge range)",
+        r"^(ZeroDivisionError|OverflowError|MemoryError) in wattbench_fw\.meters\.",
+        "driver options from the config are not type- or range-checked (zero or infinite shunt, huge range)",
     ),
     # appliance state files
     KnownCrash(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from typing import Any, Protocol
 
 
@@ -227,6 +228,9 @@ def nudge_numbers(src: Source, doc: Any) -> Any:
     return doc
 
 
+_PLACEHOLDER = re.compile(rb'"\\u0001RAW(\d+)\\u0001"')
+
+
 def dump_loose(doc: Any, src: Source) -> bytes:
     """Serialise a mutated document the way a sloppy device might: NaN tokens, spacing, raw non-ASCII."""
     raws: list[bytes] = []
@@ -248,9 +252,9 @@ def dump_loose(doc: Any, src: Source) -> bytes:
         separators=(",", ":") if chance(src, 80) else (", ", ": "),
     )
     out = text.encode("utf-8", errors="surrogatepass")
-    for i, raw in enumerate(raws):
-        out = out.replace(b'"\\u0001RAW%d\\u0001"' % i, raw, 1)
-    return out
+    if not raws:
+        return out
+    return _PLACEHOLDER.sub(lambda m: raws[int(m.group(1))], out)
 
 
 # ------------------------------------------------------------------ byte mutations

@@ -20,8 +20,15 @@ _SUPPRESS = [
     HealthCheck.large_base_example,
 ]
 
+# CI runs the same examples every time (derandomize), so a red build always points at a code change;
+# the scheduled profile explores new inputs on every run.
 settings.register_profile(
-    "fuzz-ci", max_examples=500, deadline=None, suppress_health_check=_SUPPRESS, print_blob=True
+    "fuzz-ci",
+    max_examples=500,
+    deadline=None,
+    suppress_health_check=_SUPPRESS,
+    print_blob=True,
+    derandomize=True,
 )
 settings.register_profile(
     "fuzz-scheduled",

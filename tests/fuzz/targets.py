@@ -77,6 +77,13 @@ def scratch_dir() -> str:
     return path
 
 
+def remove_scratch() -> None:
+    """Remove the scratch directory now: processes that end with os._exit never run atexit."""
+    if scratch_dir.cache_info().currsize:
+        shutil.rmtree(scratch_dir(), ignore_errors=True)
+        scratch_dir.cache_clear()
+
+
 def is_finite_number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -1215,6 +1222,10 @@ def gen_meter_opts(src: Source) -> tuple[str, dict[str, Any]]:
         value = awkward_value(src)
         if isinstance(value, RawJSON):
             value = 0
+        elif isinstance(value, int) and not isinstance(value, bool) and 10**5 < abs(value) < 2**48:
+            # A driver multiplying such a count by a string or list would allocate gigabytes on this
+            # machine; far larger counts fail at once with MemoryError and stay in.
+            value = float(value)
         opts[pick(src, names) if chance(src, 90) else "bogus"] = value
     return kind, opts
 

@@ -88,4 +88,5 @@ def test_pzem004t_reads_any_reply_safely(data: st.DataObject) -> None:
 @fuzz(ci=500)
 @given(st.lists(st.integers(0, 0xFFFF), min_size=10, max_size=10), st.sampled_from(t.PZEM_VARIANTS))
 def test_pzem004t_valid_replies_give_datasheet_values(regs: list[int], variant: str) -> None:
-    assert tolerate(t.run_pzem, (t.modbus_reply(1, 0x04, regs), variant)) != "error:FrameError"
+    # run_pzem compares every value with the datasheet scaling; over-range currents are flagged.
+    assert tolerate(t.run_pzem, (t.modbus_reply(1, 0x04, regs), variant)) in ("ok", "flags:4")
