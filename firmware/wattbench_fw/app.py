@@ -147,8 +147,11 @@ class Appliance:
             from wattbench_fw.sign import Signer
 
             self.signer = Signer(unhexlify(cfg["hmac_key"]))
-        if cfg.get("hass"):
-            self.link.extra_retained = self._hass_messages
+        hass_on = cfg.get("hass")
+        if hass_on is not None:
+            # Switched off explicitly: clear the retained configs of earlier boots so the sensors
+            # disappear from Home Assistant instead of going stale.
+            self.link.extra_retained = self._hass_messages if hass_on else self._hass_removals
         self._persist_us = int(cfg["persist_s"] * 1e6)
         self._last_persist = self.t0
 
@@ -204,6 +207,11 @@ class Appliance:
         from wattbench_fw import hass
 
         return hass.messages(self.meta())
+
+    def _hass_removals(self):
+        from wattbench_fw import hass
+
+        return hass.removals(self.meta())
 
     # ---- batching -----------------------------------------------------------------------------
 

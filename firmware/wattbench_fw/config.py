@@ -48,7 +48,7 @@ DEFAULTS = {
     "safe_pin": None,
     "hmac_key": None,
     "max_late_ms": None,
-    "hass": False,
+    "hass": None,
     "host": {},
 }
 TOP_KEYS = ("dev",) + tuple(DEFAULTS)
@@ -252,8 +252,9 @@ def validate(cfg):
             raise ConfigError("hmac_key: must be an even number of hex digits, at least 32 (16 bytes)")
     if cfg["max_late_ms"] is not None:
         _num("max_late_ms", cfg["max_late_ms"], 0, 60000)
-    if not isinstance(cfg["hass"], bool):
-        raise ConfigError("hass: must be true or false")
+    if cfg["hass"] is not None and not isinstance(cfg["hass"], bool):
+        # null (the default) leaves Home Assistant alone; false removes what an earlier boot announced
+        raise ConfigError("hass: must be true, false or null")
     if cfg["flash_dir"] is None:
         cfg["flash_dir"] = port.default_flash_dir()
     if b["client_id"] is None:

@@ -442,8 +442,11 @@ class MQTTClient:
             raise MQTTError("not connected")
         pid = self._next_pid() if qos else 0
         self._queue(publish_header(topic, len(payload), qos, retain, pid))
-        self._out.append(payload)
-        self._out_bytes += len(payload)
+        if payload:
+            # An empty chunk would write 0 bytes, which _flush takes for a full socket: everything
+            # queued behind it would wait forever (empty retained payloads delete retained messages).
+            self._out.append(payload)
+            self._out_bytes += len(payload)
         if qos:
             self.inflight[pid] = port.ticks_ms()
         try:

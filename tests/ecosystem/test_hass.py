@@ -261,3 +261,21 @@ def test_appliance_announces_itself_to_home_assistant(mosquitto) -> None:  # typ
     power = [json.loads(p) for t, (p, _) in configs.items() if t.endswith("_power/config")]
     assert len(power) == 2 and all(c["device_class"] == "power" for c in power)
     assert len(energy) == 2 and all(c["state_class"] == "total_increasing" for c in energy)
+
+
+@pytest.mark.services
+def test_switching_discovery_off_removes_the_sensors(mosquitto) -> None:  # type: ignore[no-untyped-def]
+    _run_appliance(mosquitto, "hass-flip", True)
+    before = [
+        t
+        for t in _retained(mosquitto.host, mosquitto.port, "homeassistant/#")
+        if "/wattbench_hass-flip/" in t
+    ]
+    assert before, "announced while on"
+    _run_appliance(mosquitto, "hass-flip", False)
+    after = [
+        t
+        for t in _retained(mosquitto.host, mosquitto.port, "homeassistant/#")
+        if "/wattbench_hass-flip/" in t
+    ]
+    assert after == [], "empty retained configs delete the sensors once discovery is switched off"

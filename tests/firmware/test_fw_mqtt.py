@@ -149,6 +149,21 @@ def test_retained_and_last_will(mosquitto: services.Mosquitto) -> None:
 
 
 @pytest.mark.services
+def test_empty_payload_deletes_retained_and_does_not_block_the_queue(mosquitto: services.Mosquitto) -> None:
+    acked: list[int] = []
+    c = connected_client(mosquitto.host, mosquitto.port, on_puback=acked.append)
+    c.publish("fw/ret", b"kept", qos=1, retain=True)
+    c.publish("fw/ret", b"", qos=1, retain=True)  # deletes the retained message
+    c.publish("fw/after", b"after", qos=1)  # must not be stuck behind the empty one
+    assert until(lambda: len(acked) == 3, c), "every PUBLISH, the empty one included, is acknowledged"
+    w = Watcher(mosquitto.host, mosquitto.port, "fw/ret")
+    with pytest.raises(queue.Empty):
+        w.get(timeout=1.5)
+    c.disconnect()
+    w.close()
+
+
+@pytest.mark.services
 def test_clean_disconnect_suppresses_the_will(mosquitto: services.Mosquitto) -> None:
     w = Watcher(mosquitto.host, mosquitto.port, "fw/w")
     c = connected_client(mosquitto.host, mosquitto.port, will=("fw/w", b"gone", 1, False))
@@ -328,3 +343,4 @@ def test_link_resends_after_broker_restart(mosquitto: services.Mosquitto) -> Non
     assert statuses[0] == "boot" and "reconnect" in statuses
     assert link.connects == 2 and buf.acked_samples == 20
     client.disconnect()
+
