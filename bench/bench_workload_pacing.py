@@ -26,6 +26,9 @@ class Quiet(LogDisplay):
 
 
 def main() -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     ap = argparse.ArgumentParser()
     ap.add_argument("--measure", type=float, default=30.0)
     ap.add_argument("--pre", type=float, default=10.0)
