@@ -70,6 +70,9 @@ def strict_loads(raw: bytes | str) -> Any:
         raise
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise DecodeError(str(exc)) from None
+    except ValueError as exc:
+        # e.g. an integer literal longer than Python's int/str conversion limit
+        raise DecodeError(str(exc)) from None
 
 
 def dumps(payload: Any) -> bytes:

@@ -92,3 +92,32 @@ def test_influx_layout_covers_every_sample_key() -> None:
     for key, kind in fields.items():
         expected = "int" if sample[key].get("type") == "integer" or "$ref" in sample[key] else "float"
         assert kind == expected, key
+
+
+def test_every_number_in_every_schema_is_bounded() -> None:
+    """Unbounded numbers pass validation and then overflow int64 in InfluxDB or the spool encoder."""
+    unbounded: list[str] = []
+
+    def walk(node: object, path: str) -> None:
+        if isinstance(node, dict):
+            if node.get("type") in ("integer", "number") and "const" not in node:
+                if not (
+                    {"maximum", "exclusiveMaximum"} & node.keys()
+                    and {"minimum", "exclusiveMinimum"} & node.keys()
+                ):
+                    unbounded.append(path)
+            for key, value in node.items():
+                walk(value, f"{path}/{key}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{path}/{i}")
+
+    for path in sorted(contract.SCHEMA_DIR.glob("*.schema.json")):
+        walk(json.loads(path.read_text()), path.name)
+    assert unbounded == []
+
+
+def test_strict_loads_raises_only_decode_errors() -> None:
+    for raw in (b"1" * 4301, b"[" * 100000, b"\xff", b'{"a":1,"a":2}', b"NaN"):
+        with pytest.raises(contract.DecodeError):
+            contract.strict_loads(raw)

@@ -50,18 +50,6 @@ class KnownCrash:
 
 
 KNOWN: tuple[KnownCrash, ...] = (
-    # the contract decoder (the collector's validator guards against it; direct callers do not)
-    KnownCrash(
-        "strict-loads-long-int",
-        r"^ValueError in wattbench_schema\.strict_loads$",
-        "an integer literal of more than 4300 digits raises ValueError, not DecodeError",
-    ),
-    # collector: accepted messages the spool cannot hold
-    KnownCrash(
-        "spool-int64",
-        r"^TypeError in wattbench\.ingest\.validate\.dumps$",
-        "an accepted integer beyond 64 bits (e.g. status buf.flash = 2**64) cannot be spooled (orjson)",
-    ),
     # firmware configuration and driver options
     KnownCrash(
         "fw-config-deep",

@@ -28,7 +28,6 @@ def xfail(reason: str):  # type: ignore[no-untyped-def]
 # ---------------------------------------------------------------- MQTT payloads (collector)
 
 
-@xfail("strict_loads raises ValueError for an integer of more than 4300 digits")
 def test_strict_loads_long_integer_is_a_decode_error() -> None:
     with pytest.raises(contract.DecodeError):
         contract.strict_loads(LONG_INT)
@@ -59,8 +58,7 @@ def test_accepted_text_with_lone_surrogate_survives_the_spool_encoding() -> None
     records.encode(batch.records)
 
 
-@xfail("an accepted integer beyond 64 bits cannot be spooled (orjson TypeError)")
-def test_accepted_integer_beyond_64_bits_survives_the_spool_encoding() -> None:
+def test_integer_beyond_64_bits_is_rejected_and_the_reject_spools() -> None:
     from wattbench.ingest import records
     from wattbench.ingest.pipeline import Pipeline
 
