@@ -163,3 +163,22 @@ def test_report_rerenders_a_stored_run(tmp_path: Path) -> None:
     rescored, _ = report_cli.load(args, store)  # type: ignore[misc]
     assert not rescored.valid and any(c.name == "power_uncertainty" and not c.ok for c in rescored.checks)
     assert isinstance(report_cli.load(parser.parse_args(["nope"]), store), str)
+
+
+def test_concurrency_run_table_and_page() -> None:
+    from sweep_synth import SeriesFetch
+
+    phases = [("c1", "concurrency", None, 1), ("c2", "concurrency", None, 2), ("c4", "concurrency", None, 3)]
+    events = sweep_events([*phases, ("idle", "idle", 0.0, 0)])
+    for e in events:
+        if e["phase"] in ("c1", "c2", "c4"):
+            e["copies"] = int(e["phase"][1:])
+    s = trace("a", "p", T0, events[-1]["t"], 10, lambda t: np.full(t.shape, 120.0))
+    fetch = SeriesFetch([s])
+    ev = evaluate(RUN, events, fetch, [ChannelSpec("a", "p", hz=10)], {})
+    contract.validate_result(ev.result)
+    text = render_text(ev.levels, ev.result["overall"])
+    assert "Relative Throughput" in text and "Energy per Job (J)" in text
+    assert "3.00×" in text  # 3 jobs in the c4 window against 1 in c1
+    assert "400" in text  # 120 W x 10 s / 3 jobs
+    assert render_html(ev, fetch).count("<svg") == 2
