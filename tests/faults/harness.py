@@ -542,7 +542,7 @@ class Rig:
     def wait_stored(self, dev: str, n: int, timeout: float = 120.0, settle: float = 2.0) -> int:
         return wait_stored(self.influx, dev, n, timeout, settle)
 
-    def wait_flowing(self, dev: str, timeout: float = 30.0) -> None:
+    def wait_flowing(self, dev: str, timeout: float = 60.0) -> None:
         """Until the first samples of dev are in InfluxDB; fails early if a process died."""
 
         def flowing() -> bool:
@@ -551,7 +551,11 @@ class Rig:
                     raise AssertionError(f"{proc.name} exited with {proc.proc.returncode}\n{proc.tail()}")
             return stored_count(self.influx, dev) > 0
 
-        wait_until(flowing, timeout, what=f"samples of {dev} in InfluxDB")
+        try:
+            wait_until(flowing, timeout, what=f"samples of {dev} in InfluxDB")
+        except TimeoutError as exc:
+            logs = "\n".join(f"--- {p.name}:\n{p.tail(15)}" for p in self.procs if p.starts)
+            raise TimeoutError(f"{exc}\n{logs}") from None
 
     def close(self) -> None:
         for proc in self.procs:

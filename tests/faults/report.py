@@ -71,8 +71,9 @@ EXPLAIN = {
         "Appliance clock steps +2 s and -2 s",
         "The appliance's clock is stepped forward 2 s and later back 2 s, like an NTP step. Its meter "
         "draws a square wave on the appliance's monotonic clock, so which power belongs to which host "
-        "instant is known exactly. The first sample after each step must carry the `clock_step` flag, "
-        "the collector must measure the offset, nothing may be lost or doubled, and scoring must report "
+        "instant is known exactly. The first sample after the forward step, and every sample the step "
+        "back stamps with a time its channel already used, must carry the `clock_step` flag; the "
+        "collector must measure the offset; nothing may be lost or doubled; and scoring must report "
         "the step and still give each window the power really drawn in it.",
     ),
     "spool_disk_full": (
@@ -117,10 +118,10 @@ def fmt_details(scenario: str, d: dict[str, Any]) -> str:
     if scenario == "broker_restart":
         return (
             f"broker down {' s and '.join(str(x) for x in d.get('broker_down_s', []))} s; the appliance saw "
-            f"{d.get('appliance_saw_broker_down')} outages; sweep exit {d.get('sweep_exit')} (1 = a "
-            f"load-tolerance check failed on this shared machine, 0 = valid), {d.get('levels_scored')} "
-            f"levels scored, {d.get('windows_without_gaps')} windows checked without gaps, "
-            f"{d.get('phase_events_stored')} phase events stored"
+            f"{d.get('appliance_saw_broker_down')} outages; the sweep exited with {d.get('sweep_exit')} "
+            f"(failed checks: {', '.join(d.get('failed_checks') or []) or 'none'}), "
+            f"{d.get('levels_scored')} levels scored, {d.get('windows_without_gaps')} windows checked "
+            f"without gaps, {d.get('phase_events_stored')} phase events stored"
         )
     if scenario == "collector_sigkill":
         return (
@@ -170,15 +171,20 @@ def fmt_details(scenario: str, d: dict[str, Any]) -> str:
     return json.dumps(d, default=str)
 
 
-def render(doc: dict[str, Any], junit: Path | None, command: str, elapsed_s: float | None) -> str:
+def render(
+    doc: dict[str, Any], junit: Path | None, command: str, elapsed_s: float | None, measured: str = ""
+) -> str:
     times, xfails, outcomes = load_junit(junit)
     scenarios = sorted(
         doc.get("scenarios", []),
         key=lambda e: (ORDER.index(e["scenario"]) if e["scenario"] in ORDER else 99, e["variant"] != "ci"),
     )
-    ci_s = sum(t for name, t in times.items() if "[ci]" in name or "[" not in name)
-    full_s = sum(t for name, t in times.items() if "[full]" in name)
+    ran = {name: t for name, t in times.items() if outcomes.get(name) != "skipped"}
+    ci_s = sum(t for name, t in ran.items() if "[full]" not in name)
+    full_s = sum(t for name, t in ran.items() if "[full]" in name)
     failed = sorted(name for name, o in outcomes.items() if o == "failed")
+    altered = sum(int(e.get("altered", 0)) for e in scenarios)
+    invented = sum(int(e.get("invented", 0)) for e in scenarios)
     lines = [
         "# Reliability: the fault suite and its figures",
         "",
@@ -196,11 +202,14 @@ def render(doc: dict[str, Any], junit: Path | None, command: str, elapsed_s: flo
         "- **lost**: sent samples whose sequence number is not stored;",
         "- **duplicated**: stored rows beyond one per sequence number;",
         "- **gaps**: runs of consecutive lost samples;",
-        "- besides these, every stored sample is compared with the ground truth: same time, channel",
-        "  and W (a sample stored with other values would count as altered; none were).",
+        "- besides these, every stored sample is compared with the ground truth (same time, channel",
+        f"  and W): {altered} stored samples differed from what was sent, and {invented} were stored",
+        "  that the appliance never sent, over all the runs below.",
         "",
-        f"Run on {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}, {platform.system()} "
-        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}.",
+        f"Run on {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}"
+        + (f" against the {measured}" if measured else "")
+        + f", {platform.system()} {platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}.",
         "",
         "| scenario | run | fault | sent | stored | lost | duplicated | gaps | duration |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|",
@@ -221,12 +230,12 @@ def render(doc: dict[str, Any], junit: Path | None, command: str, elapsed_s: flo
         "",
     ]
     if times:
-        lines += [
-            f"Time for the whole suite as pytest measured it (servers included): the CI subset "
-            f"{ci_s / 60:.1f} min, the full-only scenarios {full_s / 60:.1f} min"
-            + (f"; this run took {elapsed_s / 60:.1f} min in all." if elapsed_s else "."),
-            "",
-        ]
+        text = f"Time as pytest measured it, servers included: the CI subset {ci_s / 60:.1f} min"
+        if full_s:
+            text += f", the long versions {full_s / 60:.1f} min"
+        if elapsed_s:
+            text += f"; the whole run {elapsed_s / 60:.1f} min"
+        lines += [text + ".", ""]
     bad = [e for e in scenarios if not e.get("clean")]
     if xfails or bad or failed:
         lines += ["## Defects the suite found", ""]
@@ -271,9 +280,10 @@ def main() -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--command", default="scripts/faults.sh")
     p.add_argument("--elapsed", type=float, help="seconds the whole run took")
+    p.add_argument("--measured", default="", help="what was measured, e.g. 'commit abc1234'")
     args = p.parse_args()
     doc = json.loads(args.figures.read_text())
-    args.out.write_text(render(doc, args.junit, args.command, args.elapsed))
+    args.out.write_text(render(doc, args.junit, args.command, args.elapsed, args.measured))
     print(f"wrote {args.out} ({len(doc.get('scenarios', []))} scenario runs)")
     return 0
 

@@ -92,6 +92,7 @@ def test_broker_restarts_during_sweep(rig, record, variant, measure_s, down_s): 
             issued=counters["samples"],
             broker_down_s=restarts,
             sweep_exit=sweep_rc,
+            failed_checks=sorted({c["name"] for c in result["checks"] if not c["ok"]}),
             sweep_s=round(sweep_s_real, 1),
             levels_scored=len(result["levels"]),
             windows_without_gaps=sum(1 for c in gap_checks if c["ok"]),
