@@ -6,9 +6,14 @@ Defaults are filled in, so the rest of the firmware can index the result without
 
 import json
 
-from wattbench_fw import port
+from wattbench_fw import meters, port
 from wattbench_fw.contract import BOARDS, MAX_CHANNELS, METERS, ROLES, valid_channel_id, valid_device_id
 from wattbench_fw.errors import ConfigError
+from wattbench_fw.persist import MAX_SEQ_BLOCK
+
+# A configuration is a few levels deep (config > channels > channel > opts > steps > step); far
+# deeper nesting is a damaged file, refused before anything walks it recursively.
+MAX_DEPTH = 16
 
 DEFAULTS = {
     "board": "host",
@@ -122,10 +127,11 @@ def _keys(path, d, allowed):
 
 def _check_bus(name, b):
     path = "buses." + name
-    if not isinstance(b, dict) or b.get("type") not in BUS_TYPES:
-        raise ConfigError("%s.type: must be one of %s" % (path, ", ".join(BUS_TYPES)))
-    _keys(path, b, BUS_TYPES[b["type"]])
-    t = b["type"]
+    t = b.get("type") if isinstance(b, dict) else None
+    # A list or object as the type is unhashable: test the type before looking it up.
+    if not isinstance(t, str) or t not in BUS_TYPES:
+        raise ConfigError("%s.type: must be one of %s, got %s" % (path, ", ".join(BUS_TYPES), meters.show(t)))
+    _keys(path, b, BUS_TYPES[t])
     if t == "uart":
         _int(path + ".id", b.get("id", 1), 0, 3)
         _int(path + ".baud", b.get("baud", 9600), 300, 2000000)
@@ -171,10 +177,10 @@ def _check_channel(i, ch, buses, board):
     kinds = BUS_FOR_METER[meter]
     if kinds:
         bus = ch.get("bus")
-        if bus not in buses:
+        if not isinstance(bus, str) or bus not in buses:
             raise ConfigError(
-                "%s.bus: %r is not defined in buses (have: %s)"
-                % (path, bus, ", ".join(sorted(buses)) or "none")
+                "%s.bus: %s is not defined in buses (have: %s)"
+                % (path, meters.show(bus), ", ".join(sorted(buses)) or "none")
             )
         if buses[bus]["type"] not in kinds:
             raise ConfigError(
@@ -183,6 +189,12 @@ def _check_channel(i, ch, buses, board):
             )
     elif meter == "sim" and board != "host" and opts.get("model") == "cpu":
         raise ConfigError(path + ".opts.model: the cpu model needs a host")
+    # Each driver checks its own options when built; building one without a bus does no I/O, so
+    # a bad option stops the configuration here with its path instead of the boot later.
+    try:
+        meters.create(meter, None, dict(opts))
+    except ValueError as exc:
+        raise ConfigError("%s.opts: %s" % (path, exc))
 
 
 def validate(cfg):
@@ -223,7 +235,7 @@ def validate(cfg):
     _int("backoff.max_ms", cfg["backoff"]["max_ms"], cfg["backoff"]["min_ms"])
     _num("status_s", cfg["status_s"], 1, 86400)
     _num("persist_s", cfg["persist_s"], 1, 86400)
-    _int("seq_block", cfg["seq_block"], 1, 10000000)
+    _int("seq_block", cfg["seq_block"], 1, MAX_SEQ_BLOCK)
     _num("energy_margin_wh", cfg["energy_margin_wh"], 0, 1e6)
     _int("wdt_ms", cfg["wdt_ms"], 1000, 60000)
     buses = cfg["buses"]
@@ -270,8 +282,26 @@ def load(source, board=None):
     return validate(cfg)
 
 
+def _too_deep(doc, limit):
+    """True if lists and objects nest deeper than `limit` (walked without recursion)."""
+    stack = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            node = list(node.values())
+        elif not isinstance(node, list):
+            continue
+        if depth > limit:
+            return True
+        for child in node:
+            stack.append((child, depth + 1))
+    return False
+
+
 def _read(source, what):
     if isinstance(source, dict):
+        if _too_deep(source, MAX_DEPTH):
+            raise ConfigError("%s nests deeper than %d levels" % (what, MAX_DEPTH))
         return json.loads(json.dumps(source))  # deep copy: validation fills in defaults
     raw = port.read_file(source)
     if raw is None:
@@ -280,6 +310,14 @@ def _read(source, what):
         doc = json.loads(raw)
     except ValueError as exc:
         raise ConfigError("%s file %s is not valid JSON: %s" % (what, source, exc))
+    except (RuntimeError, MemoryError):
+        # CPython's RecursionError is a RuntimeError; MicroPython has no such name.
+        raise ConfigError(
+            "%s file %s is nested too deeply or too large to read (a configuration is at most %d levels deep)"
+            % (what, source, MAX_DEPTH)
+        )
     if not isinstance(doc, dict):
         raise ConfigError("%s file %s must hold a JSON object" % (what, source))
+    if _too_deep(doc, MAX_DEPTH):
+        raise ConfigError("%s file %s nests deeper than %d levels" % (what, source, MAX_DEPTH))
     return doc

@@ -85,6 +85,18 @@ def broken(**changes: Any) -> dict[str, Any]:
         (broken(hmac_key="abc"), r"hmac_key: must be an even number of hex digits"),
         (broken(channels=[]), r"channels: must be a list of 1 to 16"),
         (broken(batch={"max_rows": 900}), r"batch\.max_rows"),
+        (broken(buses={"u1": {"type": []}}), r"^buses\.u1\.type: must be one of .*, got a list$"),
+        (broken(channels__0__bus=["uart2"]), r"^channels\[0\]\.bus: a list is not defined in buses"),
+        (
+            broken(channels__1__opts={"shunt_ohm": 0}),
+            r"^channels\[1\]\.opts: ina228: shunt_ohm must be a number",
+        ),
+        (broken(channels__1__opts={"max_a": 10**400}), r"max_a must be .*, got an integer of more than 15"),
+        (
+            broken(channels__0__opts={"variant": "16A"}),
+            r"^channels\[0\]\.opts: pzem004t: variant must be one",
+        ),
+        (broken(channels__0__opts={"adr": 1}), r"^channels\[0\]\.opts: pzem004t options adr: "),
     ],
 )
 def test_errors_name_the_key(cfg: dict[str, Any], message: str) -> None:
@@ -108,3 +120,28 @@ def test_files_and_bad_json(tmp_path: Path) -> None:
         config.load(str(path), ESP32)
     with pytest.raises(ConfigError, match="not found"):
         config.load(str(tmp_path / "missing.json"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [b"[" * 100_000, b'{"dev": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", b"{" + b'"a": {' * 50_000],
+    ids=["open-lists", "deep-valid-list", "open-objects"],
+)
+def test_deeply_nested_file_is_a_config_error(tmp_path: Path, text: bytes) -> None:
+    path = tmp_path / "config.json"
+    path.write_bytes(text)
+    with pytest.raises(ConfigError, match=r"config file .*(not valid JSON|nested too deeply|nests deeper)"):
+        config.load(str(path), ESP32)
+
+
+def test_nesting_beyond_any_real_configuration_is_refused(tmp_path: Path) -> None:
+    deep: Any = 1
+    for _ in range(config.MAX_DEPTH):
+        deep = [deep]
+    cfg = broken(channels__0__opts={"addr": deep})
+    with pytest.raises(ConfigError, match=f"nests deeper than {config.MAX_DEPTH} levels"):
+        config.load(cfg, ESP32)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(ConfigError, match=f"config file {path} nests deeper"):
+        config.load(str(path), ESP32)

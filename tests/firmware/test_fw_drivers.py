@@ -266,6 +266,7 @@ def test_wt300_value_markers() -> None:
     assert parse_value("INF") == "inf" and parse_value("-INF") == "inf"
     assert parse_value("9.91E+37") == "nan" and parse_value("+9.9E+37") == "inf"
     assert parse_value("-9.9E+37") == "inf"
+    assert parse_value("-NAN") == "nan" and parse_value("+nan") == "nan"  # no data, never a float NaN
     for garbage in ("", "12.3X", "O.L", "\x00"):
         with pytest.raises(FrameError):
             parse_value(garbage)
@@ -408,3 +409,67 @@ def test_ds18b20_driver_pipelines_conversions(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(SensorError):
         sensor.read()  # +85 degC power-on value: no conversion happened
     assert ow.sent[:9] == [0x55, 0x28, 0xFF, 0x64, 0x1E, 0x8A, 0x16, 0x03, 0xAA]
+
+
+# ---- driver options from the configuration -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "opts", "message"),
+    [
+        ("ina226", {"shunt_ohm": 0}, r"^ina226: shunt_ohm must be a number in \[1e-06, 100.0\], got 0$"),
+        ("ina226", {"max_a": 0}, r"max_a must be a number"),
+        ("ina226", {"max_a": 10**400}, r"max_a .* got an integer of more than 15 digits$"),
+        ("ina226", {"max_a": float("nan")}, r"max_a .* got nan$"),
+        ("ina226", {"shunt_ohm": "0.002"}, r"shunt_ohm .* got '0.002'$"),
+        ("ina226", {"current_lsb": 10**400, "shunt_ohm": "0.002"}, r"shunt_ohm"),
+        ("ina226", {"current_lsb": 0.0001}, r"current_lsb 0.0001 A cannot reach max_a 10 A"),
+        ("ina226", {"shunt_ohm": 100.0}, r"calibration .* out of range"),
+        ("ina226", {"addr": 0x50}, r"addr must be an integer in \[64, 79\]"),
+        ("ina226", {"acc": 2}, r"acc must be a number in \[0, 1\]"),
+        ("ina228", {"shunt_ohm": float("inf")}, r"shunt_ohm .* got inf$"),
+        ("ina228", {"max_a": 10**400}, r"max_a"),
+        ("ina228", {"adc_range": 2}, r"adc_range must be one of 0, 1, false, true, got 2$"),
+        ("ina228", {"reset_energy": "no"}, r"reset_energy must be one of false, true"),
+        ("pzem004t", {"addr": "1"}, r"addr must be 1-247"),
+        ("pzem004t", {"variant": []}, r"variant must be one of '10A', '100A', got a list$"),
+        ("pzem004t", {"timeout_ms": 1.5}, r"timeout_ms must be an integer"),
+        ("wt300", {"items": [["W"]]}, r"item a list not one of"),
+        ("wt300", {"items": ["W", "W"]}, r"item 'W' listed twice"),
+        ("wt300", {"v_range": float("inf")}, r"v_range .* got inf$"),
+        ("wt300", {"eol": 5}, r"eol must be one of"),
+        ("sim", {"watts": 10**400}, r"watts"),
+        ("sim", {"volts": 0}, r"volts must be a number in \[1, 100000\]"),
+        ("sim", {"model": "sine", "period_s": 0}, r"period_s"),
+        ("sim", {"model": "steps", "steps": [[10, 100], [0, 50]]}, r"steps\[1\] seconds"),
+        ("sim", {"model": "steps", "steps": [[10]]}, r"steps\[0\] must be a \[seconds, watts\] pair"),
+        ("sim", {"seed": "x"}, r"seed must be an integer"),
+        ("sim", {"clock": 5}, r"clock must be a function"),
+        ("sim", {"bogus": 1}, r"^sim options bogus: "),
+    ],
+)
+def test_bad_driver_options_are_config_errors_naming_the_option(
+    kind: str, opts: dict[str, object], message: str
+) -> None:
+    from wattbench_fw import meters
+    from wattbench_fw.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        meters.create(kind, None, opts)
+
+
+@pytest.mark.parametrize(
+    ("kind", "opts"),
+    [
+        ("ina226", {"shunt_ohm": 0.1, "max_a": 0.8, "current_lsb": 0.0001, "acc": 0.01}),
+        ("ina226", {"shunt_ohm": 0.0005, "max_a": 80}),
+        ("ina228", {"shunt_ohm": 0.015, "max_a": 10, "adc_range": 1, "reset_energy": True}),
+        ("pzem004t", {"addr": 248, "variant": "10A", "timeout_ms": 0, "acc": 0}),
+        ("wt300", {"items": ["W", "A"], "v_range": 600, "a_range": 0.5, "element": 3, "eol": b"\r\n"}),
+        ("sim", {"model": "steps", "steps": [[1, 0], [2.5, 300]], "watts": 0, "amp": -5, "seed": 7}),
+    ],
+)
+def test_sane_driver_options_are_accepted(kind: str, opts: dict[str, object]) -> None:
+    from wattbench_fw import meters
+
+    assert meters.create(kind, None, opts).KIND == kind

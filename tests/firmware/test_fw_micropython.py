@@ -396,3 +396,82 @@ wdt = machine.WDT.instances[-1]
 report({"timeout": wdt.timeout, "feeds": wdt.feeds, "steps": calls["n"]})
 """)
     assert out["timeout"] == 5000 and out["feeds"] == out["steps"] == 50
+
+
+def test_damaged_state_and_bad_options_under_micropython(mpy: Run) -> None:
+    """MicroPython's json, ints and exceptions differ from CPython's: a damaged state file still
+    boots with counters that go forward, and bad options or nesting are ConfigErrors."""
+    (out,) = mpy(
+        """
+import os
+from wattbench_fw import config, meters
+from wattbench_fw.errors import ConfigError
+from wattbench_fw.meters import wt300
+from wattbench_fw.persist import SLOTS, EnergyTracker, Sequence, State
+os.mkdir("/st")
+runs = []
+for i, doc in enumerate(DATA["slots"]):
+    d = "/st/%d" % i
+    os.mkdir(d)
+    open(d + "/" + SLOTS[0], "w").write(doc)
+    st = State(d)
+    boot = st.next_boot()
+    s = Sequence(st, 1000).take()
+    wh = EnergyTracker(st, "psu1").update(1.0)
+    st2 = State(d)
+    runs.append([boot >= 0, s >= 0, wh >= 0 and wh == wh and wh - wh == 0, st.repairs > 0,
+                 st2.boot == boot and st2.seq_mark > s])
+errs = []
+for kind, opts in DATA["opts"]:
+    try:
+        meters.create(kind, None, opts)
+        errs.append(None)
+    except ConfigError as e:
+        errs.append(str(e))
+for kind, opts in (("ina226", {"max_a": 10**400}), ("ina228", {"shunt_ohm": float("inf")})):
+    try:
+        meters.create(kind, None, opts)
+        errs.append(None)
+    except ConfigError as e:
+        errs.append(str(e))
+open("/deep.json", "w").write("[" * 100000)
+try:
+    config.load("/deep.json")
+    deep = None
+except ConfigError as e:
+    deep = str(e)
+report({"runs": runs, "errs": errs, "deep": deep, "nan": wt300.parse_value("-NAN")})
+""",
+        data={
+            "slots": [
+                '{"gen": 1, "boot": "x"}',
+                '{"gen": 1e999}',
+                '{"gen": "1", "boot": 3}',
+                '{"gen": 1, "energy": [1]}',
+                '{"gen": 1, "energy": {"psu1": [1]}}',
+                '{"gen": 1, "seq": -5}',
+                '{"gen": 1, "energy": {"psu1": [-5, 1, -1]}}',
+                "[" * 3000,
+            ],
+            "opts": [
+                ["ina226", {"shunt_ohm": 0}],
+                ["ina226", {"max_a": 0}],
+                ["sim", {"watts": "x"}],
+                ["wt300", {"items": [["W"]]}],
+                ["pzem004t", {"variant": []}],
+                ["ina226", {"shunt_ohm": 0.1, "max_a": 0.8}],
+            ],
+        },
+    )
+    assert out["runs"] and all(all(r) for r in out["runs"]), out["runs"]
+    assert out["errs"][:5] == [
+        "ina226: shunt_ohm must be a number in [1e-06, 100.0], got 0",
+        "ina226: max_a must be a number in [1e-06, 10000.0], got 0",
+        "sim: watts must be a number in [0, 10000000.0], got 'x'",
+        "wt300: item a list not one of A, Hz, PF, V, W",
+        "pzem004t: variant must be one of '10A', '100A', got a list",
+    ]
+    assert out["errs"][5] is None
+    assert "max_a" in out["errs"][6] and "shunt_ohm" in out["errs"][7]
+    assert out["deep"].startswith("config file /deep.json")
+    assert out["nan"] == "nan"

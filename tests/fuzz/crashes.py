@@ -49,30 +49,8 @@ class KnownCrash:
         return re.search(self.pattern, sig) is not None
 
 
-KNOWN: tuple[KnownCrash, ...] = (
-    # firmware configuration and driver options
-    KnownCrash(
-        "fw-config-deep",
-        r"^RecursionError in wattbench_fw\.config\._read$",
-        "a deeply nested config file raises RecursionError",
-    ),
-    KnownCrash(
-        "fw-config-unhashable",
-        r"^TypeError in wattbench_fw\.config\._check_(bus|channel)$",
-        "a list or object as bus type or channel bus raises TypeError (unhashable)",
-    ),
-    KnownCrash(
-        "meter-options",
-        r"^(ZeroDivisionError|OverflowError|MemoryError) in wattbench_fw\.meters\.",
-        "driver options from the config are not type- or range-checked (zero or infinite shunt, huge range)",
-    ),
-    # appliance state files
-    KnownCrash(
-        "persist-state",
-        r"^\w+ in wattbench_fw\.persist\.|^AssertionError: (sequence number|energy total)",
-        "a state file with valid JSON but wrong types or values stops the boot or yields bad numbers",
-    ),
-)
+# Empty: every crash found so far is fixed and its regression test passes.
+KNOWN: tuple[KnownCrash, ...] = ()
 
 
 def known(exc: BaseException) -> KnownCrash | None:

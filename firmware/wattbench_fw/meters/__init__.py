@@ -10,9 +10,12 @@ plus keyword options, and has:
   MeterError subclass whose .flag says what to put on the sample.
 - info(): extra channel metadata (model, range, acc) for the retained meta message.
 
-create() imports a driver only when a channel uses it, which keeps RAM free on small boards.
+Constructors check their options (type and range) and raise ValueError naming the option; they do
+no I/O, so a driver built without a bus checks a configuration. create() turns any refusal into a
+ConfigError and imports a driver only when a channel uses it, which keeps RAM free on small boards.
 """
 
+from wattbench_fw import port
 from wattbench_fw.errors import ConfigError
 
 
@@ -40,5 +43,58 @@ def create(kind, bus, opts):
     cls = driver_class(kind)
     try:
         return cls(bus, **opts)
-    except TypeError as exc:
-        raise ConfigError("%s options %r: %s" % (kind, sorted(opts), exc))
+    except TypeError as exc:  # an option the driver does not take
+        raise ConfigError("%s options %s: %s" % (kind, ", ".join(sorted(opts)) or "none", exc))
+    except ConfigError:
+        raise
+    except ValueError as exc:
+        raise ConfigError("%s: %s" % (kind, exc))
+
+
+# ---- option checks shared by the drivers -------------------------------------------------------
+
+
+def show(v):
+    """A config value as the user wrote it, short: never a huge number or a nested structure."""
+    if v is None:
+        return "null"
+    if v is True or v is False:
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "a list"
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, int) and not -(10**15) < v < 10**15:
+        return "an integer of more than 15 digits"
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def number(name, v, lo, hi, lo_open=False):
+    """A finite number in [lo, hi] (or (lo, hi]), returned as given; ValueError naming the option otherwise."""
+    if (
+        not isinstance(v, (int, float))
+        or isinstance(v, bool)
+        or not port.isfinite(v)
+        or (v <= lo if lo_open else v < lo)
+        or v > hi
+    ):
+        raise ValueError(
+            "%s must be a number in %s%s, %s], got %s" % (name, "(" if lo_open else "[", lo, hi, show(v))
+        )
+    return v
+
+
+def integer(name, v, lo, hi):
+    """An integer (not a boolean) in [lo, hi]; ValueError naming the option otherwise."""
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        raise ValueError("%s must be an integer in [%s, %s], got %s" % (name, lo, hi, show(v)))
+    return v
+
+
+def choice(name, v, allowed):
+    """One of `allowed` (compared by value and type, so 1.0 is not 1 and true is not 1)."""
+    for a in allowed:
+        if type(v) is type(a) and v == a:
+            return v
+    raise ValueError("%s must be one of %s, got %s" % (name, ", ".join(show(a) for a in allowed), show(v)))

@@ -8,6 +8,7 @@ Current_LSB), 0x05 calibration = 0.00512 / (Current_LSB x R_shunt), 0x06 mask/en
 
 from wattbench_fw.contract import FLAG_OVER_RANGE, FLAG_REVERSE
 from wattbench_fw.errors import SensorError
+from wattbench_fw.meters import integer, number
 
 REG_CONFIG = 0x00
 REG_SHUNT = 0x01
@@ -20,6 +21,12 @@ REG_MFG_ID = 0xFE
 REG_DIE_ID = 0xFF
 MFG_ID = 0x5449
 DIE_ID = 0x2260
+
+ADDRESSES = (0x40, 0x4F)  # set by the A0/A1 straps
+# Sane option ranges: a 1 uOhm shunt is below any part sold; 10 kA is beyond any bench rail. The
+# bounds keep the calibration arithmetic finite; calibration() then checks the combination.
+SHUNT_OHM = (1e-6, 100.0)
+MAX_A = (1e-6, 10000.0)
 
 SHUNT_LSB_V = 2.5e-6
 BUS_LSB_V = 1.25e-3
@@ -48,10 +55,12 @@ def config_word(avg=1, vbus_ct_us=1100, vsh_ct_us=1100, mode=MODE_SHUNT_BUS_CONT
 
 
 def calibration(current_lsb, shunt_ohm):
-    cal = int(0.00512 / (current_lsb * shunt_ohm))
-    if not 1 <= cal <= 0x7FFF:
-        raise ValueError("calibration %d out of range: choose another current LSB or shunt" % cal)
-    return cal
+    cal = 0.00512 / (current_lsb * shunt_ohm)
+    if not 1 <= cal < 0x8000:
+        raise ValueError(
+            "calibration %.4g out of range 1-32767: choose another current_lsb (or max_a) or shunt_ohm" % cal
+        )
+    return int(cal)
 
 
 def s16(x):
@@ -101,14 +110,23 @@ class INA226:
         acc=None,
     ):
         self.i2c = i2c
-        self.addr = addr
-        self.shunt_ohm = shunt_ohm
-        self.max_a = max_a
+        self.addr = integer("addr", addr, ADDRESSES[0], ADDRESSES[1])
+        self.shunt_ohm = number("shunt_ohm", shunt_ohm, SHUNT_OHM[0], SHUNT_OHM[1])
+        self.max_a = number("max_a", max_a, MAX_A[0], MAX_A[1])
         # Smallest LSB for the range is max_a / 2**15; a caller may round it up to a tidy value.
-        self.current_lsb = current_lsb or max_a / 32768
+        smallest = self.max_a / 32768
+        if current_lsb is None:
+            self.current_lsb = smallest
+        else:
+            self.current_lsb = number("current_lsb", current_lsb, 0, self.max_a, lo_open=True)
+            if self.current_lsb < smallest * (1 - 1e-9):
+                raise ValueError(
+                    "current_lsb %g A cannot reach max_a %g A: it must be at least max_a / 32768 = %g A"
+                    % (self.current_lsb, self.max_a, smallest)
+                )
         self.config = config_word(avg, vbus_ct_us, vsh_ct_us)
-        self.cal = calibration(self.current_lsb, shunt_ohm)
-        self.acc = acc
+        self.cal = calibration(self.current_lsb, self.shunt_ohm)
+        self.acc = None if acc is None else number("acc", acc, 0, 1)
         self._buf = bytearray(2)
 
     def _read(self, reg):

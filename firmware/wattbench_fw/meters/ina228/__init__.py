@@ -12,6 +12,7 @@ in bits 23:4; 312.5 nV/LSB or 78.125 nV/LSB), 0x05 VBUS (24 bit, bits 23:4, 195.
 
 from wattbench_fw.contract import FLAG_OVER_RANGE, FLAG_REVERSE
 from wattbench_fw.errors import SensorError
+from wattbench_fw.meters import choice, integer, number
 
 REG_CONFIG = 0x00
 REG_ADC_CONFIG = 0x01
@@ -28,6 +29,11 @@ REG_MFG_ID = 0x3E
 REG_DEVICE_ID = 0x3F
 MFG_ID = 0x5449
 DEVICE_ID = 0x228
+
+ADDRESSES = (0x40, 0x4F)  # set by the A0/A1 straps
+# Sane option ranges (see the INA226 driver); shunt_cal() then checks the combination.
+SHUNT_OHM = (1e-6, 100.0)
+MAX_A = (1e-6, 10000.0)
 
 VBUS_LSB_V = 195.3125e-6
 VSHUNT_LSB_V = (312.5e-9, 78.125e-9)  # by ADCRANGE
@@ -61,10 +67,10 @@ def adc_config_word(avg=16, vbus_ct_us=1052, vsh_ct_us=1052, temp_ct_us=1052, mo
 
 
 def shunt_cal(current_lsb, shunt_ohm, adc_range=0):
-    cal = int(13107.2e6 * current_lsb * shunt_ohm * (4 if adc_range else 1))
-    if not 1 <= cal <= 0x7FFF:
-        raise ValueError("SHUNT_CAL %d out of range: check shunt and max current" % cal)
-    return cal
+    cal = 13107.2e6 * current_lsb * shunt_ohm * (4 if adc_range else 1)
+    if not 1 <= cal < 0x8000:
+        raise ValueError("SHUNT_CAL %.4g out of range 1-32767: check shunt_ohm and max_a" % cal)
+    return int(cal)
 
 
 def be(buf):
@@ -146,15 +152,15 @@ class INA228:
         acc=None,
     ):
         self.i2c = i2c
-        self.addr = addr
-        self.shunt_ohm = shunt_ohm
-        self.max_a = max_a
-        self.adc_range = 1 if adc_range else 0
-        self.current_lsb = max_a / (1 << 19)
+        self.addr = integer("addr", addr, ADDRESSES[0], ADDRESSES[1])
+        self.shunt_ohm = number("shunt_ohm", shunt_ohm, SHUNT_OHM[0], SHUNT_OHM[1])
+        self.max_a = number("max_a", max_a, MAX_A[0], MAX_A[1])
+        self.adc_range = 1 if choice("adc_range", adc_range, (0, 1, False, True)) else 0
+        self.current_lsb = self.max_a / (1 << 19)
         self.adc_config = adc_config_word(avg, vbus_ct_us, vsh_ct_us, temp_ct_us)
-        self.cal = shunt_cal(self.current_lsb, shunt_ohm, self.adc_range)
-        self.reset_energy_on_setup = reset_energy
-        self.acc = acc
+        self.cal = shunt_cal(self.current_lsb, self.shunt_ohm, self.adc_range)
+        self.reset_energy_on_setup = choice("reset_energy", reset_energy, (False, True))
+        self.acc = None if acc is None else number("acc", acc, 0, 1)
         self._b2 = bytearray(2)
         self._b3 = bytearray(3)
         self._b5 = bytearray(5)

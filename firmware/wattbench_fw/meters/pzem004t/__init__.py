@@ -10,6 +10,7 @@ resets the energy counter. Address 0xF8 reaches a single meter whatever its addr
 from wattbench_fw import modbus, serialio
 from wattbench_fw.contract import FLAG_OVER_RANGE
 from wattbench_fw.errors import FrameError
+from wattbench_fw.meters import choice, integer, number
 
 GENERAL_ADDRESS = 0xF8
 REG_COUNT = 10
@@ -62,16 +63,14 @@ class PZEM004T:
     QUANTITIES = ("W", "V", "A", "PF", "Hz", "Wh")
 
     def __init__(self, uart, addr=0x01, variant="100A", timeout_ms=200, acc=0.005):
-        if not 1 <= addr <= 0xF8:
-            raise ValueError("address must be 1-247, or 248 for a single meter")
-        if variant not in MAX_AMPS:
-            raise ValueError("variant must be 10A or 100A")
+        if not isinstance(addr, int) or isinstance(addr, bool) or not 1 <= addr <= 0xF8:
+            raise ValueError("addr must be 1-247, or 248 for a single meter")
         self.uart = uart
         self.addr = addr
-        self.variant = variant
+        self.variant = choice("variant", variant, ("10A", "100A"))
         self.max_a = MAX_AMPS[variant]
-        self.timeout_ms = timeout_ms
-        self.acc = acc
+        self.timeout_ms = integer("timeout_ms", timeout_ms, 0, 60000)
+        self.acc = number("acc", acc, 0, 1)
         self._request = modbus.read_request(addr, modbus.READ_INPUT, 0, REG_COUNT)
 
     def setup(self):

@@ -18,8 +18,11 @@ import random
 
 from wattbench_fw import port
 from wattbench_fw.errors import CRCError, NoReply
+from wattbench_fw.meters import integer, number, show
 
 MODELS = ("const", "steps", "sine", "cpu")
+MAX_W = 1e7  # the contract's largest W
+MAX_STEPS = 1000
 
 
 class CpuLoad:
@@ -95,28 +98,33 @@ class SimMeter:
         crc_every=0,
         clock=None,
     ):
-        if model not in MODELS:
-            raise ValueError("model must be one of %r" % (MODELS,))
+        if not isinstance(model, str) or model not in MODELS:
+            raise ValueError("model must be one of %s, got %s" % (", ".join(MODELS), show(model)))
         if model == "steps" and not steps:
             raise ValueError("the steps model needs steps=[[seconds, watts], ...]")
         self.model = model
-        self.watts = float(watts)
-        self.amp = float(amp)
-        self.period_s = float(period_s)
-        self.steps = [(float(d), float(w)) for d, w in (steps or ())]
+        # Every number is checked here: W, A = W / (V x PF) and the sine's period feed divisions and
+        # samples, so a zero, a NaN or a huge value must stop the configuration, not a later read.
+        self.watts = float(number("watts", watts, 0, MAX_W))
+        self.amp = float(number("amp", amp, -MAX_W, MAX_W))
+        self.period_s = float(number("period_s", period_s, 0.001, 1e9))
+        self.steps = self._check_steps(steps)
         self.cycle_s = sum(d for d, _ in self.steps)
-        self.idle_w = float(idle_w)
-        self.peak_w = float(peak_w)
-        self.volts = float(volts)
-        self.pf = float(pf)
-        self.hz = float(hz)
-        self.noise_w = float(noise_w)
+        self.idle_w = float(number("idle_w", idle_w, 0, MAX_W))
+        self.peak_w = float(number("peak_w", peak_w, 0, MAX_W))
+        self.volts = float(number("volts", volts, 1, 100000))
+        self.pf = float(number("pf", pf, 0.01, 1))
+        self.hz = float(number("hz", hz, 0, 1000000))
+        self.noise_w = float(number("noise_w", noise_w, 0, MAX_W))
+        seed = integer("seed", seed, 0, 4294967295)
         self.rng = random.Random(seed) if hasattr(random, "Random") else None
         if self.rng is None:
             random.seed(seed)
-        self.acc = acc
-        self.missed_every = missed_every
-        self.crc_every = crc_every
+        self.acc = number("acc", acc, 0, 1)
+        self.missed_every = integer("missed_every", missed_every, 0, 1000000000)
+        self.crc_every = integer("crc_every", crc_every, 0, 1000000000)
+        if clock is not None and not callable(clock):
+            raise ValueError("clock must be a function returning seconds")
         if clock is None:
             mono = port.Mono()
             clock = lambda: mono.now() / 1e6  # noqa: E731
@@ -125,6 +133,21 @@ class SimMeter:
         self.reads = 0
         self._wh = 0.0
         self._last = None  # (t, W) of the previous good read, for the energy integral
+
+    @staticmethod
+    def _check_steps(steps):
+        if steps is None:
+            return []
+        if not isinstance(steps, (list, tuple)) or len(steps) > MAX_STEPS:
+            raise ValueError("steps must be a list of at most %d [seconds, watts] pairs" % MAX_STEPS)
+        out = []
+        for i, step in enumerate(steps):
+            if not isinstance(step, (list, tuple)) or len(step) != 2:
+                raise ValueError("steps[%d] must be a [seconds, watts] pair, got %s" % (i, show(step)))
+            d = number("steps[%d] seconds" % i, step[0], 0.001, 1e9)
+            w = number("steps[%d] watts" % i, step[1], 0, MAX_W)
+            out.append((float(d), float(w)))
+        return out
 
     def setup(self):
         pass

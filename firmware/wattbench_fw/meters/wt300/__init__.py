@@ -11,6 +11,7 @@ during a measurement interval invalidates it.
 from wattbench_fw import serialio
 from wattbench_fw.contract import FLAG_MISSED, FLAG_OVER_RANGE, FLAG_RANGE_CHANGE
 from wattbench_fw.errors import FrameError, SensorError
+from wattbench_fw.meters import choice, integer, number, show
 
 # Contract quantity -> WT300 numeric function name.
 FUNCTIONS = {"W": "P", "V": "U", "A": "I", "PF": "LAMB", "Hz": "FU"}
@@ -22,12 +23,14 @@ _INF_THRESHOLD = 9.0e37
 
 NO_DATA = "nan"
 OVER_RANGE = "inf"
+MAX_RANGE = 100000.0  # V or A: above every range the series offers, finite for range_text()
+EOLS = ("\n", "\r\n", "\r")  # the terminators the RS-232 and USB interfaces accept
 
 
 def parse_value(token):
     """One <NR3> field: a float, or NO_DATA / OVER_RANGE markers. Raises FrameError on garbage."""
     t = token.strip().upper()
-    if t in ("NAN", "+NAN"):
+    if t in ("NAN", "+NAN", "-NAN"):
         return NO_DATA
     if t in ("INF", "+INF", "-INF", "NINF"):
         return OVER_RANGE
@@ -37,6 +40,8 @@ def parse_value(token):
         v = float(t)
     except ValueError:
         raise FrameError("not a number: %r" % token)
+    if v != v:
+        return NO_DATA  # any other spelling of NaN the float parser takes
     a = abs(v)
     if a >= _NAN_THRESHOLD:
         return NO_DATA
@@ -130,21 +135,29 @@ class WT300:
         acc_range=0.001,
         eol="\n",
     ):
+        if not isinstance(items, (list, tuple)):
+            raise ValueError(
+                "items must be a list of %s, got %s" % (", ".join(sorted(FUNCTIONS)), show(items))
+            )
         for q in items:
-            if q not in FUNCTIONS:
-                raise ValueError("item %r not one of %r" % (q, sorted(FUNCTIONS)))
+            if not isinstance(q, str) or q not in FUNCTIONS:
+                raise ValueError("item %s not one of %s" % (show(q), ", ".join(sorted(FUNCTIONS))))
+            if items.count(q) > 1:
+                raise ValueError("item %r listed twice" % q)
         if "W" not in items:
             raise ValueError("items must include W")
         self.port = port
         self.items = tuple(items)
         self.QUANTITIES = self.items
-        self.v_range = v_range
-        self.a_range = a_range
-        self.element = element
-        self.timeout_ms = timeout_ms
-        self.acc = acc
-        self.acc_range = acc_range
-        self.eol = eol.encode() if isinstance(eol, str) else eol
+        self.v_range = None if v_range is None else number("v_range", v_range, 0, MAX_RANGE, lo_open=True)
+        self.a_range = None if a_range is None else number("a_range", a_range, 0, MAX_RANGE, lo_open=True)
+        self.element = integer("element", element, 1, 3)
+        self.timeout_ms = integer("timeout_ms", timeout_ms, 0, 60000)
+        self.acc = number("acc", acc, 0, 1)
+        self.acc_range = number("acc_range", acc_range, 0, 1)
+        if isinstance(eol, (bytes, bytearray)):
+            eol = bytes(eol).decode()  # non-ASCII bytes raise UnicodeError, a ValueError
+        self.eol = choice("eol", eol, EOLS).encode()
         self.model = "WT300"
         self._range_changed = False
 
