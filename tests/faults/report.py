@@ -34,8 +34,8 @@ EXPLAIN = {
         "Mosquitto is stopped and started twice. Mosquitto keeps sessions and queued messages across "
         "the restart (persistence, as `deploy/mosquitto.conf` ships). The appliance buffers while the "
         "broker is away and backfills; the collector resumes its persistent session; the sweep queues "
-        "its phase events. The run is scored from complete data: no window has a gap, every phase "
-        "event is stored.",
+        "its phase events. The run is scored from complete data: every window is scored with all the "
+        "samples the appliance sent inside it, and every phase event is stored.",
     ),
     "collector_sigkill": (
         "Collector killed with SIGKILL",
@@ -120,8 +120,11 @@ def fmt_details(scenario: str, d: dict[str, Any]) -> str:
             f"broker down {' s and '.join(str(x) for x in d.get('broker_down_s', []))} s; the appliance saw "
             f"{d.get('appliance_saw_broker_down')} outages; the sweep exited with {d.get('sweep_exit')} "
             f"(failed checks: {', '.join(d.get('failed_checks') or []) or 'none'}), "
-            f"{d.get('levels_scored')} levels scored, {d.get('windows_without_gaps')} windows checked "
-            f"without gaps, {d.get('phase_events_stored')} phase events stored"
+            f"{d.get('levels_scored')} levels scored with "
+            + ", ".join(
+                f"{p}: {a} of {b}" for p, (a, b) in (d.get("window_samples_scored_vs_sent") or {}).items()
+            )
+            + f" samples sent in the window; {d.get('phase_events_stored')} phase events stored"
         )
     if scenario == "collector_sigkill":
         return (
