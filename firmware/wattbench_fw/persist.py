@@ -13,11 +13,11 @@ sequence mark by one block), so counters do not repeat. A counter no copy can gi
 point above anything handed out before (see _lost_floor). What no copy can tell is not made up: an
 energy entry nobody has restarts from the meter's register, and is named. `repairs` counts every
 repair since the first boot (it is saved), `lost` names what had to continue from such a point at
-this boot and `problems` says what was wrong, for the status and the log.
+this boot and `problems` says what was wrong; the caller reports them (status, console), since
+loading does no output of its own.
 """
 
 import json
-import sys
 
 from wattbench_fw import port
 
@@ -86,13 +86,6 @@ def _lost_floor(per_us, fixed, limit):
     if now > CLOCK_SET_US and now // per_us < limit:
         return now // per_us
     return fixed
-
-
-def _log(text):
-    try:
-        print("wattbench: state:", text, file=sys.stderr)
-    except Exception:  # noqa: BLE001 - a missing console must not stop the boot
-        pass
 
 
 class State:
@@ -173,8 +166,6 @@ class State:
             self._lose("dropped", 0)
         self.dropped = dropped
         self.energy = self._energy(copies)
-        if self.problems:
-            _log("repaired: " + "; ".join(self.problems))
 
     def _lose(self, name, value):
         self.lost.append(name)
