@@ -28,7 +28,10 @@ class Quiet(LogDisplay):
 def main() -> None:
     import signal
 
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # kill ends the run the way Ctrl-C does: workers stopped
+
+    signal.signal(signal.SIGTERM, stop)
     ap = argparse.ArgumentParser()
     ap.add_argument("--measure", type=float, default=30.0)
     ap.add_argument("--pre", type=float, default=10.0)
@@ -42,6 +45,7 @@ def main() -> None:
     print(
         f"{wl.workers} worker processes on {os.cpu_count()} cores; {plan.duration_s() / 60:.1f} min planned"
     )
+    print("load average before: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     t0 = time.monotonic()
     rec = Driver("pacing-bench", plan, wl, MemorySink(), display=Quiet()).run()
     took = time.monotonic() - t0
@@ -72,6 +76,8 @@ def main() -> None:
     print(
         f"worst relative deviation {worst * 100:.2f}%; run took {took / 60:.1f} min; interrupted: {rec.interrupted}"
     )
+    # Other work on the machine takes cores from the workload; the load average says how much there was.
+    print("load average after: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":
