@@ -36,7 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mqtt-user", metavar="USER", help="MQTT user name")
     parser.add_argument("--mqtt-password-file", metavar="FILE", help="file holding the MQTT password")
     parser.add_argument("--mqtt-ca", metavar="FILE", help="CA certificate: connect with TLS")
-    parser.add_argument("--protocol", choices=["5", "3.1.1"], help="MQTT version (default 5)")
+    parser.add_argument(
+        "--protocol",
+        choices=["auto", "5", "3.1.1"],
+        help="MQTT version (default auto: 5, or 3.1.1 if refused)",
+    )
     parser.add_argument(
         "--hmac-keys", metavar="FILE", help='JSON {"device": "hex key"}: check batch signatures'
     )

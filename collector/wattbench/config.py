@@ -34,11 +34,15 @@ def default_collector_id() -> str:
 class CollectorConfig:
     # MQTT
     broker: str = "127.0.0.1:1883"
-    protocol: str = "5"  # "5" for Mosquitto/EMQX/VerneMQ; "3.1.1" for the embedded amqtt broker
+    # "auto": MQTT 5, or 3.1.1 when the broker refuses 5 (the embedded amqtt broker); "5"; "3.1.1"
+    protocol: str = "auto"
     mqtt_user: str = ""
     mqtt_password: str = field(default="", repr=False)
     client_id: str = ""
     share: str = ""
+    # The broker sends each device's topic to one member of the share group (EMQX hash_topic or
+    # hash_clientid), so per-device gap counting stays meaningful in a share group.
+    share_by_topic: bool = False
     session_expiry_s: int = 7 * 24 * 3600
     receive_maximum: int = 1000
     keepalive_s: int = 30
@@ -92,14 +96,21 @@ class CollectorConfig:
                 f"collector id {c.id!r} must match {ID_PATTERN.pattern} (it is a topic level and a tag)"
             )
         c.client_id = c.client_id or f"wattbench-{c.id}"
-        c.protocol = {"5": "5", "v5": "5", "5.0": "5", "3.1.1": "3.1.1", "311": "3.1.1", "v311": "3.1.1"}.get(
-            str(c.protocol).lower(), ""
-        )
-        if not c.protocol:
-            raise ConfigError(f"protocol {self.protocol!r}: use 5 or 3.1.1")
+        c.protocol = {
+            "auto": "auto",
+            "": "auto",
+            "5": "5",
+            "v5": "5",
+            "5.0": "5",
+            "3.1.1": "3.1.1",
+            "311": "3.1.1",
+            "v311": "3.1.1",
+        }.get(str(c.protocol).lower(), "?")
+        if c.protocol == "?":
+            raise ConfigError(f"protocol {self.protocol!r}: use auto, 5 or 3.1.1")
         if c.share and not re.match(r"^[A-Za-z0-9_-]{1,64}$", c.share):
             raise ConfigError(f"share group {c.share!r}: letters, digits, '-' and '_' only")
-        if c.share and c.protocol != "5":
+        if c.share and c.protocol == "3.1.1":
             raise ConfigError("shared subscriptions ($share/...) need MQTT 5")
         host, port = split_broker(c.broker)
         c.broker = f"{host}:{port}"
@@ -200,6 +211,7 @@ ENV = {
     "WATTBENCH_MQTT_PASSWORD": "mqtt_password",
     "WATTBENCH_MQTT_CLIENT_ID": "client_id",
     "WATTBENCH_SHARE": "share",
+    "WATTBENCH_SHARE_BY_TOPIC": "share_by_topic",
     "WATTBENCH_MQTT_CA": "tls_ca",
     "WATTBENCH_STORE": "store",
     "WATTBENCH_INFLUX_URL": "store",

@@ -84,6 +84,7 @@ def test_exit_codes(tmp_path: Path) -> None:
 
 
 def test_sigterm_drains_and_exits_zero(tmp_path: Path) -> None:
+    """Also: with the default protocol "auto" the collector falls back to MQTT 3.1.1 for amqtt."""
     import signal
 
     with EmbeddedBroker() as broker:
@@ -95,8 +96,6 @@ def test_sigterm_drains_and_exits_zero(tmp_path: Path) -> None:
                 "collect",
                 "--broker",
                 broker.url,
-                "--protocol",
-                "3.1.1",
                 "--store",
                 str(tmp_path / "wb.sqlite"),
                 "--state-dir",
@@ -116,4 +115,4 @@ def test_sigterm_drains_and_exits_zero(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out
-    assert "stopping" in out and "stopped" in out
+    assert "using MQTT 3.1.1" in out and "stopping" in out and "stopped" in out

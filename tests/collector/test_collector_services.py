@@ -28,8 +28,10 @@ from .streams import Publisher, Stream
 
 pytestmark = pytest.mark.services
 
-# 8 appliances x 4 channels x 100 Hz: 100 000 samples in about 31 s
-N_DEV, N_CH, HZ = 8, 4, 100
+# 8 appliances x 2 channels x 250 Hz: 100 000 samples in about 25 s. (At 1 kHz a loaded 2-core test
+# machine makes the host-mode sampler fall behind; it then flags clock steps, which can share a
+# millisecond, and those would make this count-by-key check weaker than it should be.)
+N_DEV, N_CH, HZ = 8, 2, 250
 PER_DEV = 12_500
 
 
@@ -44,11 +46,11 @@ def tap(mosquitto):  # type: ignore[no-untyped-def]
     t.close()
 
 
-def _accounted_once(state: dict[str, Any], devs: list[str]) -> None:
+def _accounted_once(state: dict[str, Any], devs: list[str], per_dev: int = PER_DEV) -> None:
     """The collector's own accounting: every sequence number received and stored once."""
     for dev in devs:
         acct = state["accounts"][dev]
-        assert acct["received"] == PER_DEV and acct["stored"] == PER_DEV, acct
+        assert acct["received"] == per_dev and acct["stored"] == per_dev, acct
         assert acct["gaps"] == 0 and acct["missing"] == 0, acct
 
 
@@ -67,9 +69,9 @@ def test_100k_samples_from_appliances_arrive_exactly_once(
     for dev in devs:
         acct = state["accounts"][dev]
         assert acct["duplicates"] == 0, acct
-        assert 300 < acct["rate_hz"] < 500, acct  # four channels at 100 Hz
-    # what the device sent in one ms twice, the collector counted and said
-    assert sum(state["accounts"][d]["t_repeats"] for d in devs) == same_ms
+        assert 350 < acct["rate_hz"] < 650, acct  # two channels at 250 Hz
+    # what the device sent in an already used ms (or earlier), the collector counted and said
+    assert sum(state["accounts"][d]["t_repeats"] for d in devs) >= same_ms
     # the collector's own health series is in InfluxDB, one series per device
     health = influxdb.query('SELECT last("stored") FROM "wb_health" GROUP BY "dev", "collector"')
     assert {(r["dev"], r["collector"]) for r in health} == {(d, "c1") for d in devs}
@@ -99,12 +101,14 @@ def test_sigkill_mid_stream_loses_nothing(mosquitto, influxdb, collector_factory
     _accounted_once(collector.state(), devs)
 
 
-def test_influxdb_down_30s_mid_stream_spools_and_replays(
+def test_influxdb_down_30s_mid_stream_spools_and_replays(  # type: ignore[no-untyped-def]
     mosquitto, influxdb, collector_factory, tap, tmp_path
-) -> None:  # type: ignore[no-untyped-def]
-    # 1 600 samples/s for about 62 s, so the stream runs before, during and after the outage.
+) -> None:
+    # 8 appliances x 4 channels x 50 Hz: 100 000 samples over about 62 s, so the stream runs before,
+    # during and after the outage.
+    n_dev, per_dev = 8, 12_500
     collector = collector_factory(_collect_args(mosquitto, influxdb)).start()
-    with appliances(mosquitto.url, tmp_path, n=N_DEV, channels=N_CH, hz=HZ / 2, count=PER_DEV) as apps:
+    with appliances(mosquitto.url, tmp_path, n=n_dev, channels=4, hz=50, count=per_dev) as apps:
         devs = [a.dev for a in apps]
         time.sleep(8)
         influxdb.stop()
@@ -116,7 +120,7 @@ def test_influxdb_down_30s_mid_stream_spools_and_replays(
             time.sleep(0.5)
         influxdb.start()
         assert spooled > 0, "the spool was used during the outage"
-        assert any(a.counters()["samples"] < PER_DEV for a in apps), "the stream goes on after the outage"
+        assert any(a.counters()["samples"] < per_dev for a in apps), "the stream goes on after the outage"
         wait_appliances_done(apps, 120)
     wait_keys_stored(influxdb, tap, devs, 120)
     # the spool drains completely once InfluxDB is back
@@ -129,8 +133,8 @@ def test_influxdb_down_30s_mid_stream_spools_and_replays(
     writer = state["writer"]
     assert writer["spooled_frames"] > 0 and writer["replayed_frames"] >= writer["spooled_frames"], writer
     assert "store unavailable" in collector.log() and "spool drained" in collector.log()
-    assert_stored_exactly_once(influxdb, tap, devs, PER_DEV)
-    _accounted_once(collector.state(), devs)
+    assert_stored_exactly_once(influxdb, tap, devs, per_dev)
+    _accounted_once(collector.state(), devs, per_dev)
 
 
 def test_two_collectors_share_the_load_without_double_writes(

@@ -100,7 +100,9 @@ class Collector:
         self.deadletter: Any = None
         self.link: Any = None
         self.pipeline = Pipeline(
-            self.config.id, Validator(verifier=self._verifier()), track_gaps=not self.config.share
+            self.config.id,
+            Validator(verifier=self._verifier()),
+            track_gaps=not self.config.share or self.config.share_by_topic,
         )
         self.stats = WriterStats()
         self.error: CollectorError | None = None
@@ -140,7 +142,7 @@ class Collector:
     def start(self) -> Collector:
         """Open the store and spool, connect, subscribe. Raises CollectorError when that fails."""
         from ..spool import Spool, SpoolError
-        from .mqtt import BrokerRefused, MqttLink
+        from .mqtt import BrokerRefused, MqttLink, probe_protocol
 
         cfg = self.config
         log.info("collector %s starting: %s", cfg.id, json.dumps(cfg.describe()))
@@ -156,7 +158,18 @@ class Collector:
         self._start_pool()
         self.started_ms = now_ms()
         self._next_health = time.monotonic() + cfg.health_period_s
-        self.link = MqttLink(cfg, self._on_message)
+        protocol = cfg.protocol
+        if protocol == "auto":
+            protocol = probe_protocol(cfg)
+            if protocol == "3.1.1":
+                if cfg.share:
+                    self._abort()
+                    raise CollectorError(
+                        f"broker {cfg.broker} speaks only MQTT 3.1.1; shared subscriptions need MQTT 5",
+                        EXIT_BROKER,
+                    )
+                log.info("broker %s does not speak MQTT 5: using MQTT 3.1.1", cfg.broker)
+        self.link = MqttLink(cfg, self._on_message, protocol=protocol)
         self._threads = [
             threading.Thread(target=self._guard, args=(self._ingest_loop,), name="wb-ingest", daemon=True),
             threading.Thread(target=self._guard, args=(self._writer_loop,), name="wb-writer", daemon=True),

@@ -47,14 +47,54 @@ def topic_filters(share: str = "") -> list[str]:
     return filters
 
 
+def probe_protocol(config: CollectorConfig, timeout: float = 5.0) -> str:
+    """ "5" unless the broker answers an MQTT 5 CONNECT with "unsupported protocol version".
+
+    The probe is a separate, clean, property-less connection (some 3.1.1-only brokers cannot even
+    parse v5 properties and never answer); the collector's own persistent session is not touched."""
+    import paho.mqtt.client as mqtt
+
+    answer: list[str] = []
+    done = threading.Event()
+
+    def on_connect(client: Any, userdata: Any, flags: Any, reason: Any, properties: Any = None) -> None:
+        answer.append(str(reason))
+        done.set()
+
+    probe = mqtt.Client(
+        mqtt.CallbackAPIVersion.VERSION2, client_id=f"{config.client_id}-probe"[:64], protocol=mqtt.MQTTv5
+    )
+    if config.mqtt_user:
+        probe.username_pw_set(config.mqtt_user, config.mqtt_password or None)
+    if config.tls_ca:
+        probe.tls_set(ca_certs=config.tls_ca)
+        if config.tls_insecure:
+            probe.tls_insecure_set(True)
+    probe.on_connect = on_connect
+    try:
+        probe.connect(config.host, config.port, keepalive=max(5, int(timeout)))
+    except OSError:
+        return "5"  # unreachable for now: the link's own retries report it
+    probe.loop_start()
+    try:
+        done.wait(timeout)
+    finally:
+        probe.disconnect()
+        probe.loop_stop()
+    return "3.1.1" if answer and answer[0] == "Unsupported protocol version" else "5"
+
+
 class MqttLink:
-    def __init__(self, config: CollectorConfig, on_message: OnMessage) -> None:
+    """protocol: "5" or "3.1.1" (for config "auto", see probe_protocol)."""
+
+    def __init__(self, config: CollectorConfig, on_message: OnMessage, protocol: str | None = None) -> None:
         import paho.mqtt.client as mqtt
 
         self.config = config
+        self.protocol = protocol or ("3.1.1" if config.protocol == "3.1.1" else "5")
         self._on_message_cb = on_message
         self._mqtt = mqtt
-        self.v5 = config.protocol == "5"
+        self.v5 = self.protocol == "5"
         kwargs: dict[str, Any] = {
             "callback_api_version": mqtt.CallbackAPIVersion.VERSION2,
             "client_id": config.client_id,
@@ -70,6 +110,10 @@ class MqttLink:
         self.client.enable_logger(paho_log)
         if config.mqtt_user:
             self.client.username_pw_set(config.mqtt_user, config.mqtt_password or None)
+        elif not self.v5:
+            # Some 3.1.1 brokers (amqtt) keep the session and its queued messages only for a named
+            # client; a broker that allows anonymous access accepts a name without a password.
+            self.client.username_pw_set(config.client_id)
         if config.tls_ca:
             self.client.tls_set(ca_certs=config.tls_ca)
             if config.tls_insecure:
@@ -147,7 +191,7 @@ class MqttLink:
         log.info(
             "connected to %s (MQTT %s, session %s)",
             self.config.broker,
-            self.config.protocol,
+            self.protocol,
             "resumed" if session else "new",
         )
         # Subscribing again is harmless when the session kept the subscriptions, and needed when the

@@ -1,0 +1,244 @@
+"""Ingest rate: the wattbench collector against Telegraf, same stream, same broker, same InfluxDB.
+
+The stream is simulated appliances' sample batches (contract-valid, 2 channels at 1 kHz per
+appliance, 200 rows per batch). For each consumer in turn, and in alternating order over several
+rounds:
+
+1. the consumer starts once so that the broker holds its persistent session, and stops;
+2. the whole stream is published to Mosquitto (deploy/mosquitto.conf), which queues it for the session;
+3. the consumer starts again and drains the backlog into its own database of one InfluxDB 1.8.
+
+The sustained rate is the samples stored between the first and the last poll of the database, over
+that time; it excludes process start-up (also printed, as "from start"). Zero loss is checked for
+both: per device, every sequence number stored exactly once. The collector runs as `wattbench
+collect`, Telegraf with the shipped deploy/telegraf.conf.
+
+    python bench/bench_ingest.py [--samples 1000000] [--rounds 3] [--devices 10]
+
+Needs the services of scripts/provision.sh. Prints the figures and the ratio collector/Telegraf;
+exits 1 if either consumer lost or duplicated anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "collector"))
+
+import services  # noqa: E402
+from streams import Publisher, Stream  # noqa: E402
+
+
+class CollectorRun:
+    def __init__(
+        self, work: Path, mosquitto: services.Mosquitto, influx: services.InfluxDB, db: str, cid: str
+    ) -> None:
+        self.work = work
+        self.log = work / f"{cid}.log"
+        self.argv = [
+            sys.executable,
+            "-m",
+            "wattbench.cli",
+            "collect",
+            "--broker",
+            mosquitto.url,
+            "--influx",
+            influx.url,
+            "--db",
+            db,
+            "--id",
+            cid,
+            "--state-dir",
+            str(work / cid),
+        ]
+        self.env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        offset = self.log.stat().st_size if self.log.exists() else 0
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, env=self.env)
+        deadline = time.monotonic() + 60
+        while "subscribed" not in self.log.read_text(errors="replace")[offset:]:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"collector did not start:\n{self.log.read_text()[-2000:]}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(120)
+
+
+class TelegrafRun:
+    def __init__(
+        self, work: Path, mosquitto: services.Mosquitto, influx: services.InfluxDB, db: str, cid: str
+    ) -> None:
+        env = services.telegraf_env(mosquitto, influx, db, cid)
+        self.tg = services.Telegraf(work / cid, REPO / "deploy" / "telegraf.conf", env)
+
+    def start(self) -> None:
+        self.tg.start()
+        deadline = time.monotonic() + 60
+        while "Connected" not in self.tg.log_tail(200):
+            if not self.tg.running or time.monotonic() > deadline:
+                raise RuntimeError(f"telegraf did not connect:\n{self.tg.log_tail()}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.tg.stop()
+
+
+def count(influx: services.InfluxDB, db: str) -> int:
+    rows = influx.query('SELECT count("s") FROM "wb_sample"', db=db)
+    return int(rows[0]["count"]) if rows else 0
+
+
+def verify(influx: services.InfluxDB, db: str, stream: Stream) -> list[str]:
+    """Problems found; empty when every device has every sequence number exactly once."""
+    got = {
+        r["dev"]: r
+        for r in influx.query('SELECT count("s"), min("s"), max("s") FROM "wb_sample" GROUP BY "dev"', db=db)
+    }
+    distinct = {
+        r["dev"]: r["count"]
+        for r in influx.query('SELECT count(distinct("s")) FROM "wb_sample" GROUP BY "dev"', db=db)
+    }
+    problems = []
+    for i in range(stream.devices):
+        dev = stream.dev(i)
+        r = got.get(dev)
+        n = stream.samples_per_device
+        if r is None:
+            problems.append(f"{dev}: nothing stored")
+        elif (r["count"], r["min"], r["max"], distinct.get(dev)) != (n, 0, n - 1, n):
+            problems.append(
+                f"{dev}: {r['count']} stored, s {r['min']}..{r['max']}, {distinct.get(dev)} distinct"
+            )
+    return problems
+
+
+def measure(
+    name: str,
+    consumer: Any,
+    influx: services.InfluxDB,
+    db: str,
+    stream: Stream,
+    messages: list[tuple[str, bytes]],
+    mosquitto: services.Mosquitto,
+    poll_s: float,
+) -> dict[str, Any]:
+    influx.create_database(db)
+    consumer.start()  # creates the persistent session and its subscription
+    consumer.stop()
+    pub = Publisher(mosquitto.host, mosquitto.port, client_id=f"bench-pub-{db}")
+    pub.publish_all(messages)
+    pub.close()
+    total = stream.total
+    t0 = time.monotonic()
+    consumer.start()
+    first: tuple[float, int] | None = None
+    last = (t0, 0)
+    deadline = t0 + 900
+    while time.monotonic() < deadline:
+        n = count(influx, db)
+        now = time.monotonic()
+        if n and first is None:
+            first = (now, n)
+        last = (now, n)
+        if n >= total:
+            break
+        time.sleep(poll_s)
+    consumer.stop()
+    problems = verify(influx, db, stream)
+    influx.drop_database(db)
+    if first is None or last[1] < total:
+        return {"name": name, "rate": 0.0, "from_start": 0.0, "problems": problems or ["timed out"]}
+    span = last[0] - first[0]
+    rate = (total - first[1]) / span if span > 0 else float("inf")
+    return {"name": name, "rate": rate, "from_start": total / (last[0] - t0), "problems": problems}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--samples", type=int, default=1_000_000, help="samples per run (default 1 000 000)")
+    ap.add_argument("--devices", type=int, default=10)
+    ap.add_argument("--batch", type=int, default=200, help="rows per MQTT message")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--poll", type=float, default=0.25, help="seconds between database counts")
+    args = ap.parse_args()
+
+    stream = Stream(
+        devices=args.devices,
+        channels=2,
+        rate_hz=1000,
+        batch=args.batch,
+        samples_per_device=args.samples // args.devices,
+    )
+    messages = stream.messages()
+    print(
+        f"stream: {stream.total:,} samples, {len(messages):,} messages of {args.batch} rows, "
+        f"{sum(len(m[1]) for m in messages) / 1e6:.1f} MB, {args.devices} devices"
+    )
+    work = Path(tempfile.mkdtemp(prefix="wattbench-bench-ingest-"))
+    mosquitto = services.Mosquitto(work / "mosquitto").start()
+    influx = services.InfluxDB(work / "influxdb").start()
+    results: dict[str, list[dict[str, Any]]] = {"collector": [], "telegraf": []}
+    try:
+        for r in range(args.rounds):
+            order = ["collector", "telegraf"] if r % 2 == 0 else ["telegraf", "collector"]
+            for name in order:
+                db = f"bench_{name}_{r}"
+                cid = f"bench-{name[0]}{r}"
+                consumer: Any = (CollectorRun if name == "collector" else TelegrafRun)(
+                    work, mosquitto, influx, db, cid
+                )
+                res = measure(name, consumer, influx, db, stream, messages, mosquitto, args.poll)
+                results[name].append(res)
+                status = "no loss, no duplicates" if not res["problems"] else "; ".join(res["problems"][:3])
+                print(
+                    f"round {r + 1} {name:9s}: {res['rate']:>10,.0f} samples/s sustained, "
+                    f"{res['from_start']:>10,.0f} from start  [{status}]",
+                    flush=True,
+                )
+    finally:
+        influx.stop()
+        mosquitto.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    med = {k: statistics.median(x["rate"] for x in v) for k, v in results.items()}
+    med_start = {k: statistics.median(x["from_start"] for x in v) for k, v in results.items()}
+    lossless = all(not x["problems"] for v in results.values() for x in v)
+    print()
+    print(
+        f"collector: {med['collector']:>10,.0f} samples/s sustained (median of {args.rounds}), "
+        f"{med_start['collector']:,.0f} from start"
+    )
+    print(
+        f"telegraf:  {med['telegraf']:>10,.0f} samples/s sustained (median of {args.rounds}), "
+        f"{med_start['telegraf']:,.0f} from start"
+    )
+    if med["telegraf"] > 0:
+        print(
+            f"ratio collector/telegraf: {med['collector'] / med['telegraf']:.2f} sustained, "
+            f"{med_start['collector'] / med_start['telegraf']:.2f} from start (target >= 1.5)"
+        )
+    print("zero loss: " + ("yes, for both" if lossless else "NO"))
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end")
+    return 0 if lossless else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
