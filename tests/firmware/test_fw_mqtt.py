@@ -343,4 +343,3 @@ def test_link_resends_after_broker_restart(mosquitto: services.Mosquitto) -> Non
     assert statuses[0] == "boot" and "reconnect" in statuses
     assert link.connects == 2 and buf.acked_samples == 20
     client.disconnect()
-
