@@ -182,6 +182,7 @@ class Appliance:
             clk=self.clock.status(now),
             rssi=rssi,
             mem=port.free_mem(),
+            repairs=self.state.repairs,
         )
 
     def meta(self):
@@ -349,6 +350,8 @@ class Appliance:
             "ram": bufc["ram"],
             "flash": bufc["flash"],
             "dropped": bufc["dropped"],
+            "state_repairs": self.state.repairs,
+            "state_lost": list(self.state.lost),
             "connected": self.link.up,
             "connects": self.link.connects,
             "disconnects": self.link.disconnects,

@@ -60,6 +60,8 @@ def main(config_path=CONFIG_PATH, board_path=BOARD_PATH):
     app = Appliance(
         cfg, drivers, clock, mono=mono, net_up=wifi.up, rssi=wifi.rssi, ssl_context=ssl_context(cfg["broker"])
     )
+    for problem in app.state.problems:
+        print("wattbench: persistent state repaired:", problem)
     led = None
     if cfg.get("led") is not None:
         try:

@@ -73,6 +73,7 @@ def status(
     clk=None,
     rssi=None,
     mem=None,
+    repairs=None,
 ):
     doc = {"v": VERSION, "dev": dev, "state": state}
     for key, value in (
@@ -86,6 +87,7 @@ def status(
         ("clk", clk),
         ("rssi", rssi),
         ("mem", mem),
+        ("repairs", repairs or None),
     ):
         if value is not None:
             doc[key] = value

@@ -261,3 +261,22 @@ def test_an_older_state_file_without_a_repair_count_is_not_damage(tmp_path: Path
     _write(tmp_path, {"gen": 2, "boot": 4, "seq": 3000, "dropped": 1, "energy": {}})
     state = State(str(tmp_path))
     assert (state.boot, state.seq_mark, state.dropped, state.repairs, state.problems) == (4, 3000, 1, 0, [])
+
+
+def test_repairs_are_reported_in_status(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A damaged state file is repaired at boot and the status message says so."""
+    import json
+
+    import wattbench_schema as contract
+    from wattbench_fw.host import HostAppliance, sim_config
+
+    cfg = sim_config(dev="repair", broker="127.0.0.1:1", model="const", spool_dir=tmp_path)
+    HostAppliance(cfg).app.persist()
+    for path in tmp_path.iterdir():
+        if path.is_file() and "state" in path.name:
+            path.write_text('{"gen": 1e999}')
+    app = HostAppliance(cfg).app
+    assert app.counters()["state_repairs"] > 0
+    doc = json.loads(app._status_payload("online", "boot"))
+    assert doc["repairs"] == app.counters()["state_repairs"]
+    assert not list(contract.jsonschema_validator("status").iter_errors(doc))
