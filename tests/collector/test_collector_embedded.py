@@ -116,3 +116,32 @@ def test_sigterm_drains_and_exits_zero(tmp_path: Path) -> None:
         out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out
     assert "using MQTT 3.1.1" in out and "stopping" in out and "stopped" in out
+
+
+def test_a_dead_validation_process_does_not_stop_ingest(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    stream = Stream(devices=1, channels=1, batch=50, samples_per_device=2000, prefix="pool")
+    msgs = stream.messages()
+    with EmbeddedBroker() as broker:
+        cfg = CollectorConfig(
+            store=str(tmp_path / "wb.sqlite"),
+            state_dir=str(tmp_path),
+            id="pool",
+            validate_workers=1,
+            **broker.collector_options(),
+        )
+        collector = Collector(cfg).start()
+        pub = Publisher(broker.host, broker.port, protocol=mqtt.MQTTv311)
+        pub.publish_all(msgs[:10])
+        assert collector.wait_for(lambda c: c["samples_stored"] >= 500, timeout=60)
+        for pid in list(collector._pool._pool._processes):  # the worker dies as if OOM-killed
+            os.kill(pid, signal.SIGKILL)
+        pub.publish_all(msgs[10:])
+        assert collector.wait_for(lambda c: c["samples_stored"] >= stream.total, timeout=60), (
+            collector.counters()
+        )
+        assert collector.error is None and collector._pool is None
+        collector.stop()
+        pub.close()

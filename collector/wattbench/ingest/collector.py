@@ -271,9 +271,15 @@ class Collector:
         for sp in (self.spool, self.deadletter):
             if sp is not None:
                 sp.close()
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        self._close_pool()
+
+    def _close_pool(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            try:
+                pool.close()
+            except Exception as exc:
+                log.debug("closing the validation pool: %s", exc)
 
     def __enter__(self) -> Collector:
         return self.start()
@@ -344,7 +350,14 @@ class Collector:
                     items.append(inbox.popleft())
                     if drain_left is not None:
                         drain_left -= 1
-                fut = pool.submit([(m[3], m[4], m[5]) for m in items]) if pool is not None else None
+                fut = None
+                if pool is not None:
+                    try:
+                        fut = pool.submit([(m[3], m[4], m[5]) for m in items])
+                    except Exception as exc:  # broken pool: see below
+                        log.warning("validation process failed (%r); validating in-process", exc)
+                        pool = None
+                        self._close_pool()
                 pending.append((fut, items))
                 moved += len(items)
             # 2. account for checked messages, in arrival order
@@ -358,8 +371,19 @@ class Collector:
                         fut.result(timeout=0.05)
                     except TimeoutError:
                         break
+                    except Exception:
+                        pass  # a broken pool: handled just below
                 pending.popleft()
-                verdicts = fut.result() if fut is not None else None
+                verdicts = None
+                if fut is not None:
+                    try:
+                        verdicts = fut.result()
+                    except Exception as exc:
+                        # A worker died (out of memory, killed): check in this process from now on.
+                        if pool is not None:
+                            log.warning("validation process failed (%r); validating in-process", exc)
+                            pool = None
+                            self._close_pool()
                 with self._pipeline_lock:
                     for k, m in enumerate(items):
                         if verdicts is None:

@@ -24,6 +24,12 @@ _validator: Validator | None = None
 
 def _init(verifier_args: tuple[str, bool] | None) -> None:
     global _validator
+    import signal
+
+    # Ctrl-C and a service manager's SIGTERM reach the whole process group; the collector shuts its
+    # workers down itself once it has drained, so they must not die first.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     verifier = None
     if verifier_args is not None:
         from .auth import Verifier
