@@ -34,8 +34,10 @@ def default_collector_id() -> str:
 class CollectorConfig:
     # MQTT
     broker: str = "127.0.0.1:1883"
-    # "auto": MQTT 5, or 3.1.1 when the broker refuses 5 (the embedded amqtt broker); "5"; "3.1.1"
+    # "auto": MQTT 5, or 3.1.1 when the broker refuses 5 (the embedded amqtt broker); "5"; "3.1.1".
+    # resolved() turns "auto" into "5" with protocol_fallback set.
     protocol: str = "auto"
+    protocol_fallback: bool = False
     mqtt_user: str = ""
     mqtt_password: str = field(default="", repr=False)
     client_id: str = ""
@@ -108,6 +110,8 @@ class CollectorConfig:
         }.get(str(c.protocol).lower(), "?")
         if c.protocol == "?":
             raise ConfigError(f"protocol {self.protocol!r}: use auto, 5 or 3.1.1")
+        if c.protocol == "auto":
+            c.protocol, c.protocol_fallback = "5", True
         if c.share and not re.match(r"^[A-Za-z0-9_-]{1,64}$", c.share):
             raise ConfigError(f"share group {c.share!r}: letters, digits, '-' and '_' only")
         if c.share and c.protocol == "3.1.1":
@@ -166,7 +170,7 @@ class CollectorConfig:
         return {
             "id": self.id,
             "broker": self.broker,
-            "protocol": self.protocol,
+            "protocol": self.protocol + (" (3.1.1 if refused)" if self.protocol_fallback else ""),
             "mqtt_user": self.mqtt_user or None,
             "share": self.share or None,
             "store": redact_url(self.store_spec()),

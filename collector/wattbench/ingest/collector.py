@@ -159,7 +159,7 @@ class Collector:
         self.started_ms = now_ms()
         self._next_health = time.monotonic() + cfg.health_period_s
         protocol = cfg.protocol
-        if protocol == "auto":
+        if cfg.protocol_fallback:
             protocol = probe_protocol(cfg)
             if protocol == "3.1.1":
                 if cfg.share:

@@ -85,7 +85,7 @@ def probe_protocol(config: CollectorConfig, timeout: float = 5.0) -> str:
 
 
 class MqttLink:
-    """protocol: "5" or "3.1.1" (for config "auto", see probe_protocol)."""
+    """protocol: "5" or "3.1.1" (with config.protocol_fallback, see probe_protocol)."""
 
     def __init__(self, config: CollectorConfig, on_message: OnMessage, protocol: str | None = None) -> None:
         import paho.mqtt.client as mqtt
