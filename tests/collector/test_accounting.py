@@ -171,3 +171,13 @@ def test_every_sequence_number_is_kept_exactly_once_whatever_the_order(
     assert a.duplicates == len([s for s in seqs if s >= first]) - len(set(above))
     expected_missing = len(set(range(first, max(seqs) + 1)) - set(seqs))
     assert a.missing == expected_missing
+
+
+def test_saved_state_keeps_the_newest_holes_and_stays_safe() -> None:
+    a = DeviceAccount("d")
+    a.admit(batch(list(range(0, 6000, 2))), T0)  # every odd number missing: 2999 holes
+    b = DeviceAccount.from_state(a.state())
+    assert b.seq.hole_count() == 1000
+    # 1: in a forgotten hole, kept unjudged; 5999: new; 5997: fills a kept hole; 5998: seen before
+    kept, _ = b.admit(batch([1, 5999, 5997, 5998]), T0)
+    assert seqs_of(kept) == [1, 5999, 5997] and b.duplicates == 1  # 5998 was seen

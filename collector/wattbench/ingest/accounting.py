@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-MAX_HOLES = 10_000
+MAX_HOLES = 10_000  # per device in memory; a status file keeps the newest 1 000
 OFFSET_WINDOW = 32
 RATE_WINDOW_MS = 10_000
 ENERGY_SLACK_WH = 1e-9
@@ -64,11 +64,15 @@ class SeqTracker:
             self.ends.insert(i + 1, b)
         return True
 
-    def state(self) -> dict[str, Any]:
+    def state(self, max_holes: int = 1000) -> dict[str, Any]:
+        """The newest max_holes holes; older ones are forgotten (the floor moves past them), which
+        only means a late sample from them would be kept rather than judged."""
+        drop = max(0, len(self.starts) - max_holes)
+        floor = self.ends[drop - 1] + 1 if drop else self.floor
         return {
             "high": self.high,
-            "floor": self.floor,
-            "holes": [[a, b] for a, b in zip(self.starts, self.ends, strict=True)],
+            "floor": floor,
+            "holes": [[a, b] for a, b in zip(self.starts[drop:], self.ends[drop:], strict=True)],
         }
 
     @classmethod
