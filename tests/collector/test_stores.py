@@ -131,7 +131,7 @@ def test_line_protocol_follows_the_layout() -> None:
     sample_lines("bench-a", [{"s": 3, "t": T0, "c": "psu1", "W": 231, "PF": -0.5, "n": 10, "f": 4.0}], lines)
     (line,) = lines
     head, fields, ts = line.split(" ")
-    assert head == "wb_sample,ch=psu1,dev=bench-a" and ts == str(T0)
+    assert head == "wb_sample,ch=psu1,dev=bench-a" and ts == str(T0 * 1000), "microseconds, whole ms"
     parsed = dict(kv.split("=") for kv in fields.split(","))
     assert parsed == {"s": "3i", "W": "231", "PF": "-0.5", "n": "10i", "f": "4i"}
     for k, v in parsed.items():
@@ -184,3 +184,24 @@ def test_influx_credentials_never_show(monkeypatch: pytest.MonkeyPatch) -> None:
     store = InfluxStore("http://127.0.0.1:1", user="u")
     assert "s3cret" not in repr(store) and "s3cret" not in str(vars(store).get("url"))
     assert store._token_value() == "s3cret-token"
+
+
+def test_overlap_after_a_backward_clock_step_does_not_overwrite(tmp_path: Path) -> None:
+    """After the clock steps back, a sample can carry a millisecond already used by an earlier sample
+    of its channel; it is flagged clock_step and must be stored beside it, idempotently."""
+    from wattbench.store.sqlite import SqliteStore
+
+    before = {"s": 10, "t": T0, "c": "x", "W": 100.0}
+    overlap = {"s": 30, "t": T0, "c": "x", "W": 200.0, "f": contract.FLAG_CLOCK_STEP}
+    lines: list[str] = []
+    sample_lines("a", [before, overlap, overlap], lines)
+    stamps = [line.rsplit(" ", 1)[1] for line in lines]
+    assert stamps[0] == str(T0 * 1000) and stamps[1] == stamps[2] != stamps[0]
+    assert int(stamps[1]) // 1000 == T0, "still the sample's own millisecond"
+
+    store = SqliteStore(tmp_path / "wb.sqlite")
+    store.write_samples("a", [before, overlap])
+    store.write_samples("a", [overlap])  # a replay
+    store.flush()
+    series = store.series("a", "x", T0, T0, ("W",))
+    assert sorted(series.seq.tolist()) == [10, 30] and store.count_samples() == 2

@@ -35,11 +35,6 @@ LOW_W, HIGH_W, HALF_S = 100.0, 300.0, 2.0
 # (before, stepped, after) seconds. The full variant stays on after the step back for longer than
 # the collector's offset estimate remembers (32 batches), as a long sweep would.
 TIMINGS = {"ci": (10, 14, 14), "full": (10, 40, 45)}
-BUG_OVERWRITE = (
-    "bug: after a backward clock step the appliance stamps (and flags) samples with times it already "
-    "used, but wb_sample points are keyed by dev+ch+time only (schema/influx-layout.md, written so by "
-    "the collector), so InfluxDB overwrites the earlier samples with the later ones"
-)
 BUG_ALIGN = (
     "bug: scoring applies one clock offset per device for the whole run (the latest wb_health point) "
     "and ignores the clock_step flag, so windows on one side of a step are shifted by 2 s"
@@ -197,7 +192,6 @@ def test_clock_step_flagged(clock_run: ClockRun, record: Any) -> None:
 
 
 @pytest.mark.services
-@pytest.mark.xfail(strict=True, reason=BUG_OVERWRITE)
 def test_clock_step_nothing_lost(clock_run: ClockRun) -> None:
     fig = clock_run.figures
     assert fig.lost == 0, fig.summary()

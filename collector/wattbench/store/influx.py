@@ -238,7 +238,7 @@ class InfluxStore:
         from influxdb_client.rest import ApiException
 
         def post(body: str) -> None:
-            self._write_api.write(self.bucket, self.org or None, body, write_precision=WritePrecision.MS)
+            self._write_api.write(self.bucket, self.org or None, body, write_precision=WritePrecision.US)
 
         try:
             self._ensure()

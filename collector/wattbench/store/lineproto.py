@@ -14,9 +14,25 @@ from typing import Any
 import wattbench_schema as contract
 
 LAYOUT = contract.influx_layout()["measurements"]
+# Lines carry microseconds so that a sample stamped inside the overlap after a backward clock step can
+# sit beside the earlier sample of the same millisecond instead of overwriting it (see sub_us).
+PRECISION = "us"
 SAMPLE_FIELDS = LAYOUT["wb_sample"]["fields"]
 SAMPLE_FLOATS = frozenset(k for k, t in SAMPLE_FIELDS.items() if t == "float")
 SAMPLE_INTS = frozenset(k for k, t in SAMPLE_FIELDS.items() if t == "int")
+
+
+def sub_us(row: dict[str, Any]) -> int:
+    """Microseconds added to a sample's millisecond time in its storage key.
+
+    0 for every ordinary sample, so both routes (collector and Telegraf) write identical points. A
+    sample flagged clock_step may carry a time the device already used before its clock jumped back;
+    it gets 1 + seq mod 999, which is deterministic (a replay lands on the same point) and keeps it
+    from replacing the earlier sample. Readers at millisecond precision see both at the same ms."""
+    f = row.get("f")
+    if f and int(f) & contract.FLAG_CLOCK_STEP:
+        return 1 + int(row["s"]) % 999
+    return 0
 
 
 def sample_lines(dev: str, rows: list[dict[str, Any]], out: list[str]) -> None:
@@ -38,8 +54,7 @@ def sample_lines(dev: str, rows: list[dict[str, Any]], out: list[str]) -> None:
                 fields.append(f"{k}={v!r}")
             elif k in ints:
                 fields.append(f"{k}={v:.0f}i" if type(v) is float else f"{k}={v}i")
-        t = row["t"]
-        append(f"{prefix}{','.join(fields)} {int(t) if type(t) is float else t}")
+        append(f"{prefix}{','.join(fields)} {int(row['t']) * 1000 + sub_us(row)}")
 
 
 def _cast(measurement: str, fields: dict[str, Any]) -> dict[str, Any]:
@@ -73,7 +88,7 @@ def point_line(measurement: str, tags: dict[str, str], fields: dict[str, Any], t
             point.tag(k, str(v))
     for k, v in cast.items():
         point.field(k, v)
-    point.time(int(t_ms), WritePrecision.MS)
+    point.time(int(t_ms) * 1000, WritePrecision.US)
     line: str = point.to_line_protocol()
     return line
 

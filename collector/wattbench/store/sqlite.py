@@ -20,7 +20,7 @@ from . import lineproto
 from .base import Series
 
 SAMPLE_FLOATS = ("W", "V", "A", "PF", "Hz", "Wh", "T", "RH", "u", "Wmin", "Wmax")
-SAMPLE_COLS = ("dev", "ch", "time", "s", "f", "n", *SAMPLE_FLOATS)
+SAMPLE_COLS = ("dev", "ch", "time", "sub", "s", "f", "n", *SAMPLE_FLOATS)
 STATUS_COLS = (
     "state",
     "boot",
@@ -40,9 +40,10 @@ RESULT_COLS = tuple(lineproto.LAYOUT["wb_result"]["fields"])
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS wb_sample (
-  dev TEXT NOT NULL, ch TEXT NOT NULL, time INTEGER NOT NULL, s INTEGER, f INTEGER, n INTEGER,
+  dev TEXT NOT NULL, ch TEXT NOT NULL, time INTEGER NOT NULL, sub INTEGER NOT NULL DEFAULT 0,
+  s INTEGER, f INTEGER, n INTEGER,
   {", ".join(f'"{c}" REAL' for c in SAMPLE_FLOATS)},
-  PRIMARY KEY (dev, ch, time)
+  PRIMARY KEY (dev, ch, time, sub)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS wb_sample_time ON wb_sample (time);
 CREATE TABLE IF NOT EXISTS wb_status (
@@ -117,6 +118,7 @@ class SqliteStore:
                 dev,
                 r["c"],
                 int(r["t"]),
+                lineproto.sub_us(r),
                 _int(r.get("s")),
                 _int(r.get("f")),
                 _int(r.get("n")),
@@ -221,7 +223,7 @@ class SqliteStore:
                 raise ValueError(f"unknown sample field {f!r}")
         cols = ", ".join(["time", "s", "f", *(f'"{f}"' for f in fields)])
         rows = self._rows(
-            f"SELECT {cols} FROM wb_sample WHERE dev = ? AND ch = ? AND time >= ? AND time <= ? ORDER BY time",
+            f"SELECT {cols} FROM wb_sample WHERE dev = ? AND ch = ? AND time >= ? AND time <= ? ORDER BY time, sub",
             (dev, ch, int(start_ms), int(end_ms)),
         )
         n = len(rows)
