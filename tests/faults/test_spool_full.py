@@ -26,10 +26,6 @@ from .harness import Figures, Rig, read_truth, tally, wait_until
 
 HZ, CHANNELS, SECONDS = 50, 4, 40
 EXIT_STORAGE = 4
-BUG_FULL_RESTART = (
-    "bug: a collector restarted with a non-empty spool appends new batches to the spool before it "
-    "replays it, so with the disk still full it exits with ENOSPC again although InfluxDB is back"
-)
 
 
 @contextlib.contextmanager
@@ -170,7 +166,6 @@ def test_spool_disk_full_backpressure(spool_full_run: SpoolFullRun, record: Any)
 
 
 @pytest.mark.services
-@pytest.mark.xfail(strict=True, reason=BUG_FULL_RESTART)
 def test_spool_full_recovers_when_influxdb_returns(spool_full_run: SpoolFullRun) -> None:
     """With InfluxDB back, a restarted collector should empty its spool into it before spooling
     anything new, even while the disk is still full."""

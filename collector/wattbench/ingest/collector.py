@@ -515,11 +515,30 @@ class Collector:
         try:
             self.spool.append(rec.encode(records))
         except spool_error as exc:
+            # The spool is full (or broken). New batches go to its tail only to keep the replay in
+            # order; storage is idempotent and keyed by time, so when the store can take this batch
+            # now, writing it ahead of the older spooled ones loses nothing.
+            if self._store_directly(records, samples):
+                log.warning("spool full (%s): batch written straight to the store", exc)
+                return
             # Neither store nor spool can keep the data: acknowledge nothing and stop, so the broker
             # keeps every unacknowledged message for the next start.
             raise CollectorError(f"{exc}; stopping without acknowledging", EXIT_STORAGE) from None
         self.stats.spooled_frames += 1
         self.stats.spooled_samples += samples
+
+    def _store_directly(self, records: list[rec.Record], samples: int) -> bool:
+        if self.store_down and time.monotonic() < self._next_retry:
+            return False
+        try:
+            rec.apply(self.store, records)
+            self.store.flush()
+        except Exception as exc:  # any store failure means "not stored"
+            self._discard_pending()
+            self._store_failed(exc)
+            return False
+        self.stats.stored_samples += samples
+        return True
 
     def _discard_pending(self) -> None:
         discard = getattr(self.store, "discard", None)
