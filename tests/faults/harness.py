@@ -221,6 +221,7 @@ class Collector(Proc):
         cid: str = "faults",
         spool_dir: Path | None = None,
         health_period: float = 1.0,
+        settings: dict[str, int | str] | None = None,
     ) -> None:
         self.cid = cid
         self.state_dir = workdir / f"collector-{cid}"
@@ -228,6 +229,10 @@ class Collector(Proc):
         argv = [sys.executable, "-m", "wattbench.cli", "collect", "--broker", broker, "--influx", influx.url]
         argv += ["--db", influx.db, "--id", cid, "--state-dir", str(self.state_dir)]
         argv += ["--spool", str(self.spool_dir), "--health-period", str(health_period)]
+        if settings:
+            toml = workdir / f"collector-{cid}.toml"
+            toml.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items()))
+            argv += ["--config", str(toml)]
         super().__init__(f"collector-{cid}", workdir, argv)
 
     def state(self) -> dict[str, Any]:
@@ -246,6 +251,19 @@ class Collector(Proc):
         )
         if not self.running:
             raise AssertionError(f"collector exited at start\n{self.tail()}")
+
+
+def process_group(pgid: int) -> list[int]:
+    """Live processes in a process group (from /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
 
 
 def appliance_config(
