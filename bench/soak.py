@@ -1,0 +1,278 @@
+"""Soak: many host-mode appliances through one collector into a real InfluxDB for a long time.
+
+    python bench/soak.py                      # 50 appliances x 4 channels x 10 Hz for 10 minutes
+    python bench/soak.py --duration 120       # a shorter look
+
+Prints the collector's memory growth and CPU, end-to-end latency (sample timestamp to the moment the
+sample is visible in InfluxDB) at p50/p99, and loss counted by sequence number against what every
+appliance says it produced. Real Mosquitto and InfluxDB are started on free loopback ports
+(scripts/provision.sh installs them). The appliances run the real firmware in a few worker
+processes, ten per process, so that their Python threads do not share one interpreter lock.
+
+Latency is measured on a subset of probe devices (the first --probes appliances), by polling InfluxDB
+for rows newer than the last poll; its resolution is the poll interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+import services  # noqa: E402
+
+
+def run_group(args: argparse.Namespace) -> int:
+    """Worker mode: run some appliances until SIGTERM, then drain and print their counters as JSON."""
+    from wattbench_fw.host import HostAppliance, sim_config
+
+    stop = False
+
+    def on_term(*_: Any) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    apps = []
+    for dev in args.group.split(","):
+        cfg = sim_config(
+            dev=dev,
+            broker=args.broker,
+            channels=args.channels,
+            hz=args.hz,
+            model="sine",
+            spool_dir=Path(args.work) / dev,
+            status_s=30,
+        )
+        apps.append(HostAppliance(cfg).start())
+    while not stop:
+        time.sleep(0.2)
+    for app in apps:
+        app.stop(timeout=60, drain=True)
+    print(json.dumps({app.dev: app.counters() for app in apps}, default=str))
+    return 0
+
+
+def influx_rows(url: str, db: str, q: str) -> list[list[Any]]:
+    body = urllib.parse.urlencode({"q": q, "db": db, "epoch": "ms"}).encode()
+    with urllib.request.urlopen(urllib.request.Request(f"{url}/query", data=body), timeout=30) as r:
+        out = json.loads(r.read())
+    rows = []
+    for result in out.get("results", []):
+        for series in result.get("series", []):
+            tags = series.get("tags", {})
+            for values in series.get("values", []):
+                rows.append([tags, *values])
+    return rows
+
+
+def tree_cpu_s(proc: Any) -> float:
+    """CPU seconds of a process and its live children (the collector validates in worker processes)."""
+    total = 0.0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except Exception:  # a child that exited between listing and asking
+            continue
+    return total
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--appliances", type=int, default=50)
+    ap.add_argument("--channels", type=int, default=4)
+    ap.add_argument("--hz", type=float, default=10.0)
+    ap.add_argument("--duration", type=float, default=600.0, help="seconds of load (default 600)")
+    ap.add_argument("--per-process", type=int, default=10)
+    ap.add_argument("--probes", type=int, default=5, help="devices whose latency is measured")
+    ap.add_argument("--poll", type=float, default=0.25, help="latency poll interval, s")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--group", help=argparse.SUPPRESS)
+    ap.add_argument("--broker", help=argparse.SUPPRESS)
+    ap.add_argument("--work", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.group:
+        return run_group(args)
+
+    import psutil
+
+    work = Path(tempfile.mkdtemp(prefix="wattbench-soak-"))
+    broker = services.Mosquitto(work / "mosquitto").start()
+    influx = services.InfluxDB(work / "influx").start()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    col_log = open(work / "collector.log", "wb")
+    collector = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "wattbench.cli",
+            "collect",
+            "--broker",
+            broker.url,
+            "--influx",
+            influx.url,
+            "--id",
+            "soak",
+            "--state-dir",
+            str(work / "collector"),
+            "--spool",
+            str(work / "spool"),
+        ],
+        stdout=col_log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    cproc = psutil.Process(collector.pid)
+    devs = [f"soak-{i:03d}" for i in range(args.appliances)]
+    groups = [devs[i : i + args.per_process] for i in range(0, len(devs), args.per_process)]
+    time.sleep(3.0)
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--group",
+                ",".join(g),
+                "--broker",
+                broker.url,
+                "--work",
+                str(work / "dev"),
+                "--channels",
+                str(args.channels),
+                "--hz",
+                str(args.hz),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            text=True,
+        )
+        for g in groups
+    ]
+    rate = args.appliances * args.channels * args.hz
+    print(
+        f"soak: {args.appliances} appliances x {args.channels} channels x {args.hz:g} Hz = {rate:.0f} samples/s "
+        f"for {args.duration:.0f} s; work dir {work}",
+        flush=True,
+    )
+
+    probes = devs[: args.probes]
+    probe_rx = "|".join(probes)
+    cursor = int(time.time() * 1000) - 1000
+    seen: set[tuple[str, str, int]] = set()
+    latencies: list[float] = []
+    rss: list[tuple[float, int]] = []
+    cpu0 = tree_cpu_s(cproc)
+    t_start = time.monotonic()
+    next_mem = t_start
+    while time.monotonic() - t_start < args.duration:
+        time.sleep(args.poll)
+        now_ms = time.time() * 1000
+        rows = influx_rows(
+            influx.url,
+            influx.db,
+            f'SELECT "s" FROM wb_sample WHERE time > {cursor - 5000}ms AND dev =~ /^({probe_rx})$/ '
+            'GROUP BY "dev","ch"',
+        )
+        newest = cursor
+        for tags, t, _s in rows:
+            key = (tags["dev"], tags["ch"], t)
+            if key not in seen:
+                seen.add(key)
+                # visible some time within the last poll interval: count it at the middle
+                latencies.append(now_ms - args.poll * 500 - t)
+            newest = max(newest, t)
+        cursor = newest
+        if len(seen) > 200_000:
+            seen = {k for k in seen if k[2] > cursor - 10_000}
+        if time.monotonic() >= next_mem:
+            rss.append((time.monotonic() - t_start, cproc.memory_info().rss))
+            next_mem += 5.0
+    wall = time.monotonic() - t_start
+    cpu1 = tree_cpu_s(cproc)
+
+    for w in workers:
+        w.send_signal(signal.SIGTERM)
+    produced: dict[str, dict[str, Any]] = {}
+    for w in workers:
+        out, _ = w.communicate(timeout=180)
+        produced.update(json.loads(out.strip().splitlines()[-1]))
+    # let the collector store the tail, then count by sequence number
+    expected = {d: int(c["samples"]) for d, c in produced.items()}
+    deadline = time.monotonic() + 120
+    stored: dict[str, tuple[int, int]] = {}
+    while time.monotonic() < deadline:
+        stored = {
+            tags["dev"]: (int(cnt), int(distinct))
+            for tags, _t, cnt, distinct in influx_rows(
+                influx.url, influx.db, 'SELECT count("s"), count(distinct("s")) FROM wb_sample GROUP BY "dev"'
+            )
+        }
+        if all(stored.get(d, (0, 0))[1] >= n for d, n in expected.items()):
+            break
+        time.sleep(2)
+    collector.send_signal(signal.SIGTERM)
+    collector.wait(120)
+    col_log.close()
+    broker.stop()
+    influx.stop()
+
+    sent = sum(expected.values())
+    distinct = sum(stored.get(d, (0, 0))[1] for d in expected)
+    rows_total = sum(stored.get(d, (0, 0))[0] for d in expected)
+    dropped = sum(int(c.get("dropped", 0)) for c in produced.values())
+    warm = [r for t, r in rss if t >= 30.0] or [r for _, r in rss]
+    figures = {
+        "appliances": args.appliances,
+        "channels": args.channels,
+        "hz": args.hz,
+        "duration_s": round(wall, 1),
+        "samples_sent": sent,
+        "samples_stored": distinct,
+        "lost": sent - distinct,
+        "duplicated": rows_total - distinct,
+        "dropped_on_devices": dropped,
+        "collector_cpu_percent": round(
+            100 * ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / wall, 1
+        ),
+        "collector_rss_mb_after_warmup": round(warm[0] / 2**20, 1),
+        "collector_rss_mb_end": round(warm[-1] / 2**20, 1),
+        "collector_rss_growth_mb": round((warm[-1] - warm[0]) / 2**20, 1),
+        "collector_rss_mb_max": round(max(r for _, r in rss) / 2**20, 1),
+        "latency_samples": len(latencies),
+        "latency_p50_ms": round(percentile(latencies, 0.50)),
+        "latency_p99_ms": round(percentile(latencies, 0.99)),
+        "latency_max_ms": round(max(latencies)) if latencies else None,
+        "latency_resolution_ms": round(args.poll * 1000),
+        "load_average": os.getloadavg(),
+    }
+    width = max(len(k) for k in figures)
+    for k, v in figures.items():
+        print(f"{k:<{width}}  {v}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1) + "\n")
+    return 0 if figures["lost"] == 0 and figures["duplicated"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
