@@ -16,10 +16,6 @@ import pytest
 
 from .harness import process_group, read_truth, tally, wait_until
 
-BUG_ORPHANS = (
-    "bug: the collector's validation worker (ingest/parallel.py, a spawn ProcessPoolExecutor) and its "
-    "multiprocessing resource tracker outlive a SIGKILLed collector forever; every crash leaks them"
-)
 VARIANTS = [
     pytest.param("ci", 20, 2, 30, 2, id="ci"),
     pytest.param("full", 50, 4, 180, 6, id="full", marks=pytest.mark.slow),
@@ -76,7 +72,6 @@ def test_collector_sigkill(rig, record, variant, hz, channels, seconds, kills): 
 
 
 @pytest.mark.services
-@pytest.mark.xfail(strict=True, reason=BUG_ORPHANS)
 def test_collector_helpers_exit_after_sigkill(rig):  # type: ignore[no-untyped-def]
     """SIGKILL of the collector's main process alone (the OOM killer's way): its helper processes
     must not live on without it."""

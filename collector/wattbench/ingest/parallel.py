@@ -30,6 +30,7 @@ def _init(verifier_args: tuple[str, bool] | None) -> None:
     # workers down itself once it has drained, so they must not die first.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _exit_with_parent()
     verifier = None
     if verifier_args is not None:
         from .auth import Verifier
@@ -37,6 +38,25 @@ def _init(verifier_args: tuple[str, bool] | None) -> None:
         path, require = verifier_args
         verifier = Verifier.from_file(path, require=require) if path else Verifier({}, require=True)
     _validator = Validator(verifier=verifier)
+
+
+def _exit_with_parent() -> None:
+    """A worker waits on its call queue forever if the collector is killed (SIGKILL, OOM killer), so
+    it watches its parent and leaves with it. Polling the parent pid is used instead of Linux's
+    PR_SET_PDEATHSIG, which fires when the creating *thread* exits, not the process."""
+    import os
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _check(items: list[Item]) -> list[Rejected | None]:
