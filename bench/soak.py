@@ -252,9 +252,7 @@ def main() -> int:
         "lost": sent - distinct,
         "duplicated": rows_total - distinct,
         "dropped_on_devices": dropped,
-        "collector_cpu_percent": round(
-            100 * ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / wall, 1
-        ),
+        "collector_cpu_percent": round(100 * (cpu1 - cpu0) / wall, 1),
         "collector_rss_mb_after_warmup": round(warm[0] / 2**20, 1),
         "collector_rss_mb_end": round(warm[-1] / 2**20, 1),
         "collector_rss_growth_mb": round((warm[-1] - warm[0]) / 2**20, 1),
