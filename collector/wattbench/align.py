@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+import wattbench_schema as contract
+
 from .store.base import Series
 
 # A hole is an interval between consecutive usable samples longer than this many nominal intervals.
@@ -97,6 +99,8 @@ class ChannelWindow:
     nominal_ms: float | None  # expected spacing between samples
     max_interval_ms: float  # longest stretch without a usable sample, window edges included
     gaps: list[Gap] = field(default_factory=list)
+    clock_steps: int = 0  # samples strictly inside flagged clock_step: the device clock jumped
+    range_changes: int = 0  # samples strictly inside flagged range_change: the meter auto-ranged
 
     @property
     def missing(self) -> int:
@@ -279,7 +283,20 @@ def channel_window(
                 gaps.append(
                     Gap(spec.dev, spec.ch, window.phase, float(edges[k]), float(edges[k + 1]), missing, kind)
                 )
-    return ChannelWindow(spec, n, flagged, mean, u_mean, u_n, nominal, max_interval, gaps)
+    flags = series.flags[i0:i1]
+    return ChannelWindow(
+        spec,
+        n,
+        flagged,
+        mean,
+        u_mean,
+        u_n,
+        nominal,
+        max_interval,
+        gaps,
+        clock_steps=int(np.count_nonzero(flags & contract.FLAG_CLOCK_STEP)),
+        range_changes=int(np.count_nonzero(flags & contract.FLAG_RANGE_CHANGE)),
+    )
 
 
 def align(

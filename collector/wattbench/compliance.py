@@ -125,6 +125,24 @@ def check_uncertainty(wp: WindowPower, limits: Limits) -> Check | None:
     )
 
 
+def check_stable(wp: WindowPower) -> Check:
+    """No auto-ranging and no clock step inside a measurement window.
+
+    A range change mid-window mixes two accuracy regimes, and the rules forbid it; a clock step means
+    the window's samples were stamped on two different clocks, so the window no longer covers what
+    the workload did. Both are flagged by the appliance on the samples themselves."""
+    phase = wp.window.phase
+    parts = []
+    for c in wp.channels:
+        if c.range_changes:
+            parts.append(f"{c.spec.dev}/{c.spec.ch}: {c.range_changes} auto-ranged sample(s)")
+        if c.clock_steps:
+            parts.append(f"{c.spec.dev}/{c.spec.ch}: clock stepped ({c.clock_steps} flagged sample(s))")
+    if parts:
+        return Check("stable_range_and_clock", False, "; ".join(parts[:8]), phase)
+    return Check("stable_range_and_clock", True, "", phase)
+
+
 def check_skew(offsets_ms: Mapping[str, float], limits: Limits) -> Check:
     """Clock offset of every device against the sweep host. Corrected in alignment, but a clock that
     far off means the device was not synchronised as the rules require."""
@@ -175,6 +193,7 @@ def check_run(
             continue
         checks.append(check_sample_rate(wp, limits))
         checks.append(check_gaps(wp))
+        checks.append(check_stable(wp))
         for c in (check_inlet(wp, limits), check_uncertainty(wp, limits)):
             if c:
                 checks.append(c)

@@ -216,3 +216,24 @@ def test_strict_window_matches_brute_force(
         assert len(cw.gaps) == long
     else:
         assert math.isnan(cw.mean) and [g.kind for g in cw.gaps] == ["empty"]
+
+
+def test_auto_ranging_and_clock_steps_inside_a_window_fail_it() -> None:
+    from wattbench import compliance as cp
+
+    s = trace("a", "psu1", T0, T0 + 12000, 10, lambda t: np.full(t.shape, 80.0))
+    flags = s.flags.copy()
+    flags[np.isin(s.t_ms, [T0 + 3000])] = 64  # range_change, strictly inside
+    flags[np.isin(s.t_ms, [T0 + 6000, T0 + 6100])] = 8  # clock_step, strictly inside
+    flags[np.isin(s.t_ms, [T0 + 20000])] = 64  # outside the window: no effect
+    s = make_series("a", "psu1", s.t_ms, W=s.values["W"], flags=flags)
+    cw = al.channel_window(s, al.ChannelSpec("a", "psu1"), WIN)
+    assert (cw.range_changes, cw.clock_steps) == (1, 2)
+    assert cw.mean == 80.0, "flagged values are still measurements; the check says what happened"
+    check = cp.check_stable(al.WindowPower(WIN, [cw]))
+    assert not check.ok and "auto-ranged" in check.reason and "clock stepped" in check.reason
+
+    clean = al.channel_window(
+        trace("a", "psu1", T0, T0 + 12000, 10, lambda t: t * 0 + 80.0), al.ChannelSpec("a", "psu1"), WIN
+    )
+    assert cp.check_stable(al.WindowPower(WIN, [clean])).ok
