@@ -163,7 +163,8 @@ def fmt_details(scenario: str, d: dict[str, Any]) -> str:
             for j in d.get("sequence_jumps", [])
         )
         return (
-            f"{d.get('reboots')} power cuts, boots {d.get('boots')}; sequence continues ({jumps}); "
+            f"{d.get('reboots')} power cut{'' if d.get('reboots') == 1 else 's'}, boots {d.get('boots')}; "
+            f"sequence continues ({jumps}); "
             f"energy went backwards {d.get('energy_backwards_published')} times (published) and "
             f"{d.get('energy_backwards_stored')} times (stored); at least "
             f"{d.get('lost_in_ram_at_power_cut_at_least')} samples were only in RAM at the cuts"
@@ -193,8 +194,14 @@ def fmt_details(scenario: str, d: dict[str, Any]) -> str:
 
 
 def render(
-    doc: dict[str, Any], junit: Path | None, command: str, elapsed_s: float | None, measured: str = ""
+    doc: dict[str, Any],
+    junit: Path | None,
+    command: str,
+    elapsed_s: float | None,
+    measured: str = "",
+    finished: dt.datetime | None = None,
 ) -> str:
+    finished = finished or dt.datetime.now(dt.UTC)
     times, xfails, outcomes = load_junit(junit)
     scenarios = sorted(
         doc.get("scenarios", []),
@@ -227,7 +234,7 @@ def render(
         f"  and W): {altered} stored samples differed from what was sent, and {invented} were stored",
         "  that the appliance never sent, over all the runs below.",
         "",
-        f"Run on {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}"
+        f"Run finished {finished.strftime('%Y-%m-%d %H:%M UTC')}"
         + (f" against the {measured}" if measured else "")
         + f", {platform.system()} {platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}.",
@@ -316,7 +323,16 @@ def main() -> int:
     p.add_argument("--measured", default="", help="what was measured, e.g. 'commit abc1234'")
     args = p.parse_args()
     doc = json.loads(args.figures.read_text())
-    args.out.write_text(render(doc, args.junit, args.command, args.elapsed, args.measured))
+    args.out.write_text(
+        render(
+            doc,
+            args.junit,
+            args.command,
+            args.elapsed,
+            args.measured,
+            dt.datetime.fromtimestamp(args.figures.stat().st_mtime, dt.UTC),
+        )
+    )
     print(f"wrote {args.out} ({len(doc.get('scenarios', []))} scenario runs)")
     return 0
 
