@@ -87,26 +87,19 @@ def merge(base, over):
     return out
 
 
-def _is_num(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and port.isfinite(v)
-
-
 def _num(path, v, lo=None, hi=None, lo_open=False):
-    if not _is_num(v) or (lo is not None and (v <= lo if lo_open else v < lo)) or (hi is not None and v > hi):
-        rng = "%s%s, %s]" % ("(" if lo_open else "[", lo, hi)
-        raise ConfigError("%s: must be a number in %s, got %r" % (path, rng, v))
-    return v
+    # The drivers' option checks, with the key's path in front and the config's error type.
+    try:
+        return meters.number(path + ":", v, lo, hi, lo_open)
+    except ValueError as exc:
+        raise ConfigError(str(exc))
 
 
 def _int(path, v, lo=None, hi=None):
-    if (
-        not isinstance(v, int)
-        or isinstance(v, bool)
-        or (lo is not None and v < lo)
-        or (hi is not None and v > hi)
-    ):
-        raise ConfigError("%s: must be an integer in [%s, %s], got %r" % (path, lo, hi, v))
-    return v
+    try:
+        return meters.integer(path + ":", v, lo, hi)
+    except ValueError as exc:
+        raise ConfigError(str(exc))
 
 
 def _str(path, v, optional=False):

@@ -71,13 +71,14 @@ def show(v):
 
 
 def number(name, v, lo, hi, lo_open=False):
-    """A finite number in [lo, hi] (or (lo, hi]), returned as given; ValueError naming the option otherwise."""
+    """A finite number in [lo, hi] (or (lo, hi]), returned as given; ValueError naming the option otherwise.
+    A bound of None is open on that side."""
     if (
         not isinstance(v, (int, float))
         or isinstance(v, bool)
         or not port.isfinite(v)
-        or (v <= lo if lo_open else v < lo)
-        or v > hi
+        or (lo is not None and (v <= lo if lo_open else v < lo))
+        or (hi is not None and v > hi)
     ):
         raise ValueError(
             "%s must be a number in %s%s, %s], got %s" % (name, "(" if lo_open else "[", lo, hi, show(v))
@@ -86,8 +87,14 @@ def number(name, v, lo, hi, lo_open=False):
 
 
 def integer(name, v, lo, hi):
-    """An integer (not a boolean) in [lo, hi]; ValueError naming the option otherwise."""
-    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+    """An integer (not a boolean) in [lo, hi]; ValueError naming the option otherwise. A bound of None
+    is open on that side."""
+    if (
+        not isinstance(v, int)
+        or isinstance(v, bool)
+        or (lo is not None and v < lo)
+        or (hi is not None and v > hi)
+    ):
         raise ValueError("%s must be an integer in [%s, %s], got %s" % (name, lo, hi, show(v)))
     return v
 
