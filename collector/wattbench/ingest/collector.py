@@ -489,12 +489,8 @@ class Collector:
         records = commit.batch.records
         if records:
             if self.spool.empty and not self.store_down:
-                try:
-                    rec.apply(self.store, records)
-                    self.store.flush()
-                    self.stats.stored_samples += commit.batch.samples
-                except Exception as exc:
-                    self._discard_pending()
+                exc = self._try_store(records, commit.batch.samples)
+                if exc is not None:
                     if getattr(exc, "permanent", False):
                         self._deadletter(records, exc)
                     else:
@@ -530,15 +526,22 @@ class Collector:
     def _store_directly(self, records: list[rec.Record], samples: int) -> bool:
         if self.store_down and time.monotonic() < self._next_retry:
             return False
+        exc = self._try_store(records, samples)
+        if exc is not None:
+            self._store_failed(exc)
+            return False
+        return True
+
+    def _try_store(self, records: list[rec.Record], samples: int) -> Exception | None:
+        """Write and flush; on failure drop the half-sent writes and return the error."""
         try:
             rec.apply(self.store, records)
             self.store.flush()
-        except Exception as exc:  # any store failure means "not stored"
+        except Exception as exc:  # any store failure means "not stored"; callers decide what next
             self._discard_pending()
-            self._store_failed(exc)
-            return False
+            return exc
         self.stats.stored_samples += samples
-        return True
+        return None
 
     def _discard_pending(self) -> None:
         discard = getattr(self.store, "discard", None)
