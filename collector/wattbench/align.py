@@ -6,6 +6,9 @@ Rules (SPECpower_ssj2008, MLPerf Power, EE HPC WG):
   told apart from the ramp it also belongs to);
 - each device's timestamps are moved onto the sweep host's clock by that device's known offset
   before the comparison, and an offset above the limit is reported, not hidden by the correction;
+- a device whose clock stepped during the run has one offset per stretch of steady clock
+  (clocktrack.py): each window is moved by the offset of its own stretch, and a window a step falls
+  into, or may fall into, is marked so that compliance can fail it;
 - flagged reads (missed, CRC, sensor error) carry no value and are holes; holes are reported as gaps
   and never filled in;
 - a node's power is the sum of its channels' average powers; the system is the sum of its nodes.
@@ -22,6 +25,7 @@ import numpy as np
 
 import wattbench_schema as contract
 
+from .clocktrack import ClockTrack, OffsetSource, as_track
 from .store.base import Series
 
 # A hole is an interval between consecutive usable samples longer than this many nominal intervals.
@@ -101,6 +105,8 @@ class ChannelWindow:
     gaps: list[Gap] = field(default_factory=list)
     clock_steps: int = 0  # samples strictly inside flagged clock_step: the device clock jumped
     range_changes: int = 0  # samples strictly inside flagged range_change: the meter auto-ranged
+    offset_ms: float = 0.0  # device-minus-host offset the window was moved by
+    clock_uncertain: bool = False  # a clock step may lie inside the window; which clock is unknown
 
     @property
     def missing(self) -> int:
@@ -303,14 +309,16 @@ def align(
     windows: Sequence[Window],
     channels: Sequence[ChannelSpec],
     fetch: Fetch,
-    offsets_ms: Mapping[str, float] | None = None,
+    offsets_ms: Mapping[str, OffsetSource] | None = None,
     gap_factor: float = DEFAULT_GAP_FACTOR,
+    deadband_ms: float = 0.0,
 ) -> list[WindowPower]:
     """Every window's per-channel contributions.
 
     fetch(dev, ch, start_ms, end_ms, fields) returns the samples with start_ms <= t <= end_ms on the
     device's own clock (Store.series). Each channel is fetched once over the span of all windows, so a
-    run costs one query per channel, not one per window.
+    run costs one query per channel, not one per window. offsets_ms gives each device's offset, constant
+    or as a ClockTrack; a window's offset within deadband_ms of zero is taken as zero.
     """
     offsets_ms = offsets_ms or {}
     out = [WindowPower(w, []) for w in windows]
@@ -318,14 +326,56 @@ def align(
         return out
     span_lo = min(w.start_ms for w in windows)
     span_hi = max(w.end_ms for w in windows)
-    for spec in channels:
-        off = float(offsets_ms.get(spec.dev, 0.0))
-        series = fetch(
-            spec.dev, spec.ch, math.floor(span_lo + off), math.ceil(span_hi + off), _fields_for(spec)
-        )
-        for wp in out:
-            wp.channels.append(channel_window(series, spec, wp.window, off, gap_factor))
+    found: dict[int, list[ChannelWindow]] = {}
+    by_dev: dict[str, list[int]] = {}
+    for i, spec in enumerate(channels):
+        by_dev.setdefault(spec.dev, []).append(i)
+    for dev, idx in by_dev.items():
+        track = as_track(offsets_ms.get(dev, 0.0))
+        low, high = track.span()
+        fetched = [
+            (
+                i,
+                fetch(
+                    dev,
+                    channels[i].ch,
+                    math.floor(span_lo + low),
+                    math.ceil(span_hi + high),
+                    _fields_for(channels[i]),
+                ),
+            )
+            for i in idx
+        ]
+        if track.steps:
+            track = track.pin(_clock_step_times(s for _, s in fetched))
+        clocks = [_window_clock(track, w, deadband_ms) for w in windows]
+        for i, series in fetched:
+            found[i] = [
+                _marked(channel_window(series, channels[i], wp.window, off, gap_factor), off, uncertain)
+                for wp, (off, uncertain) in zip(out, clocks, strict=True)
+            ]
+    for i in range(len(channels)):
+        for wp, cw in zip(out, found[i], strict=True):
+            wp.channels.append(cw)
     return out
+
+
+def _clock_step_times(series: Iterable[Series]) -> np.ndarray:
+    """Device times of every clock_step-flagged sample of one device's channels."""
+    parts = [s.t_ms[(s.flags & contract.FLAG_CLOCK_STEP) != 0] for s in series]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+
+def _window_clock(track: ClockTrack, window: Window, deadband_ms: float) -> tuple[float, bool]:
+    wc = track.window(window.start_ms, window.end_ms)
+    off = wc.offset_ms if abs(wc.offset_ms) > deadband_ms else 0.0
+    return off, wc.uncertain or wc.stepped
+
+
+def _marked(cw: ChannelWindow, offset_ms: float, uncertain: bool) -> ChannelWindow:
+    cw.offset_ms = offset_ms
+    cw.clock_uncertain = uncertain
+    return cw
 
 
 def window_energy_wh(watts: float, window: Window) -> float:

@@ -138,23 +138,37 @@ def check_stable(wp: WindowPower) -> Check:
             parts.append(f"{c.spec.dev}/{c.spec.ch}: {c.range_changes} auto-ranged sample(s)")
         if c.clock_steps:
             parts.append(f"{c.spec.dev}/{c.spec.ch}: clock stepped ({c.clock_steps} flagged sample(s))")
+        elif c.clock_uncertain:
+            parts.append(
+                f"{c.spec.dev}/{c.spec.ch}: the device clock stepped in or next to the window and the step "
+                "could not be placed, so which offset applies is unknown"
+            )
     if parts:
         return Check("stable_range_and_clock", False, "; ".join(parts[:8]), phase)
     return Check("stable_range_and_clock", True, "", phase)
 
 
-def check_skew(offsets_ms: Mapping[str, float], limits: Limits) -> Check:
-    """Clock offset of every device against the sweep host. Corrected in alignment, but a clock that
-    far off means the device was not synchronised as the rules require."""
+def check_skew(
+    offsets_ms: Mapping[str, float], limits: Limits, steps: Mapping[str, int] | None = None
+) -> Check:
+    """Clock offset of every device against the sweep host: the largest over the run when a device's
+    clock stepped (steps counts them). Corrected in alignment, but a clock that far off means the device
+    was not synchronised as the rules require."""
     if not offsets_ms:
         return Check("clock_skew", True, "no offsets measured; device clocks taken as the host's")
+    steps = steps or {}
+
+    def stepped(d: str) -> str:
+        n = steps.get(d, 0)
+        return f" (clock stepped {n} time{'s' if n != 1 else ''} during the run)" if n else ""
+
     worst_dev = max(offsets_ms, key=lambda d: abs(offsets_ms[d]))
     worst = offsets_ms[worst_dev]
     bad = {d: o for d, o in offsets_ms.items() if abs(o) > limits.max_skew_ms}
     if bad:
-        text = ", ".join(f"{d} {o:+.0f} ms" for d, o in sorted(bad.items()))
+        text = ", ".join(f"{d} {o:+.0f} ms{stepped(d)}" for d, o in sorted(bad.items()))
         return Check("clock_skew", False, f"above {limits.max_skew_ms:g} ms: {text}")
-    return Check("clock_skew", True, f"largest {worst_dev} {worst:+.0f} ms")
+    return Check("clock_skew", True, f"largest {worst_dev} {worst:+.0f} ms{stepped(worst_dev)}")
 
 
 def check_complete(planned: Iterable[str], measured: Iterable[str], interrupted: str | None = None) -> Check:
@@ -175,11 +189,12 @@ def check_run(
     planned: Sequence[str],
     interrupted: str | None = None,
     limits: Limits | None = None,
+    clock_steps: Mapping[str, int] | None = None,
 ) -> list[Check]:
     """Every check of a run: completeness and clock skew once, the rest per scored window."""
     limits = limits or Limits()
     checks: list[Check] = [check_complete(planned, [lv.phase for lv in levels if lv.has_power], interrupted)]
-    checks.append(check_skew(offsets_ms, limits))
+    checks.append(check_skew(offsets_ms, limits, clock_steps))
     by_phase = {wp.window.phase: wp for wp in aligned}
     for lv in levels:
         c = check_load(lv, limits)

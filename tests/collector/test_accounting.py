@@ -117,6 +117,44 @@ def test_clock_offset_and_rate() -> None:
     assert h["clk_age"] == 3.0 and h["clk_err"] == 2.5
 
 
+def _stepping_stream(counted: bool) -> tuple[DeviceAccount, list[float]]:
+    """10 Hz, 1 s batches received 30 ms after their newest sample; the device clock steps 2 s ahead
+    after batch 5 and back after batch 40. Returns the offset estimate after every batch."""
+    a = DeviceAccount("d")
+    estimates = []
+    ahead = 0
+    steps = 0
+    newest_t = None
+    for k in range(60):
+        if k in (5, 40):
+            ahead = 2000 if k == 5 else 0
+            steps += 1
+        seqs = list(range(k * 10, k * 10 + 10))
+        host = [T0 + s * 100 for s in seqs]
+        rows = [{"s": s, "t": h + ahead, "c": "psu1", "W": 100.0} for s, h in zip(seqs, host, strict=True)]
+        if k in (5, 40):
+            for r in rows:
+                if r is rows[0] or (newest_t is not None and r["t"] <= newest_t):
+                    r["f"] = 8  # the firmware's clock_step flag: the first row after a step and any overlap
+        newest_t = max([r["t"] for r in rows] + ([newest_t] if newest_t is not None else []))
+        clk: dict = {"sync": "ntp", "age": 3.0}
+        if counted and steps:
+            clk["steps"] = steps
+        doc = {"v": 1, "dev": "d", "boot": 1, "clk": clk, "samples": rows}
+        a.admit(doc, host[-1] + 30)
+        estimates.append(a.offset_ms)
+    return a, estimates
+
+
+def test_clock_step_restarts_the_offset_estimate() -> None:
+    for counted in (True, False):
+        a, est = _stepping_stream(counted)
+        # Right after each step the estimate is the new clock's, not the minimum over the old one's.
+        assert est[4] == 30.0 and est[5] == -1970.0 and est[39] == -1970.0, counted
+        assert est[40] == 30.0 and est[59] == 30.0, counted
+        assert a.steps_seen == 2 and a.health()["clk_steps"] == 2, counted
+
+
 def test_shared_mode_keeps_dedup_but_reports_no_gaps() -> None:
     a = DeviceAccount("d", track_gaps=False)
     a.admit(batch([0, 1]), T0)

@@ -12,7 +12,8 @@ What must hold:
   store keyed by time alone would overwrite the earlier samples with the later ones;
 - the collector measures the device-minus-host offset (its health series shows the step);
 - scoring (sweep.channels.offsets_from_store + sweep.evaluate, the path `wattbench sweep` takes)
-  reports the step, and its windows still get the power that was really drawn in them.
+  reports the step, moves each window by the offset of its own stretch of clock (the steps placed
+  from the flagged samples), and its windows still get the power that was really drawn in them.
 """
 
 from __future__ import annotations
@@ -35,10 +36,6 @@ LOW_W, HIGH_W, HALF_S = 100.0, 300.0, 2.0
 # (before, stepped, after) seconds. The full variant stays on after the step back for longer than
 # the collector's offset estimate remembers (32 batches), as a long sweep would.
 TIMINGS = {"ci": (10, 14, 14), "full": (10, 40, 45)}
-BUG_ALIGN = (
-    "bug: scoring applies one clock offset per device for the whole run (the latest wb_health point) "
-    "and ignores the clock_step flag, so windows on one side of a step are shifted by 2 s"
-)
 
 
 @dataclass
@@ -173,6 +170,7 @@ def score(run: ClockRun, influx: Any) -> dict[str, Any]:
     """Score plateau windows the way `wattbench sweep` does (offsets from the store, then evaluate):
     which clock checks fail, and which window/channel means differ from the power really drawn."""
     from wattbench import align as al
+    from wattbench.clocktrack import as_track
     from wattbench.store import open_store
     from wattbench.sweep import channels as chans
     from wattbench.sweep.evaluate import evaluate
@@ -193,7 +191,8 @@ def score(run: ClockRun, influx: Any) -> dict[str, Any]:
     events.append({"v": 1, "run": "clock", "event": "run_end", "t": windows[-1][2] + 200, "n": n + 1})
     store = open_store(influx.url, db=influx.db)
     try:
-        offsets = chans.offsets_from_store(store, [run.dev])
+        span = (events[0]["t"], events[-1]["t"])
+        offsets = chans.offsets_from_store(store, [run.dev], *span)
         specs = [al.ChannelSpec(run.dev, "sim1", hz=HZ), al.ChannelSpec(run.dev, "sim2", hz=HZ)]
         ev = evaluate("clock", events, store.series, specs, offsets)
     finally:
@@ -206,10 +205,15 @@ def score(run: ClockRun, influx: Any) -> dict[str, Any]:
                 wrong.append(f"{wp.window.phase}/{c.spec.ch}: {c.mean:.1f} W, drawn {expected:.0f} W")
     failed = [f"{c.name}: {c.reason}" for c in ev.checks if not c.ok and "clock" in f"{c.name} {c.reason}"]
     return {
-        "offsets_ms": offsets,
+        "offsets_ms": {d: as_track(o).worst() for d, o in offsets.items()},
+        "stretches": {d: repr(o) for d, o in offsets.items()},
         "clock_checks_failed": failed,
         "window_channels": sum(len(wp.power) for wp in ev.aligned),
         "misaligned": wrong,
+        "window_offsets_ms": {wp.window.phase: sorted({c.offset_ms for c in wp.power}) for wp in ev.aligned},
+        "uncertain": [
+            f"{wp.window.phase}/{c.spec.ch}" for wp in ev.aligned for c in wp.power if c.clock_uncertain
+        ],
     }
 
 
@@ -253,7 +257,6 @@ def test_collector_measures_the_step(clock_run: ClockRun) -> None:
 
 
 @pytest.mark.services
-@pytest.mark.xfail(strict=True, reason=BUG_ALIGN)
 def test_scoring_reports_step_and_stays_aligned(clock_run: ClockRun) -> None:
     scoring = clock_run.figures.details["scoring"]
     problems = []
@@ -264,4 +267,12 @@ def test_scoring_reports_step_and_stays_aligned(clock_run: ClockRun) -> None:
             f"{len(scoring['misaligned'])} of {scoring['window_channels']} window/channel means misaligned: "
             + "; ".join(scoring["misaligned"][:6])
         )
+    # Each window moved by the offset of its own stretch of clock: +2 s between the steps, about
+    # nothing (the smallest delay) on either side; no step is left unplaced next to a window.
+    for phase, offs in scoring["window_offsets_ms"].items():
+        want = STEP_MS if phase.startswith("stepped") else 0
+        if len(offs) != 1 or abs(offs[0] - want) > 300:
+            problems.append(f"{phase} moved by {offs} ms, expected about {want} ms")
+    if scoring["uncertain"]:
+        problems.append(f"windows next to an unplaced step: {scoring['uncertain']}")
     assert not problems, " | ".join(problems)

@@ -15,6 +15,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from wattbench_schema import FLAG_CLOCK_STEP
+
 MAX_HOLES = 10_000  # per device in memory; a status file keeps the newest 1 000
 OFFSET_WINDOW = 32
 RATE_WINDOW_MS = 10_000
@@ -128,6 +130,8 @@ class DeviceAccount:
         self.clk_sync: str | None = None
         self.clk_age: float | None = None
         self.clk_err: float | None = None
+        self._dev_steps: int | None = None  # the device's own count of clock steps since boot
+        self.steps_seen = 0  # clock steps this collector has noticed in the stream
         self.first_seen_ms: int | None = None
         self.last_seen_ms: int | None = None
         self.last_seq: int | None = None
@@ -151,6 +155,11 @@ class DeviceAccount:
         self.clk_sync = clk["sync"]
         self.clk_age = clk.get("age")
         self.clk_err = clk.get("err")
+        steps = int(clk.get("steps", 0))
+        # A changed step count within one boot means the device clock jumped since its last batch.
+        stepped = self._dev_steps is not None and steps != self._dev_steps and boot == self.boot
+        if boot >= (self.boot if self.boot is not None else boot):
+            self._dev_steps = steps
 
         seq = self.seq
         old_boot = False
@@ -201,9 +210,13 @@ class DeviceAccount:
             last = chans.get(ch)
             wh = row.get("Wh")
             if last is None:
-                chans[ch] = [s, row["t"], wh]
+                chans[ch] = [s, row["t"], wh, row.get("f", 0) & FLAG_CLOCK_STEP]
             elif s > last[0]:
                 t = row["t"]
+                step_flag = row.get("f", 0) & FLAG_CLOCK_STEP
+                if step_flag and not last[3]:
+                    stepped = True  # a device that does not count its steps still flags them
+                last[3] = step_flag
                 if t <= last[1]:
                     self.t_repeats += 1
                 if wh is not None:
@@ -215,8 +228,15 @@ class DeviceAccount:
         self.last_seq = seq.high
         self.energy_steps += len(steps)
         self.stored += len(keep)
+        if stepped and not old_boot:
+            # Delays measured on the old clock say nothing about the new one; keeping them would hold
+            # the estimate at the old offset for a whole window after a step back.
+            self.steps_seen += 1
+            self._lags.clear()
         if keep:
-            newest = max(row["t"] for row in keep)
+            # The newest reading is the last one taken, not the latest stamp: after a step back the
+            # stamps of a batch's later rows are the smaller ones.
+            newest = keep[-1]["t"] if not old_boot else max(row["t"] for row in keep)
             self._lags.append(recv_ms - int(newest))
             self._rate.append((int(newest), len(keep)))
             while len(self._rate) > 2 and self._rate[-1][0] - self._rate[0][0] > RATE_WINDOW_MS:
@@ -265,6 +285,7 @@ class DeviceAccount:
             value = getattr(self, name)
             if value is not None:
                 out[name] = float(value)
+        out["clk_steps"] = self.steps_seen
         return out
 
     def summary(self) -> dict[str, Any]:

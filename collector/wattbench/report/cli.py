@@ -48,9 +48,10 @@ def _channels(args: argparse.Namespace, store: Any, events: list[dict[str, Any]]
 
 def load(args: argparse.Namespace, store: Any) -> tuple[Any, str] | str:
     """(evaluation, run id), or an error message."""
+    from ..clocktrack import as_track
     from ..sweep import channels as chans
     from ..sweep.cli import cost_from_args, limits_from_args, offsets_from_args
-    from ..sweep.evaluate import evaluate, from_stored
+    from ..sweep.evaluate import evaluate, from_stored, run_span
 
     run = args.run_id
     if run == "latest":
@@ -67,12 +68,14 @@ def load(args: argparse.Namespace, store: Any) -> tuple[Any, str] | str:
     offsets = offsets_from_args(args)
     deadband = 0.0
     if offsets is None:
-        offsets = chans.offsets_from_store(store, sorted({s.dev for s in specs}))
+        span = run_span(events) or (None, None)
+        offsets = chans.offsets_from_store(store, sorted({s.dev for s in specs}), *span)
         deadband = chans.DEFAULT_DEADBAND_MS
     if stored is not None and not args.rescore:
         ev = from_stored(stored, events, specs)
-        ev.offsets_ms = chans.applied_offsets(offsets, deadband)
-        ev.measured_offsets_ms = offsets
+        ev.clock = {d: as_track(o) for d, o in offsets.items()}
+        ev.measured_offsets_ms = {d: t.worst() for d, t in ev.clock.items()}
+        ev.offsets_ms = chans.applied_offsets(ev.measured_offsets_ms, deadband)
         return ev, run
     ev = evaluate(
         run,

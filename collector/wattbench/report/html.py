@@ -12,9 +12,10 @@ import html
 import io
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..clocktrack import OffsetSource, window_offset
 from ..score import LevelScore, concurrency_figures
 from .table import fmt_count, fmt_pct, fmt_watts, overall_line, target_label
 
@@ -126,7 +127,7 @@ def traces_chart(
     events: Sequence[dict[str, Any]],
     fetch: Callable[..., Any],
     channels: Sequence[Any],
-    offsets_ms: dict[str, float],
+    offsets_ms: Mapping[str, OffsetSource],
 ) -> str:
     """Small multiples: each level's power over its whole interval, the measurement window shaded."""
     plt = _pyplot()
@@ -143,7 +144,7 @@ def traces_chart(
     for ax, lv in zip(axes.flat, rows, strict=False):
         p0, m0, m1, p1 = spans[lv.phase]
         for c in power:
-            off = offsets_ms.get(c.dev, 0.0)
+            off = window_offset(offsets_ms.get(c.dev), m0, m1)
             s = fetch(c.dev, c.ch, int(p0 + off), int(p1 + off), ("W",))
             t = (s.t_ms.astype(float) - off - m0) / 1000.0
             ax.plot(t, s.values["W"], lw=0.8, label=c.key)
@@ -265,7 +266,9 @@ def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None, ops_la
                 f"<div class=chart>{specpower_chart(levels, ops_label)}</div>",
             ]
     if fetch is not None and evaluation.events and evaluation.channels:
-        svg = traces_chart(levels, evaluation.events, fetch, evaluation.channels, evaluation.offsets_ms)
+        # The devices alignment moved, each by its own track when its clock stepped.
+        shifts = {d: evaluation.clock.get(d, o) for d, o in evaluation.offsets_ms.items()}
+        svg = traces_chart(levels, evaluation.events, fetch, evaluation.channels, shifts)
         if svg:
             parts += [
                 "<h2>Power per level</h2>",

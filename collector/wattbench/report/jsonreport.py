@@ -35,6 +35,30 @@ def report_dict(evaluation: Any, detail: bool = True) -> dict[str, Any]:
         "clock_offsets_ms": evaluation.measured_offsets_ms,
         "applied_offsets_ms": evaluation.offsets_ms,
     }
+    windows = {}
+    for wp in evaluation.aligned:
+        offs = {c.spec.dev: c.offset_ms for c in wp.channels}
+        if any(offs.values()):
+            windows[wp.window.phase] = offs
+    if any(t.steps for t in getattr(evaluation, "clock", {}).values()):
+        # Which offset each window was moved by only varies when a clock stepped: then show both.
+        out["detail"]["clock_stretches"] = {
+            dev: clock_stretches(track) for dev, track in evaluation.clock.items() if track.steps
+        }
+        out["detail"]["window_offsets_ms"] = windows
+    return out
+
+
+def clock_stretches(track: Any) -> list[dict[str, Any]]:
+    """Each stretch of steady clock: from when (host ms; an unplaced step gives the interval it lies in)
+    and its offset."""
+    out = []
+    for k, offset in enumerate(track.offsets()):
+        row: dict[str, Any] = {"offset_ms": offset if math.isfinite(offset) else None}
+        if k:
+            step = track.steps[k - 1]
+            row["from_ms"] = step.hi_ms if step.pinned else [step.lo_ms, step.hi_ms]
+        out.append(row)
     return out
 
 

@@ -17,6 +17,7 @@ import logging
 import os
 import threading
 import urllib.parse
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -437,6 +438,23 @@ class InfluxStore:
         for r in rows:
             r["t"] = r.pop("time")
         return rows
+
+    def offset_history(self, devices: Sequence[str], start_ms: int, end_ms: int) -> list[dict[str, Any]]:
+        """Every wb_health clock offset of the given devices in the span, oldest first."""
+        if not devices:
+            return []
+        which = " OR ".join(f"dev = {_q(d)}" for d in devices)
+        rows = self.query(
+            f'SELECT "offset_ms","clk_steps" FROM wb_health WHERE ({which}) '
+            f'AND time >= {int(start_ms)}ms AND time <= {int(end_ms)}ms GROUP BY "dev","collector"'
+        )
+        out = []
+        for r in rows:
+            if r.get("offset_ms") is not None:
+                r["t"] = r.pop("time")
+                out.append(r)
+        out.sort(key=lambda r: r["t"])
+        return out
 
     def rejects(self, limit: int = 50) -> list[dict[str, Any]]:
         rows = self.query(f"SELECT * FROM wb_reject ORDER BY time DESC LIMIT {int(limit)}")

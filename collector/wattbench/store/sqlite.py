@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,12 +104,21 @@ class SqliteStore:
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, not {synchronous!r}")
         self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
         self._db.executescript(SCHEMA)
+        self._add_missing_columns("wb_health", HEALTH_COLS)
         self._lock = threading.RLock()
         self._pending: list[tuple[str, list[tuple[Any, ...]]]] = []
         self._samples: list[tuple[Any, ...]] = []
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
+
+    def _add_missing_columns(self, table: str, cols: tuple[str, ...]) -> None:
+        """A file written by an older version lacks fields the layout gained since; CREATE TABLE IF NOT
+        EXISTS leaves such a table alone, so the columns are added here."""
+        have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+        for col in cols:
+            if col not in have:
+                self._db.execute(f'ALTER TABLE {table} ADD COLUMN "{col}"')
 
     # ------------------------------------------------------------------ writes
 
@@ -294,6 +304,19 @@ class SqliteStore:
         for row in out:
             row["t"] = row.pop("time")
         return out
+
+    def offset_history(self, devices: Sequence[str], start_ms: int, end_ms: int) -> list[dict[str, Any]]:
+        """Every wb_health clock offset of the given devices in the span, oldest first."""
+        if not devices:
+            return []
+        marks = ", ".join("?" for _ in devices)
+        rows = self._rows(
+            "SELECT dev, collector, time, offset_ms, clk_steps FROM wb_health "
+            f"WHERE dev IN ({marks}) AND time >= ? AND time <= ? AND offset_ms IS NOT NULL ORDER BY time",
+            (*devices, int(start_ms), int(end_ms)),
+        )
+        cols = ("dev", "collector", "t", "offset_ms", "clk_steps")
+        return [dict(zip(cols, r, strict=True)) for r in rows]
 
     def rejects(self, limit: int = 50) -> list[dict[str, Any]]:
         cols = ("reason", "collector", "time", "topic", "dev", "detail", "size")

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..align import ChannelSpec
+from ..clocktrack import ClockTrack, OffsetSource, window_offset
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,9 @@ _ARG = re.compile(
 # (about one sample period). Estimates this small say nothing certain about the clock, so alignment
 # does not shift by them; the clock_skew check still sees them.
 DEFAULT_DEADBAND_MS = 250.0
+# Health points this far either side of a run still describe its clock: the estimate just before the
+# first window and just after the last one are the ones that see those windows' batches.
+RUN_MARGIN_MS = 60_000
 
 
 def parse_channel(text: str, role: str = "power") -> ChannelSpec:
@@ -145,15 +149,38 @@ def offsets_from_health(rows: Iterable[Mapping[str, Any]], devices: Sequence[str
     return out
 
 
-def offsets_from_store(store: Any, devices: Sequence[str]) -> dict[str, float]:
+def offsets_from_store(
+    store: Any, devices: Sequence[str], start_ms: int | None = None, end_ms: int | None = None
+) -> dict[str, OffsetSource]:
+    """Each device's clock offset during a run: a ClockTrack from the health points of the run's span
+    (one offset per stretch between clock steps). Without a span, or from a store that keeps only the
+    latest health point, one offset per device."""
+    history = getattr(store, "offset_history", None)
+    out: dict[str, OffsetSource] = {}
+    if start_ms is not None and end_ms is not None and callable(history):
+        try:
+            rows = history(list(devices), start_ms - RUN_MARGIN_MS, end_ms + RUN_MARGIN_MS)
+        except Exception as exc:
+            log.warning("could not read clock offsets from the store: %s", exc)
+            rows = []
+        by_dev: dict[str, list[Mapping[str, Any]]] = {}
+        for row in rows:
+            by_dev.setdefault(str(row.get("dev")), []).append(row)
+        for dev in devices:
+            if by_dev.get(dev):
+                out[dev] = ClockTrack.from_health(by_dev[dev])
+        if len(out) == len(set(devices)):
+            return out
     health = getattr(store, "health", None)
     if not callable(health):
-        return {}
+        return out
     try:
-        return offsets_from_health(health(), devices)
+        latest = offsets_from_health(health(), [d for d in devices if d not in out])
     except Exception as exc:
         log.warning("could not read clock offsets from the store: %s", exc)
-        return {}
+        return out
+    out.update(latest)
+    return out
 
 
 def applied_offsets(measured: Mapping[str, float], deadband_ms: float) -> dict[str, float]:
@@ -162,7 +189,11 @@ def applied_offsets(measured: Mapping[str, float], deadband_ms: float) -> dict[s
 
 
 def wait_for_data(
-    store: Any, specs: Sequence[ChannelSpec], until_ms: int, offsets: Mapping[str, float], timeout_s: float
+    store: Any,
+    specs: Sequence[ChannelSpec],
+    until_ms: int,
+    offsets: Mapping[str, OffsetSource],
+    timeout_s: float,
 ) -> bool:
     """Wait until every power channel has a sample past until_ms (on its own clock), so the last
     window is complete in the store before it is scored. False on timeout (the gaps will show)."""
@@ -171,7 +202,7 @@ def wait_for_data(
     while True:
         still = []
         for s in pending:
-            off = offsets.get(s.dev, 0.0)
+            off = window_offset(offsets.get(s.dev), until_ms, until_ms)
             lo = int(until_ms + off)
             try:
                 got = len(store.series(s.dev, s.ch, lo, lo + 3_600_000, ("W",))) > 0

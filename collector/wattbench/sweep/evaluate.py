@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import align as al
+from .. import clocktrack as ct
 from .. import compliance as cp
 from .. import score as sc
 from .plan import DEFAULT_CALIBRATION_USE, calibrated_rate
@@ -29,6 +30,7 @@ class Evaluation:
     offsets_ms: dict[str, float] = field(default_factory=dict)  # what alignment shifted by
     events: list[dict[str, Any]] = field(default_factory=list)
     measured_offsets_ms: dict[str, float] = field(default_factory=dict)  # what was measured (checked)
+    clock: dict[str, ct.ClockTrack] = field(default_factory=dict)  # per device, stretch by stretch
 
     @property
     def valid(self) -> bool:
@@ -72,7 +74,7 @@ def evaluate(
     events: Sequence[Mapping[str, Any]],
     fetch: al.Fetch | None,
     channels: Sequence[al.ChannelSpec],
-    offsets_ms: Mapping[str, float] | None = None,
+    offsets_ms: Mapping[str, ct.OffsetSource] | None = None,
     limits: cp.Limits | None = None,
     cost: sc.CostInputs | None = None,
     planned: Sequence[str] | None = None,
@@ -83,9 +85,12 @@ def evaluate(
 ) -> Evaluation:
     """Score a run. fetch may be None (no store): the levels then have ops but no power.
 
-    offsets_ms are device-minus-host clock offsets as measured; alignment shifts by those beyond
-    deadband_ms, and the clock_skew check judges all of them."""
-    measured = {k: float(v) for k, v in (offsets_ms or {}).items()}
+    offsets_ms are device-minus-host clock offsets as measured, one per device or a ClockTrack when the
+    offset changed during the run; alignment shifts each window by its offset when beyond deadband_ms,
+    and the clock_skew check judges the largest of each device."""
+    tracks = {k: ct.as_track(v) for k, v in (offsets_ms or {}).items()}
+    measured = {k: t.worst() for k, t in tracks.items()}
+    steps = {k: len(t.steps) for k, t in tracks.items() if t.steps}
     offsets = {k: v for k, v in measured.items() if abs(v) > deadband_ms}
     windows = al.windows_from_events(events)
     if interrupted is None:
@@ -103,7 +108,7 @@ def evaluate(
     scored = [w for w in windows if w.kind != "calibration"]
     power_channels = [c for c in channels if c.role in ("power", "inlet")]
     if fetch is not None and power_channels:
-        aligned = al.align(scored, power_channels, fetch, offsets)
+        aligned = al.align(scored, power_channels, fetch, tracks, deadband_ms=deadband_ms)
     else:
         aligned = [al.WindowPower(w, []) for w in scored]
 
@@ -112,11 +117,12 @@ def evaluate(
     span = run_span(events)
     if fetch is not None and span and any(c.role == "power" for c in channels):
         whole = al.Window("run", "run", span[0], span[1])
-        wp = al.align([whole], [c for c in channels if c.role == "power"], fetch, offsets)[0]
+        power = [c for c in channels if c.role == "power"]
+        wp = al.align([whole], power, fetch, tracks, deadband_ms=deadband_ms)[0]
         if math.isfinite(wp.watts):
             run_energy = al.window_energy_wh(wp.watts, whole)
     summary = sc.summarize(levels, run_energy, cost)
-    checks = cp.check_run(levels, aligned, measured, planned, interrupted, limits)
+    checks = cp.check_run(levels, aligned, measured, planned, interrupted, limits, steps)
     result = build_result(
         run, levels, checks, summary, calibrated, workload_name(events), interrupted, now_ms
     )
@@ -133,6 +139,7 @@ def evaluate(
         offsets,
         [dict(e) for e in events],
         measured,
+        tracks,
     )
 
 

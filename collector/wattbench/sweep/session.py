@@ -134,12 +134,15 @@ def score_record(
         if specs is None:
             specs = chans.from_store(store, record.start_ms, record.end_ms or record.start_ms)
         devices = sorted({s.dev for s in specs})
-        if setup.offsets_ms is None:
-            measured = chans.offsets_from_store(store, devices)
         last_end = max((e["t"] for e in record.events if e["event"] == "measure_end"), default=None)
         if last_end is not None and specs:
-            applied = chans.applied_offsets(measured, deadband)
-            complete = chans.wait_for_data(store, specs, last_end, applied, setup.wait_data_s)
+            # The offset for the wait is only a guess at where the last window's samples lie.
+            guess = measured if setup.offsets_ms is not None else chans.offsets_from_store(store, devices)
+            complete = chans.wait_for_data(store, specs, last_end, guess, setup.wait_data_s)
+        if setup.offsets_ms is None:
+            # Read after the wait: the health points that saw the last window's batches are in by now.
+            span = (record.start_ms, record.end_ms or last_end or record.start_ms)
+            measured = chans.offsets_from_store(store, devices, *span)
         fetch = store.series
     evaluation = evaluate(
         record.run,
