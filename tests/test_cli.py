@@ -22,7 +22,9 @@ def test_every_subcommand_imports_and_has_help() -> None:
 
 @pytest.mark.parametrize("name", list(cli.COMMANDS))
 def test_help_exits_zero(name: str) -> None:
-    out = subprocess.run([sys.executable, "-m", "wattbench.cli", name, "--help"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "wattbench.cli", name, "--help"], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
     assert "usage: wattbench" in out.stdout
 

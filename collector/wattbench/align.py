@@ -25,7 +25,7 @@ import numpy as np
 
 import wattbench_schema as contract
 
-from .clocktrack import ClockTrack, OffsetSource, as_track
+from .clocktrack import OffsetSource, WindowClock, as_track
 from .store.base import Series
 
 # A hole is an interval between consecutive usable samples longer than this many nominal intervals.
@@ -223,11 +223,13 @@ def channel_window(
     window: Window,
     offset_ms: float = 0.0,
     gap_factor: float = DEFAULT_GAP_FACTOR,
+    seq_range: tuple[int | None, int | None] = (None, None),
 ) -> ChannelWindow:
     """Reduce one channel's samples to its contribution to one window.
 
     series may span more than the window; timestamps are corrected by offset_ms (device clock minus the
-    sweep host's clock) and only samples strictly inside (start, end) are kept.
+    sweep host's clock) and only samples strictly inside (start, end) are kept. seq_range [lo, hi), when
+    given, keeps only readings of one stretch of the device clock (see clocktrack.WindowClock).
     """
     quantity = "W" if spec.role == "power" else "T"
     t = series.t_ms
@@ -236,9 +238,19 @@ def channel_window(
     # Series are in time order, so the strict window is one slice; searchsorted keeps this O(log n).
     i0 = int(np.searchsorted(t, lo, side="right"))
     i1 = int(np.searchsorted(t, hi, side="left"))
-    tc = t[i0:i1].astype(np.float64) - offset_ms
+    pick: slice | np.ndarray = slice(i0, i1)
+    if seq_range != (None, None):
+        seq = series.seq[i0:i1]
+        keep = np.ones(seq.shape, dtype=bool)
+        if seq_range[0] is not None:
+            keep &= (seq >= seq_range[0]) | (seq < 0)
+        if seq_range[1] is not None:
+            keep &= (seq < seq_range[1]) | (seq < 0)
+        if not keep.all():
+            pick = np.arange(i0, i1)[keep]
+    tc = t[pick].astype(np.float64) - offset_ms
     values = series.values.get(quantity)
-    vals = values[i0:i1] if values is not None else np.full(tc.shape, np.nan)
+    vals = values[pick] if values is not None else np.full(tc.shape, np.nan)
     ok = np.isfinite(vals)
     n = int(ok.sum())
     flagged = int(tc.size - n)
@@ -249,7 +261,7 @@ def channel_window(
     if spec.role == "power":
         u = series.values.get("u")
         if u is not None:
-            uw = u[i0:i1][ok]
+            uw = u[pick][ok]
             has = np.isfinite(uw)
             u_n = int(has.sum())
             if u_n:
@@ -289,7 +301,7 @@ def channel_window(
                 gaps.append(
                     Gap(spec.dev, spec.ch, window.phase, float(edges[k]), float(edges[k + 1]), missing, kind)
                 )
-    flags = series.flags[i0:i1]
+    flags = series.flags[pick]
     return ChannelWindow(
         spec,
         n,
@@ -347,12 +359,12 @@ def align(
             for i in idx
         ]
         if track.steps:
-            track = track.pin(_clock_step_times(s for _, s in fetched))
-        clocks = [_window_clock(track, w, deadband_ms) for w in windows]
+            track = track.pin(*_clock_step_readings(s for _, s in fetched))
+        clocks = [track.window(w.start_ms, w.end_ms) for w in windows]
         for i, series in fetched:
             found[i] = [
-                _marked(channel_window(series, channels[i], wp.window, off, gap_factor), off, uncertain)
-                for wp, (off, uncertain) in zip(out, clocks, strict=True)
+                _on_clock(series, channels[i], wp.window, wc, bool(track.steps), deadband_ms, gap_factor)
+                for wp, wc in zip(out, clocks, strict=True)
             ]
     for i in range(len(channels)):
         for wp, cw in zip(out, found[i], strict=True):
@@ -360,21 +372,36 @@ def align(
     return out
 
 
-def _clock_step_times(series: Iterable[Series]) -> np.ndarray:
-    """Device times of every clock_step-flagged sample of one device's channels."""
-    parts = [s.t_ms[(s.flags & contract.FLAG_CLOCK_STEP) != 0] for s in series]
-    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+def _clock_step_readings(series: Iterable[Series]) -> tuple[np.ndarray, np.ndarray]:
+    """Device times and sequence numbers of one device's clock_step-flagged readings."""
+    times, seqs = [], []
+    for s in series:
+        hit = (s.flags & contract.FLAG_CLOCK_STEP) != 0
+        times.append(s.t_ms[hit])
+        seqs.append(s.seq[hit])
+    if not times:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    return np.concatenate(times), np.concatenate(seqs)
 
 
-def _window_clock(track: ClockTrack, window: Window, deadband_ms: float) -> tuple[float, bool]:
-    wc = track.window(window.start_ms, window.end_ms)
+def _on_clock(
+    series: Series,
+    spec: ChannelSpec,
+    window: Window,
+    wc: WindowClock,
+    steps_known: bool,
+    deadband_ms: float,
+    gap_factor: float,
+) -> ChannelWindow:
+    """A channel's window moved by the offset of the stretch of clock it lies in."""
     off = wc.offset_ms if abs(wc.offset_ms) > deadband_ms else 0.0
-    return off, wc.uncertain or wc.stepped
-
-
-def _marked(cw: ChannelWindow, offset_ms: float, uncertain: bool) -> ChannelWindow:
-    cw.offset_ms = offset_ms
-    cw.clock_uncertain = uncertain
+    cw = channel_window(series, spec, window, off, gap_factor, (wc.seq_lo, wc.seq_hi))
+    cw.offset_ms = off
+    cw.clock_uncertain = wc.uncertain or wc.stepped
+    if steps_known and not cw.clock_uncertain:
+        # The flags left are those of a step back's overlap on this window's own clock: the step was
+        # placed and the other clock's readings dropped by sequence number, so they are not a step here.
+        cw.clock_steps = 0
     return cw
 
 

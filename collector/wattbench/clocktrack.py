@@ -41,6 +41,7 @@ class Step:
     lo_ms: float
     hi_ms: float
     seen_ms: dict[str, float]
+    seq: int | None = None  # sequence number of the first reading after it, once pinned
 
     def new_side(self, t_ms: float, collector: str) -> bool:
         seen = self.seen_ms.get(collector)
@@ -77,6 +78,10 @@ class WindowClock:
     offset_ms: float
     stepped: bool = False
     uncertain: bool = False
+    # Sequence numbers of the window's stretch, [lo, hi): after a step back the device stamps times it
+    # already used, and only the sequence number tells which clock a reading in the overlap was on.
+    seq_lo: int | None = None
+    seq_hi: int | None = None
 
 
 class ClockTrack:
@@ -136,10 +141,14 @@ class ClockTrack:
             stretches[sum(1 for s in steps if s.new_side(t, name))].points.append((t, o))
         return cls(stretches, steps, horizon_ms)
 
-    def pin(self, flagged_device_ms: Iterable[float]) -> ClockTrack:
-        """Place each step at the first reading after it: a clock_step-flagged reading (device clock)
-        inside the step's interval once moved by the new offset. Steps without one stay as they were."""
-        flagged = sorted(float(t) for t in flagged_device_ms)
+    def pin(self, flagged_device_ms: Iterable[float], flagged_seq: Iterable[int] | None = None) -> ClockTrack:
+        """Place each step at the first reading after it: the earliest clock_step-flagged reading
+        (device clock) inside the step's interval once moved by the new offset. flagged_seq, the
+        readings' sequence numbers, lets windows near a step back drop the other clock's readings.
+        Steps without a flagged reading stay as they were."""
+        times = [float(t) for t in flagged_device_ms]
+        seqs = [int(s) for s in flagged_seq] if flagged_seq is not None else [-1] * len(times)
+        flagged = sorted(zip(times, seqs, strict=True))
         steps = []
         for k, step in enumerate(self.steps):
             new = self.stretches[k + 1].estimate(step.hi_ms, step.hi_ms, self.horizon_ms)
@@ -148,12 +157,12 @@ class ClockTrack:
                 continue
             lo = step.lo_ms + new - PIN_SLACK_MS
             hi = step.hi_ms + new + PIN_SLACK_MS
-            first = next((t for t in flagged if lo < t <= hi), None)
+            first = next(((t, q) for t, q in flagged if lo < t <= hi), None)
             if first is None:
                 steps.append(step)
             else:
-                at = first - new
-                steps.append(Step(at, at, step.seen_ms))
+                at = first[0] - new
+                steps.append(Step(at, at, step.seen_ms, first[1] if first[1] >= 0 else None))
         return ClockTrack(self.stretches, steps, self.horizon_ms)
 
     # ------------------------------------------------------------------ queries
@@ -199,7 +208,11 @@ class ClockTrack:
         if est is None:
             uncertain = True
             est = _nearest_estimate(self.stretches, best_k, start_ms, end_ms, self.horizon_ms)
-        return WindowClock(est, stepped, uncertain)
+        if stepped or uncertain:
+            return WindowClock(est, stepped, uncertain)
+        before = self.steps[best_k - 1].seq if best_k > 0 else None
+        after = self.steps[best_k].seq if best_k < len(self.steps) else None
+        return WindowClock(est, seq_lo=before, seq_hi=after)
 
     def at(self, t_ms: float) -> float:
         return self.window(t_ms, t_ms).offset_ms

@@ -116,10 +116,21 @@ def load_junit(path: Path | None) -> tuple[dict[str, float], list[dict[str, str]
 def _scoring(sc: dict[str, Any] | None) -> str:
     if not sc:
         return ""
-    offsets = ", ".join(f"{dev} {ms:+.0f} ms" for dev, ms in sc["offsets_ms"].items()) or "none"
     checks = "; ".join(sc["clock_checks_failed"]) or "none"
+    stretches = sc.get("stretches")
+    if stretches:
+        used = ", ".join(f"{dev}: {text}" for dev, text in stretches.items())
+        moved = sc.get("window_offsets_ms", {})
+        uncertain = len(sc.get("uncertain", []))
+        how = (
+            f"; scoring read the clock as {used} and moved each of {len(moved)} windows by its own "
+            f"stretch's offset ({uncertain} window/channels next to an unplaced step)"
+        )
+    else:
+        offsets = ", ".join(f"{dev} {ms:+.0f} ms" for dev, ms in sc["offsets_ms"].items()) or "none"
+        how = f"; scoring used the clock offset {offsets}"
     return (
-        f"; scoring used the clock offset {offsets}, failed clock checks: {checks}; "
+        f"{how}, failed clock checks: {checks}; "
         f"{len(sc['misaligned'])} of {sc['window_channels']} window/channel means were not the power "
         "drawn in the window" + (f" (e.g. {'; '.join(sc['misaligned'][:2])})" if sc["misaligned"] else "")
     )

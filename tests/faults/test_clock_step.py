@@ -145,8 +145,9 @@ def expected_power(host_ms: float, origin_ms: float) -> float:
 
 
 def plateau_windows(run: ClockRun) -> list[tuple[str, int, int, float]]:
-    """(label, start, end, expected W) on the host clock: the middle second of every plateau that lies
-    clear of both steps, labelled by the part of the run it falls in."""
+    """(label, start, end, expected W) on the host clock: the middle second of every plateau that does
+    not hold a step (with 300 ms to spare), labelled by the part of the run it falls in. The windows
+    right after the step back lie in its overlap, where the device stamps times it already used."""
     first = min(run.truth.values(), key=lambda r: r.s)  # sampled before any step: host time
     origin = first.t
     step_up, step_down = run.steps_host_ms
@@ -159,7 +160,7 @@ def plateau_windows(run: ClockRun) -> list[tuple[str, int, int, float]]:
         if stop > end:
             break
         k += 1
-        if any(abs(x - edge) < 2500 for x in (start, stop) for edge in (step_up, step_down)):
+        if any(start - 300 < edge < stop + 300 for edge in (step_up, step_down)):
             continue
         label = "before" if stop < step_up else ("stepped" if stop < step_down else "after")
         out.append((f"{label}-{k:02d}", int(start), int(stop), expected_power(start + 500, origin)))

@@ -22,7 +22,9 @@ def make_series(
     T: Sequence[float] | np.ndarray | None = None,
     u: Sequence[float] | np.ndarray | float | None = None,
     flags: Sequence[int] | np.ndarray | None = None,
+    seq: Sequence[int] | np.ndarray | None = None,
 ) -> Series:
+    """seq defaults to the readings' order in t_ms."""
     t = np.asarray(t_ms, dtype=np.int64)
     values: dict[str, np.ndarray] = {}
     if W is not None:
@@ -32,7 +34,8 @@ def make_series(
     if u is not None:
         values["u"] = np.broadcast_to(np.asarray(u, dtype=np.float64), t.shape).copy()
     f = np.zeros(t.shape, np.int64) if flags is None else np.asarray(flags, dtype=np.int64)
-    return Series(dev, ch, t, np.arange(t.size, dtype=np.int64), f, values)
+    q = np.arange(t.size, dtype=np.int64) if seq is None else np.asarray(seq, dtype=np.int64)
+    return Series(dev, ch, t, q, f, values)
 
 
 def trace(
