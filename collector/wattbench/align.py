@@ -25,7 +25,7 @@ import numpy as np
 
 import wattbench_schema as contract
 
-from .clocktrack import OffsetSource, WindowClock, as_track
+from .clocktrack import ClockTrack, OffsetSource, WindowClock, as_track
 from .store.base import Series
 
 # A hole is an interval between consecutive usable samples longer than this many nominal intervals.
@@ -324,13 +324,15 @@ def align(
     offsets_ms: Mapping[str, OffsetSource] | None = None,
     gap_factor: float = DEFAULT_GAP_FACTOR,
     deadband_ms: float = 0.0,
+    placed: dict[str, ClockTrack] | None = None,
 ) -> list[WindowPower]:
     """Every window's per-channel contributions.
 
     fetch(dev, ch, start_ms, end_ms, fields) returns the samples with start_ms <= t <= end_ms on the
     device's own clock (Store.series). Each channel is fetched once over the span of all windows, so a
     run costs one query per channel, not one per window. offsets_ms gives each device's offset, constant
-    or as a ClockTrack; a window's offset within deadband_ms of zero is taken as zero.
+    or as a ClockTrack; a window's offset within deadband_ms of zero is taken as zero. placed, if given,
+    receives each device's track with its steps placed from the flagged readings.
     """
     offsets_ms = offsets_ms or {}
     out = [WindowPower(w, []) for w in windows]
@@ -360,6 +362,8 @@ def align(
         ]
         if track.steps:
             track = track.pin(*_clock_step_readings(s for _, s in fetched))
+        if placed is not None and dev in offsets_ms:
+            placed[dev] = track
         clocks = [track.window(w.start_ms, w.end_ms) for w in windows]
         for i, series in fetched:
             found[i] = [

@@ -74,7 +74,8 @@ EXPLAIN = {
         "instant is known exactly. The first sample after the forward step, and every sample the step "
         "back stamps with a time its channel already used, must carry the `clock_step` flag; the "
         "collector must measure the offset; nothing may be lost or doubled; and scoring must report "
-        "the step and still give each window the power really drawn in it.",
+        "the step and still give each window the power really drawn in it: every plateau window that "
+        "does not hold a step is scored, those inside the step back's overlap included.",
     ),
     "spool_disk_full": (
         "Collector spool fills its disk",
@@ -301,7 +302,14 @@ def render(
         "  fixed in the collector (commit 74ade5b);",
         "- the collector's validation worker and its multiprocessing resource tracker outlived a",
         "  SIGKILLed collector, two leaked processes per crash; workers now watch their parent and",
-        "  exit with it (commit e046224).",
+        "  exit with it (commit e046224);",
+        "- scoring applied one clock offset per device for the whole run, so after a ±2 s clock step the",
+        "  windows on one side of it were moved 2 s the wrong way (12 of 20 window/channel means wrong in",
+        "  the CI run, 34 of 78 in the long one). The collector now restarts its offset estimate at a",
+        "  step and counts steps in wb_health (clk_steps); scoring splits the run's offsets into",
+        "  stretches between steps, places each step at its first flagged reading, moves every window",
+        "  by its own stretch's offset and keeps only that stretch's readings by sequence number",
+        "  (commits c973198, 22459bd).",
         "",
         "## The scenarios",
         "",

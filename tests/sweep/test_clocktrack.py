@@ -234,3 +234,50 @@ def test_sqlite_offset_history_and_an_older_file(tmp_path: Path) -> None:
         assert store.offset_history([], T0, END) == []
     finally:
         store.close()
+
+
+def test_evaluate_and_json_report_show_the_stretches() -> None:
+    from wattbench.report.jsonreport import report_dict
+    from wattbench.sweep.evaluate import evaluate
+
+    series, _ = stepped_series()
+    events: list[dict] = []
+    for w in windows()[::6]:
+        n = len(events)
+        events += [
+            {"v": 1, "run": "r", "phase": w.phase, "event": "phase_start", "t": w.start_ms - 100, "n": n + 1},
+            {"v": 1, "run": "r", "phase": w.phase, "event": "measure_start", "t": w.start_ms, "n": n + 2},
+            {
+                "v": 1,
+                "run": "r",
+                "phase": w.phase,
+                "event": "measure_end",
+                "t": w.end_ms,
+                "n": n + 3,
+                "ops": 10,
+            },
+            {"v": 1, "run": "r", "phase": w.phase, "event": "phase_end", "t": w.end_ms + 100, "n": n + 4},
+        ]
+    events.append({"v": 1, "run": "r", "event": "run_end", "t": END, "n": len(events) + 1})
+    track = ClockTrack.from_health(health_rows())
+    ev = evaluate(
+        "r",
+        events,
+        SeriesFetch([series]),
+        [al.ChannelSpec("d", "psu1", hz=HZ)],
+        {"d": track},
+        deadband_ms=250,
+    )
+    skew = next(c for c in ev.checks if c.name == "clock_skew")
+    assert not skew.ok and "stepped 2 times" in skew.reason
+    assert all(c.ok for c in ev.checks if c.name == "stable_range_and_clock")
+    assert ev.measured_offsets_ms == {"d": pytest.approx(2000 - DELAY)}
+    for wp in ev.aligned:
+        assert wp.watts == expected(wp.window), wp.window.phase
+    detail = report_dict(ev)["detail"]
+    stretches = detail["clock_stretches"]["d"]
+    assert [s["offset_ms"] for s in stretches] == pytest.approx([-DELAY, 2000 - DELAY, -DELAY])
+    assert stretches[1]["from_ms"] == pytest.approx(STEP_UP + DELAY, abs=1)
+    moved = {p: o["d"] for p, o in detail["window_offsets_ms"].items()}
+    assert moved and all(o == pytest.approx(2000 - DELAY) for o in moved.values())
+    assert set(moved) == {w.phase for w in windows()[::6] if w.phase.startswith("stepped")}

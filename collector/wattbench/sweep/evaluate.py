@@ -108,7 +108,9 @@ def evaluate(
     scored = [w for w in windows if w.kind != "calibration"]
     power_channels = [c for c in channels if c.role in ("power", "inlet")]
     if fetch is not None and power_channels:
-        aligned = al.align(scored, power_channels, fetch, tracks, deadband_ms=deadband_ms)
+        placed: dict[str, ct.ClockTrack] = {}
+        aligned = al.align(scored, power_channels, fetch, tracks, deadband_ms=deadband_ms, placed=placed)
+        tracks.update(placed)
     else:
         aligned = [al.WindowPower(w, []) for w in scored]
 
