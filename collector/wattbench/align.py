@@ -224,12 +224,15 @@ def channel_window(
     offset_ms: float = 0.0,
     gap_factor: float = DEFAULT_GAP_FACTOR,
     seq_range: tuple[int | None, int | None] = (None, None),
+    overlap_until_ms: float | None = None,
 ) -> ChannelWindow:
     """Reduce one channel's samples to its contribution to one window.
 
     series may span more than the window; timestamps are corrected by offset_ms (device clock minus the
     sweep host's clock) and only samples strictly inside (start, end) are kept. seq_range [lo, hi), when
-    given, keeps only readings of one stretch of the device clock (see clocktrack.WindowClock).
+    given, keeps only readings of one stretch of the device clock, and clock_step flags up to
+    overlap_until_ms (host clock) are not counted: they mark a step back's overlap that was placed and
+    told apart (see clocktrack.WindowClock).
     """
     quantity = "W" if spec.role == "power" else "T"
     t = series.t_ms
@@ -302,6 +305,9 @@ def channel_window(
                     Gap(spec.dev, spec.ch, window.phase, float(edges[k]), float(edges[k + 1]), missing, kind)
                 )
     flags = series.flags[pick]
+    stepped = (flags & contract.FLAG_CLOCK_STEP) != 0
+    if overlap_until_ms is not None:
+        stepped &= tc > overlap_until_ms
     return ChannelWindow(
         spec,
         n,
@@ -312,7 +318,7 @@ def channel_window(
         nominal,
         max_interval,
         gaps,
-        clock_steps=int(np.count_nonzero(flags & contract.FLAG_CLOCK_STEP)),
+        clock_steps=int(np.count_nonzero(stepped)),
         range_changes=int(np.count_nonzero(flags & contract.FLAG_RANGE_CHANGE)),
     )
 
@@ -367,7 +373,7 @@ def align(
         clocks = [track.window(w.start_ms, w.end_ms) for w in windows]
         for i, series in fetched:
             found[i] = [
-                _on_clock(series, channels[i], wp.window, wc, bool(track.steps), deadband_ms, gap_factor)
+                _on_clock(series, channels[i], wp.window, wc, deadband_ms, gap_factor)
                 for wp, wc in zip(out, clocks, strict=True)
             ]
     for i in range(len(channels)):
@@ -389,23 +395,13 @@ def _clock_step_readings(series: Iterable[Series]) -> tuple[np.ndarray, np.ndarr
 
 
 def _on_clock(
-    series: Series,
-    spec: ChannelSpec,
-    window: Window,
-    wc: WindowClock,
-    steps_known: bool,
-    deadband_ms: float,
-    gap_factor: float,
+    series: Series, spec: ChannelSpec, window: Window, wc: WindowClock, deadband_ms: float, gap_factor: float
 ) -> ChannelWindow:
     """A channel's window moved by the offset of the stretch of clock it lies in."""
     off = wc.offset_ms if abs(wc.offset_ms) > deadband_ms else 0.0
-    cw = channel_window(series, spec, window, off, gap_factor, (wc.seq_lo, wc.seq_hi))
+    cw = channel_window(series, spec, window, off, gap_factor, (wc.seq_lo, wc.seq_hi), wc.overlap_until_ms)
     cw.offset_ms = off
     cw.clock_uncertain = wc.uncertain or wc.stepped
-    if steps_known and not cw.clock_uncertain:
-        # The flags left are those of a step back's overlap on this window's own clock: the step was
-        # placed and the other clock's readings dropped by sequence number, so they are not a step here.
-        cw.clock_steps = 0
     return cw
 
 

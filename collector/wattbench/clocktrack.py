@@ -82,6 +82,10 @@ class WindowClock:
     # already used, and only the sequence number tells which clock a reading in the overlap was on.
     seq_lo: int | None = None
     seq_hi: int | None = None
+    # Until this host time the readings of the window's stretch carry the clock_step flag for a reason
+    # already accounted for: they follow a placed step back, in the span of times it made the device
+    # stamp twice.
+    overlap_until_ms: float | None = None
 
 
 class ClockTrack:
@@ -212,7 +216,19 @@ class ClockTrack:
             return WindowClock(est, stepped, uncertain)
         before = self.steps[best_k - 1].seq if best_k > 0 else None
         after = self.steps[best_k].seq if best_k < len(self.steps) else None
-        return WindowClock(est, seq_lo=before, seq_hi=after)
+        return WindowClock(est, seq_lo=before, seq_hi=after, overlap_until_ms=self._overlap_end(best_k))
+
+    def _overlap_end(self, k: int) -> float | None:
+        """End (host ms) of the times stamped twice after the step that opens stretch k, if it was a
+        placed step back."""
+        if k == 0 or not self.steps[k - 1].pinned:
+            return None
+        step = self.steps[k - 1]
+        old = self.stretches[k - 1].estimate(step.hi_ms, step.hi_ms, self.horizon_ms)
+        new = self.stretches[k].estimate(step.hi_ms, step.hi_ms, self.horizon_ms)
+        if old is None or new is None or old <= new:
+            return None
+        return step.hi_ms + (old - new) + PIN_SLACK_MS
 
     def at(self, t_ms: float) -> float:
         return self.window(t_ms, t_ms).offset_ms

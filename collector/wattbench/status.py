@@ -159,6 +159,8 @@ def render(doc: dict[str, Any]) -> None:
         clock = r.get("clk_sync") or "-"
         if r.get("clk_err") is not None:
             clock += f" ±{r['clk_err']:.0f} ms"
+        if r.get("clk_steps"):
+            clock += f", {r['clk_steps']} step{'s' if r['clk_steps'] != 1 else ''}"
         gaps_known = r.get("track_gaps", True) and r.get("gaps") is not None
         table.add_row(
             dev,
