@@ -353,25 +353,21 @@ def align(
     for dev, idx in by_dev.items():
         track = as_track(offsets_ms.get(dev, 0.0))
         low, high = track.span()
-        fetched = [
-            (
-                i,
-                fetch(
-                    dev,
-                    channels[i].ch,
-                    math.floor(span_lo + low),
-                    math.ceil(span_hi + high),
-                    _fields_for(channels[i]),
-                ),
-            )
-            for i in idx
-        ]
+
+        def load(i: int, dev: str = dev, low: float = low, high: float = high) -> Series:
+            lo, hi = math.floor(span_lo + low), math.ceil(span_hi + high)
+            return fetch(dev, channels[i].ch, lo, hi, _fields_for(channels[i]))
+
+        # Placing a step takes the flagged readings of all the device's channels, so then they are all
+        # held at once; otherwise one channel at a time keeps memory flat.
+        held = {i: load(i) for i in idx} if track.steps else {}
         if track.steps:
-            track = track.pin(*_clock_step_readings(s for _, s in fetched))
+            track = track.pin(*_clock_step_readings(held.values()))
         if placed is not None and dev in offsets_ms:
             placed[dev] = track
         clocks = [track.window(w.start_ms, w.end_ms) for w in windows]
-        for i, series in fetched:
+        for i in idx:
+            series = held.pop(i) if i in held else load(i)
             found[i] = [
                 _on_clock(series, channels[i], wp.window, wc, deadband_ms, gap_factor)
                 for wp, wc in zip(out, clocks, strict=True)
