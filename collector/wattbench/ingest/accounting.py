@@ -156,8 +156,8 @@ class DeviceAccount:
         self.clk_age = clk.get("age")
         self.clk_err = clk.get("err")
         steps = int(clk.get("steps", 0))
-        # A changed step count within one boot means the device clock jumped since its last batch.
-        stepped = self._dev_steps is not None and steps != self._dev_steps and boot == self.boot
+        # A step count that went up within one boot means the device clock jumped since its last batch.
+        stepped = self._dev_steps is not None and steps > self._dev_steps and boot == self.boot
         if boot >= (self.boot if self.boot is not None else boot):
             self._dev_steps = steps
 
@@ -314,6 +314,7 @@ class DeviceAccount:
         doc = self.summary()
         doc["seq"] = self.seq.state()
         doc["channels"] = {ch: list(v) for ch, v in self._chans.items()}
+        doc["dev_steps"] = self._dev_steps
         return doc
 
     @classmethod
@@ -328,9 +329,16 @@ class DeviceAccount:
         out.last_seen_ms = doc.get("last_seen_ms")
         if isinstance(doc.get("seq"), dict):
             out.seq = SeqTracker.from_state(doc["seq"])
+        # Carried over so that a step made while the collector was down is still seen (the device's
+        # count differs from the one kept here) and the count in wb_health goes on rather than restarts.
+        if isinstance(doc.get("clk_steps"), int):
+            out.steps_seen = doc["clk_steps"]
+        if isinstance(doc.get("dev_steps"), int):
+            out._dev_steps = doc["dev_steps"]
         for ch, last in (doc.get("channels") or {}).items():
-            if isinstance(last, list) and len(last) == 3:
-                out._chans[str(ch)] = [int(last[0]), last[1], last[2]]
+            # [seq, t, Wh] from older state files, [seq, t, Wh, clock_step flag] now
+            if isinstance(last, list) and len(last) in (3, 4):
+                out._chans[str(ch)] = [int(last[0]), last[1], last[2], int(last[3]) if len(last) == 4 else 0]
         return out
 
 
