@@ -281,3 +281,10 @@ def test_evaluate_and_json_report_show_the_stretches() -> None:
     moved = {p: o["d"] for p, o in detail["window_offsets_ms"].items()}
     assert moved and all(o == pytest.approx(2000 - DELAY) for o in moved.values())
     assert set(moved) == {w.phase for w in windows()[::6] if w.phase.startswith("stepped")}
+    from wattbench.report.html import render_html
+
+    page = render_html(ev)
+    assert "<h2>Device clocks</h2>" in page and "+1970 ms" in page and "-30 ms" in page
+    assert "not placed" not in page  # both steps were placed from the flagged readings
+    ev.clock = {"d": ClockTrack.from_health(health_rows())}  # as read from the store, before placing
+    assert "not placed" in render_html(ev)

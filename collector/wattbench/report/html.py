@@ -220,6 +220,42 @@ def _checks_html(checks: Sequence[Any]) -> str:
     return "".join(out)
 
 
+def _clock_time(ms: float) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(ms / 1000)) + f".{int(ms % 1000):03d}"
+
+
+def _clocks_html(clock: Mapping[str, Any]) -> str:
+    """Devices whose clock stepped: each stretch of steady clock, from when, and its offset."""
+    from .jsonreport import clock_stretches
+
+    rows = []
+    for dev, track in sorted(clock.items()):
+        if not track.steps:
+            continue
+        for st in clock_stretches(track):
+            since = st.get("from_ms")
+            if since is None:
+                when = "start"
+            elif isinstance(since, list):
+                when = f"between {_clock_time(since[0])} and {_clock_time(since[1])} (not placed)"
+            else:
+                when = _clock_time(since)
+            off = st["offset_ms"]
+            rows.append(
+                f"<tr><td>{html.escape(dev)}</td><td>{when}</td>"
+                f"<td>{'unknown' if off is None else f'{off:+.0f} ms'}</td></tr>"
+            )
+    if not rows:
+        return ""
+    return (
+        "<h2>Device clocks</h2><p class=meta>A device clock stepped during the run; each window was moved by "
+        "the offset (device minus host, UTC times on the host clock) of the stretch it lies in.</p>"
+        "<table><thead><tr><th>device</th><th>from</th><th>offset</th></tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table>"
+    )
+
+
 def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None, ops_label: str = "ops") -> str:
     """The page as a string. fetch (Store.series) adds the power traces; without it they are left out."""
     result = evaluation.result
@@ -275,7 +311,11 @@ def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None, ops_la
                 "<p class=meta>Shaded: the measurement window.</p>",
                 f"<div class=chart>{svg}</div>",
             ]
-    parts += ["<h2>Compliance</h2>", _checks_html(evaluation.checks), "</body></html>"]
+    parts += ["<h2>Compliance</h2>", _checks_html(evaluation.checks)]
+    clocks = _clocks_html(getattr(evaluation, "clock", {}))
+    if clocks:
+        parts.append(clocks)
+    parts.append("</body></html>")
     return "\n".join(parts)
 
 
