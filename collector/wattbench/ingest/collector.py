@@ -281,6 +281,11 @@ class Collector:
             except Exception as exc:
                 log.debug("closing the validation pool: %s", exc)
 
+    def _pool_failed(self, exc: BaseException) -> None:
+        """Validation moves into this process for good (the caller drops its own handle on the pool)."""
+        log.warning("validation process failed (%r); validating in-process", exc)
+        self._close_pool()
+
     def __enter__(self) -> Collector:
         return self.start()
 
@@ -355,9 +360,8 @@ class Collector:
                     try:
                         fut = pool.submit([(m[3], m[4], m[5]) for m in items])
                     except Exception as exc:  # broken pool: see below
-                        log.warning("validation process failed (%r); validating in-process", exc)
+                        self._pool_failed(exc)
                         pool = None
-                        self._close_pool()
                 pending.append((fut, items))
                 moved += len(items)
             # 2. account for checked messages, in arrival order
@@ -381,9 +385,8 @@ class Collector:
                     except Exception as exc:
                         # A worker died (out of memory, killed): check in this process from now on.
                         if pool is not None:
-                            log.warning("validation process failed (%r); validating in-process", exc)
+                            self._pool_failed(exc)
                             pool = None
-                            self._close_pool()
                 with self._pipeline_lock:
                     for k, m in enumerate(items):
                         if verdicts is None:

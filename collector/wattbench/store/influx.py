@@ -96,10 +96,9 @@ class InfluxStore:
         self.written_lines = 0
 
     def __repr__(self) -> str:  # never show credentials
-        import re
+        from ..config import redact_url
 
-        url = re.sub(r"//[^/@]*@", "//***@", self.url)
-        return f"InfluxStore({url!r}, db={self.db!r}, version={self.version!r})"
+        return f"InfluxStore({redact_url(self.url)!r}, db={self.db!r}, version={self.version!r})"
 
     # ------------------------------------------------------------------ connection
 
