@@ -48,10 +48,9 @@ def _channels(args: argparse.Namespace, store: Any, events: list[dict[str, Any]]
 
 def load(args: argparse.Namespace, store: Any) -> tuple[Any, str] | str:
     """(evaluation, run id), or an error message."""
-    from ..clocktrack import as_track
     from ..sweep import channels as chans
     from ..sweep.cli import cost_from_args, limits_from_args, offsets_from_args
-    from ..sweep.evaluate import evaluate, from_stored, run_span
+    from ..sweep.evaluate import clock_figures, evaluate, from_stored, run_span
 
     run = args.run_id
     if run == "latest":
@@ -73,9 +72,7 @@ def load(args: argparse.Namespace, store: Any) -> tuple[Any, str] | str:
         deadband = chans.DEFAULT_DEADBAND_MS
     if stored is not None and not args.rescore:
         ev = from_stored(stored, events, specs)
-        ev.clock = {d: as_track(o) for d, o in offsets.items()}
-        ev.measured_offsets_ms = {d: t.worst() for d, t in ev.clock.items()}
-        ev.offsets_ms = chans.applied_offsets(ev.measured_offsets_ms, deadband)
+        ev.clock, ev.measured_offsets_ms, ev.offsets_ms = clock_figures(offsets, deadband)
         return ev, run
     ev = evaluate(
         run,

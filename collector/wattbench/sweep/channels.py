@@ -183,11 +183,6 @@ def offsets_from_store(
     return out
 
 
-def applied_offsets(measured: Mapping[str, float], deadband_ms: float) -> dict[str, float]:
-    """The offsets alignment shifts by: measured ones beyond the deadband."""
-    return {d: float(o) for d, o in measured.items() if abs(float(o)) > deadband_ms}
-
-
 def wait_for_data(
     store: Any,
     specs: Sequence[ChannelSpec],

@@ -88,10 +88,8 @@ def evaluate(
     offsets_ms are device-minus-host clock offsets as measured, one per device or a ClockTrack when the
     offset changed during the run; alignment shifts each window by its offset when beyond deadband_ms,
     and the clock_skew check judges the largest of each device."""
-    tracks = {k: ct.as_track(v) for k, v in (offsets_ms or {}).items()}
-    measured = {k: t.worst() for k, t in tracks.items()}
+    tracks, measured, offsets = clock_figures(offsets_ms or {}, deadband_ms)
     steps = {k: len(t.steps) for k, t in tracks.items() if t.steps}
-    offsets = {k: v for k, v in measured.items() if abs(v) > deadband_ms}
     windows = al.windows_from_events(events)
     if interrupted is None:
         interrupted = interrupted_reason(events)
@@ -107,22 +105,27 @@ def evaluate(
 
     scored = [w for w in windows if w.kind != "calibration"]
     power_channels = [c for c in channels if c.role in ("power", "inlet")]
+    span = run_span(events)
+    whole = None
+    if span and any(c.role == "power" for c in channels):
+        whole = al.Window("run", "run", span[0], span[1])  # for the run's energy
+    run_energy = None
     if fetch is not None and power_channels:
+        # The whole run is aligned with the windows, so each channel is fetched once.
         placed: dict[str, ct.ClockTrack] = {}
-        aligned = al.align(scored, power_channels, fetch, tracks, deadband_ms=deadband_ms, placed=placed)
+        extra = [whole] if whole is not None else []
+        aligned = al.align(
+            [*scored, *extra], power_channels, fetch, tracks, deadband_ms=deadband_ms, placed=placed
+        )
         tracks.update(placed)
+        if whole is not None:
+            watts = aligned.pop().watts
+            if math.isfinite(watts):
+                run_energy = al.window_energy_wh(watts, whole)
     else:
         aligned = [al.WindowPower(w, []) for w in scored]
 
     levels = [_level(wp, calibrated) for wp in aligned]
-    run_energy = None
-    span = run_span(events)
-    if fetch is not None and span and any(c.role == "power" for c in channels):
-        whole = al.Window("run", "run", span[0], span[1])
-        power = [c for c in channels if c.role == "power"]
-        wp = al.align([whole], power, fetch, tracks, deadband_ms=deadband_ms)[0]
-        if math.isfinite(wp.watts):
-            run_energy = al.window_energy_wh(wp.watts, whole)
     summary = sc.summarize(levels, run_energy, cost)
     checks = cp.check_run(levels, aligned, measured, planned, interrupted, limits, steps)
     result = build_result(
@@ -143,6 +146,17 @@ def evaluate(
         measured,
         tracks,
     )
+
+
+def clock_figures(
+    offsets_ms: Mapping[str, ct.OffsetSource], deadband_ms: float
+) -> tuple[dict[str, ct.ClockTrack], dict[str, float], dict[str, float]]:
+    """Each device's clock track, its measured offset (the largest of the run, which clock_skew
+    judges) and the offset reported as applied (the measured one beyond the deadband)."""
+    tracks = {k: ct.as_track(v) for k, v in offsets_ms.items()}
+    measured = {k: t.worst() for k, t in tracks.items()}
+    applied = {k: v for k, v in measured.items() if abs(v) > deadband_ms}
+    return tracks, measured, applied
 
 
 def from_stored(
