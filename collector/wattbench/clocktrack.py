@@ -173,13 +173,7 @@ class ClockTrack:
 
     def offsets(self) -> list[float]:
         """One offset per stretch (its best estimate over all of it); NaN for a stretch without one."""
-        out = []
-        for s in self.stretches:
-            if s.points:
-                out.append(s.estimate(s.points[0][0], s.points[-1][0], 0.0) or 0.0)
-            else:
-                out.append(math.nan)
-        return out
+        return [max(o for _, o in s.points) if s.points else math.nan for s in self.stretches]
 
     def worst(self) -> float:
         """The offset farthest from zero, for the clock-skew check."""

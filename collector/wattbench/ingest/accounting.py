@@ -158,7 +158,7 @@ class DeviceAccount:
         steps = int(clk.get("steps", 0))
         # A step count that went up within one boot means the device clock jumped since its last batch.
         stepped = self._dev_steps is not None and steps > self._dev_steps and boot == self.boot
-        if boot >= (self.boot if self.boot is not None else boot):
+        if self.boot is None or boot >= self.boot:
             self._dev_steps = steps
 
         seq = self.seq
@@ -236,7 +236,7 @@ class DeviceAccount:
         if keep:
             # The newest reading is the last one taken, not the latest stamp: after a step back the
             # stamps of a batch's later rows are the smaller ones.
-            newest = keep[-1]["t"] if not old_boot else max(row["t"] for row in keep)
+            newest = keep[-1]["t"]
             self._lags.append(recv_ms - int(newest))
             self._rate.append((int(newest), len(keep)))
             while len(self._rate) > 2 and self._rate[-1][0] - self._rate[0][0] > RATE_WINDOW_MS:

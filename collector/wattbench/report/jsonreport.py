@@ -35,16 +35,16 @@ def report_dict(evaluation: Any, detail: bool = True) -> dict[str, Any]:
         "clock_offsets_ms": evaluation.measured_offsets_ms,
         "applied_offsets_ms": evaluation.offsets_ms,
     }
-    windows = {}
-    for wp in evaluation.aligned:
-        offs = {c.spec.dev: c.offset_ms for c in wp.channels}
-        if any(offs.values()):
-            windows[wp.window.phase] = offs
     if any(t.steps for t in getattr(evaluation, "clock", {}).values()):
         # Which offset each window was moved by only varies when a clock stepped: then show both.
         out["detail"]["clock_stretches"] = {
             dev: clock_stretches(track) for dev, track in evaluation.clock.items() if track.steps
         }
+        windows = {}
+        for wp in evaluation.aligned:
+            offs = {c.spec.dev: c.offset_ms for c in wp.channels}
+            if any(offs.values()):
+                windows[wp.window.phase] = offs
         out["detail"]["window_offsets_ms"] = windows
     return out
 
