@@ -243,6 +243,12 @@ class Collector(Proc):
         except (OSError, ValueError):
             return {}
 
+    def start_subscribed(self, timeout: float = 30.0) -> Collector:
+        """Start and wait until it has subscribed, so nothing published from now on is missed."""
+        self.start()
+        self.wait_subscribed(timeout)
+        return self
+
     def wait_subscribed(self, timeout: float = 30.0) -> None:
         wait_until(
             lambda: "subscribed" in self.text().split("---- start ")[-1] or not self.running,
@@ -395,6 +401,12 @@ class Figures:
     @property
     def clean(self) -> bool:
         return self.lost == 0 and self.duplicated == 0 and self.altered == 0 and self.invented == 0
+
+    def assert_clean(self) -> None:
+        """What every scenario must end with: nothing lost, doubled, altered or invented."""
+        assert self.lost == 0, self.summary()
+        assert self.duplicated == 0, self.summary()
+        assert self.altered == 0 and self.invented == 0, self.summary()
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -65,8 +65,7 @@ def _run(rig: Rig, variant: str) -> ClockRun:
     before_s, stepped_s, after_s = TIMINGS[variant]
     dev = f"clock-{variant}"
     col = rig.collector()
-    col.start()
-    col.wait_subscribed()
+    col.start_subscribed()
     cfg = appliance_config(
         dev,
         rig.mosquitto.port,

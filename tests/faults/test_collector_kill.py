@@ -27,8 +27,7 @@ VARIANTS = [
 def test_collector_sigkill(rig, record, variant, hz, channels, seconds, kills):  # type: ignore[no-untyped-def]
     dev = f"kill-{variant}"
     col = rig.collector()
-    col.start()
-    col.wait_subscribed()
+    col.start_subscribed()
     app = rig.appliance(dev, count=hz * channels * seconds, hz=hz, channels=channels)
     t0 = time.monotonic()
     app.start()
@@ -40,8 +39,7 @@ def test_collector_sigkill(rig, record, variant, hz, channels, seconds, kills): 
         assert rc == -signal.SIGKILL, f"collector did not die by SIGKILL (rc {rc})"
         t_down = time.monotonic()
         time.sleep(2.0 + k % 3)  # the appliance keeps publishing; the broker queues for the collector
-        col.start()
-        col.wait_subscribed()
+        col.start_subscribed()
         down_s += time.monotonic() - t_down
     counters = app.wait_done(seconds * 3 + 120)
     rig.wait_stored(dev, counters["samples"], timeout=120)
@@ -66,9 +64,7 @@ def test_collector_sigkill(rig, record, variant, hz, channels, seconds, kills): 
         )
     )
     assert fig.sent == counters["samples"] > 0
-    assert fig.lost == 0, fig.summary()
-    assert fig.duplicated == 0, fig.summary()
-    assert fig.altered == 0 and fig.invented == 0, fig.summary()
+    fig.assert_clean()
 
 
 @pytest.mark.services
@@ -76,8 +72,7 @@ def test_collector_helpers_exit_after_sigkill(rig):  # type: ignore[no-untyped-d
     """SIGKILL of the collector's main process alone (the OOM killer's way): its helper processes
     must not live on without it."""
     col = rig.collector(settings={"validate_workers": 1})
-    col.start()
-    col.wait_subscribed()
+    col.start_subscribed()
     wait_until(lambda: len(process_group(col.pid)) > 1, 30, what="the validation worker")
     group = col.pid
     os.kill(col.pid, signal.SIGKILL)
