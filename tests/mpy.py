@@ -11,15 +11,16 @@ JSON-able value back. A Python exception fails with its MicroPython traceback.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+# The same cache scripts/provision.sh fills (WATTBENCH_SERVICES moves it, as for the other services).
 MODULE = (
-    REPO
-    / ".services"
+    Path(os.environ.get("WATTBENCH_SERVICES", REPO / ".services"))
     / "npm"
     / "node_modules"
     / "@micropython"

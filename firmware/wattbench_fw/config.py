@@ -47,6 +47,8 @@ DEFAULTS = {
     "wdt_ms": 8000,
     "flash_dir": None,
     "buses": {},
+    # Board profile: pins the module itself uses ({"16": "PSRAM"}); a config may not put a bus on them.
+    "reserved_pins": {},
     "channels": [],
     "wifi": None,
     "led": None,
@@ -137,6 +139,47 @@ def _check_bus(name, b):
     elif t == "serial":
         _str(path + ".port", b.get("port"))
         _int(path + ".baud", b.get("baud", 9600), 300, 4000000)
+
+
+PIN_KEYS = ("tx", "rx", "scl", "sda", "pin")
+
+
+def _check_pins(cfg):
+    """No pin the board module itself uses, and explicit UART pins where the default ones are taken:
+    a UART left on its hardware default pins would drive lines wired to something else."""
+    reserved = cfg["reserved_pins"]
+    if not isinstance(reserved, dict):
+        raise ConfigError("reserved_pins: must be an object")
+    if not reserved:
+        return
+    used = set(ch.get("bus") for ch in cfg["channels"])
+    where = []
+    for name in sorted(cfg["buses"]):
+        b = cfg["buses"][name]
+        if name in used and b["type"] == "uart":
+            for k in ("tx", "rx"):
+                if k not in b:
+                    raise ConfigError(
+                        "buses.%s.%s: required on board %s (its default UART pins are taken: %s)"
+                        % (name, k, cfg["board"], _show_reserved(reserved))
+                    )
+        for k in PIN_KEYS:
+            if k in b:
+                where.append(("buses.%s.%s" % (name, k), b[k]))
+    for k in ("led", "safe_pin"):
+        if cfg[k] is not None:
+            where.append((k, cfg[k]))
+    for path, pin in where:
+        what = reserved.get(str(pin))
+        if what is not None:
+            raise ConfigError(
+                "%s: GPIO%s holds the %s on board %s (hardware/pinmap.md); pick a free GPIO"
+                % (path, pin, what, cfg["board"])
+            )
+
+
+def _show_reserved(reserved):
+    return ", ".join("GPIO%s holds the %s" % (p, reserved[p]) for p in sorted(reserved))
 
 
 def _check_channel(i, ch, buses, board):
@@ -245,6 +288,7 @@ def validate(cfg):
         if ch["c"] in seen:
             raise ConfigError("channels[%d].c: duplicate channel name %r" % (i, ch["c"]))
         seen.add(ch["c"])
+    _check_pins(cfg)
     key = cfg["hmac_key"]
     if key is not None:
         if (

@@ -190,3 +190,20 @@ def test_command_finder() -> None:
         ["demo"],
     ]
     assert commands("the `wattbench_fw` package and `wattbench/v1/dev/+/samples`") == []
+
+
+def test_one_micropython_minimum_everywhere() -> None:
+    """Every page that names the MicroPython version a board needs names the same one, and it is the one
+    `wattbench flash` states (the guide said 1.23 while the firmware page said 1.22)."""
+    from wattbench import flash
+
+    want = flash.MIN_MICROPYTHON
+    found = {}
+    for page in [*PAGES, REPO / "firmware" / "README.md"]:
+        for m in re.finditer(
+            r"MicroPython[^.\n]{0,40}?\b(1\.\d+)\b|\b(1\.\d+) or (?:newer|later)", page.read_text()
+        ):
+            found.setdefault(m.group(1) or m.group(2), []).append(_rel(page))
+    assert found, "no page names the MicroPython version a board needs"
+    assert set(found) == {want}, found
+    assert want in flash.build_help()

@@ -17,7 +17,7 @@ PIN_KEYS = ("tx", "rx", "scl", "sda", "pin")
 
 
 def _profile(board: str) -> dict[str, Any]:
-    path = REPO / "firmware" / "boards" / f"{board}.json"
+    path = REPO / "firmware" / "wattbench_fw" / "boards" / f"{board}.json"
     if not path.exists():
         pytest.skip(f"{path.relative_to(REPO)} does not exist yet")
     doc: dict[str, Any] = json.loads(path.read_text())

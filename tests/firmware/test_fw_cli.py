@@ -145,3 +145,20 @@ def test_flash_refuses_mismatched_board_and_invalid_config(
 def test_flash_without_arguments_says_what_is_missing(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["flash"]) == 2
     assert "missing --port, --board, --config" in capsys.readouterr().err
+
+
+def test_flash_refuses_psram_board_on_the_psram_pins(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The esp32-psram profile used to inherit the ESP32's UART2 on GPIO16/17, which a WROVER module
+    wires to its PSRAM (hardware/pinmap.md)."""
+    config = json.loads((FIRMWARE / "config.example.json").read_text())
+    config["board"] = "esp32-psram"
+    path = tmp_path / "psram.json"
+    path.write_text(json.dumps(config))
+    args = ["flash", "--port", "/dev/null", "--board", "esp32-psram", "--config", str(path), "--dry-run"]
+    assert main(args) == 2
+    assert "buses.uart2" in capsys.readouterr().err
+    config["buses"] = {"uart2": {"tx": 25, "rx": 26}}
+    path.write_text(json.dumps(config))
+    assert main(args) == 0

@@ -15,8 +15,8 @@ from wattbench_fw.errors import ConfigError
 
 FIRMWARE = Path(__file__).resolve().parents[2] / "firmware"
 EXAMPLE = json.loads((FIRMWARE / "config.example.json").read_text())
-ESP32 = str(FIRMWARE / "boards" / "esp32.json")
-PICOW = str(FIRMWARE / "boards" / "picow.json")
+ESP32 = str(FIRMWARE / "wattbench_fw" / "boards" / "esp32.json")
+PICOW = str(FIRMWARE / "wattbench_fw" / "boards" / "picow.json")
 
 
 def test_example_is_valid_on_esp32() -> None:
@@ -145,3 +145,44 @@ def test_nesting_beyond_any_real_configuration_is_refused(tmp_path: Path) -> Non
     path.write_text(json.dumps(cfg))
     with pytest.raises(ConfigError, match=f"config file {path} nests deeper"):
         config.load(str(path), ESP32)
+
+
+PSRAM = str(FIRMWARE / "wattbench_fw" / "boards" / "esp32-psram.json")
+
+
+def _psram_config(**buses: Any) -> dict[str, Any]:
+    user = copy.deepcopy(EXAMPLE)
+    user["board"] = "esp32-psram"
+    if buses:
+        user["buses"] = buses
+    return user
+
+
+def test_psram_board_refuses_the_pins_that_hold_its_psram() -> None:
+    # GPIO16/17 are wired to the PSRAM on WROVER modules (hardware/pinmap.md): a UART there would
+    # corrupt memory, so the esp32 profile's UART2 pins cannot simply be inherited.
+    with pytest.raises(ConfigError, match=r"buses\.uart2\.(tx|rx).*GPIO1[67].*PSRAM"):
+        config.load(_psram_config(uart2={"tx": 17, "rx": 16}), PSRAM)
+    with pytest.raises(ConfigError, match=r"buses\.uart2\.tx: required"):
+        config.load(_psram_config(), PSRAM)  # the profile leaves the pins for the user to choose
+    with pytest.raises(ConfigError, match=r"led.*GPIO16"):
+        user = _psram_config(uart2={"tx": 25, "rx": 26})
+        user["led"] = 16
+        config.load(user, PSRAM)
+
+
+def test_psram_board_with_free_pins_is_valid() -> None:
+    cfg = config.load(_psram_config(uart2={"tx": 25, "rx": 26}), PSRAM)
+    assert cfg["buses"]["uart2"]["tx"] == 25 and cfg["buffer"]["ram_bytes"] == 1048576
+
+
+def test_example_does_not_put_two_meters_of_one_supply_in_one_node() -> None:
+    """Power channels of one node are summed: an AC meter at the wall and a DC meter on a rail behind the
+    same supply would count that rail twice. The example must be safe to copy."""
+    by_node: dict[str, list[str]] = {}
+    for ch in EXAMPLE["channels"]:
+        if ch.get("role") == "power":
+            by_node.setdefault(ch.get("node") or EXAMPLE["dev"], []).append(ch["meter"])
+    for node, meters in by_node.items():
+        kinds = {"ac" if m in ("pzem004t", "wt300") else "dc" for m in meters}
+        assert len(kinds) == 1, f"node {node} sums AC and DC meters: {meters}"

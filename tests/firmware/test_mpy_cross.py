@@ -15,7 +15,7 @@ FILES = sorted(p for p in FIRMWARE.rglob("*.py") if "__pycache__" not in p.parts
 
 def test_there_is_firmware_to_compile() -> None:
     assert len(FILES) >= 25
-    assert FIRMWARE / "main.py" in FILES
+    assert FIRMWARE / "wattbench_fw" / "boards" / "main.py" in FILES
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(FIRMWARE)))

@@ -1,0 +1,98 @@
+"""What a user gets from a plain (not editable) `pip install .`: the built wheel, installed into a fresh
+venv, carries everything its commands read at run time, and `wattbench flash` works from it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "firmware" / "config.example.json"
+
+
+def _run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)  # type: ignore[call-overload]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    # setuptools writes build/ into the source folder: build from a copy so the checkout stays as it was.
+    src = tmp_path_factory.mktemp("src") / "wattbench"
+    shutil.copytree(
+        REPO,
+        src,
+        ignore=shutil.ignore_patterns(".git", ".services", "build", "*.egg-info", "__pycache__", ".*_cache"),
+    )
+    res = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)])
+    assert res.returncode == 0, res.stderr
+    (whl,) = out.glob("wattbench-*.whl")
+    return whl
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
+    """A fresh venv with the wheel and its firmware extra, as `pip install .[firmware]` gives."""
+    env_dir = tmp_path_factory.mktemp("venv")
+    res = _run([sys.executable, "-m", "venv", str(env_dir)])
+    assert res.returncode == 0, res.stderr
+    pip = [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    res = _run([*pip, f"{wheel}[firmware]"])
+    assert res.returncode == 0, res.stderr
+    return env_dir
+
+
+def test_wheel_carries_the_board_files(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for needed in (
+        "wattbench_fw/boards/esp32.json",
+        "wattbench_fw/boards/picow.json",
+        "wattbench_fw/boards/esp32-psram.json",
+        "wattbench_fw/boards/main.py",
+        "wattbench_schema/v1/result.schema.json",
+    ):
+        assert needed in names, f"{needed} is not in the wheel"
+
+
+@pytest.mark.parametrize("board", ["esp32", "esp32-psram", "picow"])
+def test_flash_dry_run_from_an_installed_wheel(venv: Path, tmp_path: Path, board: str) -> None:
+    config = json.loads(EXAMPLE.read_text())
+    config["board"] = board
+    if board == "picow":
+        config["channels"] = [c for c in config["channels"] if c["bus"] in ("i2c0", "ow")]
+    if board == "esp32-psram":
+        # GPIO16/17 hold the PSRAM on these modules: the user picks other pins (hardware/pinmap.md).
+        config["buses"] = {"uart2": {"tx": 25, "rx": 26}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    # Run from another folder, so nothing can come from the source tree by accident.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    res = _run(
+        [
+            str(venv / "bin" / "wattbench"),
+            "flash",
+            "--port",
+            "/dev/ttyUSB0",
+            "--board",
+            board,
+            "--config",
+            str(path),
+            "--mpy",
+            "--dry-run",
+        ],
+        cwd=tmp_path,
+        env=env,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    assert "/main.py" in res.stdout and "/board.json" in res.stdout
+    assert "/lib/wattbench_fw/app.mpy" in res.stdout
+    # The board files and the entry point are not part of the package on the board.
+    assert "/lib/wattbench_fw/boards" not in res.stdout
