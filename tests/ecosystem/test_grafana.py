@@ -9,6 +9,7 @@ import json
 import math
 import re
 import sys
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -305,3 +306,86 @@ def test_dashboards_see_the_same_through_the_collector_writer(influxdb) -> None:
         if _normalised(mine) != _normalised(theirs):
             differ.append(q.id)
     assert not differ, "queries that see different data: " + ", ".join(differ)
+
+
+# Panels that show the collector's own accounting (gaps, received rate, clock offset): Telegraf has no
+# sequence bookkeeping, so these stay empty on the Telegraf route, and the README says so.
+COLLECTOR_ONLY = {"wb_health", "wb_reject"}
+
+
+def _reads(q: gq.PanelQuery) -> set[str]:
+    return set(re.findall(r'"(wb_[a-z]+)"', q.text)) | set(
+        re.findall(r'r\._measurement == "(wb_[a-z]+)"', q.text)
+    )
+
+
+@pytest.mark.services
+def test_dashboards_see_the_same_through_the_shipped_telegraf(mosquitto, influxdb, telegraf_factory) -> None:  # type: ignore[no-untyped-def]
+    """deploy/telegraf.conf, as shipped, carries samples, status, phase events and results into the layout,
+    so every Live power, Run view and Fleet panel that does not show the collector's accounting sees the
+    same rows as from the collector's writer (it used to carry samples only: Run view and Fleet stayed
+    empty)."""
+    import paho.mqtt.client as mqtt
+
+    own, via = "demo_layout", "via_telegraf"
+    influxdb.create_database(own)
+    demo_data.write(influxdb.url, own)
+    telegraf_factory(mosquitto, influxdb, db=via)
+    time.sleep(2.0)  # persistent sessions subscribe on connect
+
+    messages: list[tuple[str, dict[str, Any], bool]] = []
+    for dev, rows in demo_data.sample_rows().items():
+        messages += [(f"wattbench/v1/dev/{dev}/samples", b, False) for b in demo_data.batches(dev, rows)]
+    messages += [(f"wattbench/v1/dev/{s['dev']}/status", s, True) for s, _ in demo_data.statuses()]
+    messages += [(f"wattbench/v1/run/{e['run']}/phase", e, False) for e in demo_data.phase_events()]
+    res = demo_data.result()
+    messages.append((f"wattbench/v1/run/{res['run']}/result", res, True))
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="dash-pub", protocol=mqtt.MQTTv311)
+    client.connect(mosquitto.host, mosquitto.port)
+    client.loop_start()
+    try:
+        for topic, payload, retain in messages:
+            client.publish(topic, json.dumps(payload), qos=1, retain=retain).wait_for_publish(10)
+    finally:
+        client.loop_stop()
+        client.disconnect()
+
+    expected = {
+        "wb_sample": sum(len(r) for r in demo_data.sample_rows().values()),
+        "wb_status": len(demo_data.statuses()),
+        "wb_phase": len(demo_data.phase_events()),
+        "wb_result": len(res["levels"]) + 1,
+    }
+    deadline = time.monotonic() + 60
+    counts: dict[str, int] = {}
+    while time.monotonic() < deadline:
+        counts = {}
+        for m in expected:
+            rows = gq.run_influxql(influxdb.url, via, f'SELECT count(*) FROM "{m}"')
+            counts[m] = max((int(v) for r in rows for k, v in r.items() if k.startswith("count_")), default=0)
+        if counts == expected:
+            break
+        time.sleep(0.5)
+    assert counts == expected, "every message becomes its points"
+    for m in ("wb_status", "wb_phase", "wb_result"):
+        # every tag, field, type and timestamp, not only what today's panels select
+        mine = gq.run_influxql(influxdb.url, own, f'SELECT * FROM "{m}" GROUP BY *')
+        theirs = gq.run_influxql(influxdb.url, via, f'SELECT * FROM "{m}" GROUP BY *')
+        assert _normalised(theirs) == _normalised(mine), m
+        types = [gq.run_influxql(influxdb.url, db, f'SHOW FIELD KEYS FROM "{m}"') for db in (own, via)]
+        assert _normalised(types[1]) == _normalised(types[0]), m
+
+    differ, checked = [], 0
+    for q in ALL_QUERIES:
+        if _reads(q) & COLLECTOR_ONLY:
+            continue
+        checked += 1
+        mine, theirs = gq.run(q, influxdb.url, own), gq.run(q, influxdb.url, via)
+        assert mine, q.id
+        if _normalised(mine) != _normalised(theirs):
+            differ.append(
+                f"{q.id}\n  layout:   {_normalised(mine)[:2]}\n  telegraf: {_normalised(theirs)[:2]}"
+            )
+    assert not differ, "queries that see different data through Telegraf:\n" + "\n".join(differ)
+    dashboards = {q.dashboard.split("/")[1] for q in ALL_QUERIES if not _reads(q) & COLLECTOR_ONLY}
+    assert dashboards == {"live-power", "run-view", "fleet"} and checked >= 30

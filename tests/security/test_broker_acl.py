@@ -109,7 +109,7 @@ def test_collector_reads_but_cannot_publish_samples(secure_broker, credentials) 
     collector.close()
 
 
-def test_sweep_publishes_phases_and_telegraf_reads_samples_only(secure_broker, credentials) -> None:  # type: ignore[no-untyped-def]
+def test_sweep_publishes_phases_and_telegraf_reads_what_it_writes(secure_broker, credentials) -> None:  # type: ignore[no-untyped-def]
     broker = secure_broker()
     telegraf = Client(broker, "wattbench-telegraf", credentials["wattbench-telegraf"])
     assert telegraf.wait_connected() == 0
@@ -121,8 +121,14 @@ def test_sweep_publishes_phases_and_telegraf_reads_samples_only(secure_broker, c
     assert sweep.publish("wattbench/v1/dev/bench-b/samples").value == NOT_AUTHORIZED
     assert accepted(device.publish("wattbench/v1/dev/bench-b/status", b"status"))
     assert accepted(device.publish("wattbench/v1/dev/bench-b/samples", b"samples"))
+    assert accepted(device.publish("wattbench/v1/dev/bench-b/meta", b"meta"))
     time.sleep(0.5)
-    assert [t for t, _ in telegraf.received] == ["wattbench/v1/dev/bench-b/samples"]
+    # deploy/telegraf.conf writes samples, status, phase events and results, and needs nothing else
+    assert [t for t, _ in telegraf.received] == [
+        "wattbench/v1/run/r1/phase",
+        "wattbench/v1/dev/bench-b/status",
+        "wattbench/v1/dev/bench-b/samples",
+    ]
     for c in (telegraf, sweep, device):
         c.close()
 
