@@ -266,16 +266,8 @@ def test_appliance_announces_itself_to_home_assistant(mosquitto) -> None:  # typ
 @pytest.mark.services
 def test_switching_discovery_off_removes_the_sensors(mosquitto) -> None:  # type: ignore[no-untyped-def]
     _run_appliance(mosquitto, "hass-flip", True)
-    before = [
-        t
-        for t in _retained(mosquitto.host, mosquitto.port, "homeassistant/#")
-        if "/hass-flip/" in t
-    ]
+    before = [t for t in _retained(mosquitto.host, mosquitto.port, "homeassistant/#") if "/hass-flip/" in t]
     assert before, "announced while on"
     _run_appliance(mosquitto, "hass-flip", False)
-    after = [
-        t
-        for t in _retained(mosquitto.host, mosquitto.port, "homeassistant/#")
-        if "/hass-flip/" in t
-    ]
+    after = [t for t in _retained(mosquitto.host, mosquitto.port, "homeassistant/#") if "/hass-flip/" in t]
     assert after == [], "empty retained configs delete the sensors once discovery is switched off"
