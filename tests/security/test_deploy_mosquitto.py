@@ -4,10 +4,12 @@ The README's shell block is run line by line against a Debian-style /etc/mosquit
 mosquitto.conf, which includes conf.d/). What a test has to change, and nothing else:
 - every /etc/mosquitto, /var/lib/mosquitto, /var/log/mosquitto and /run/mosquitto path is moved under
   a temporary directory, and `sudo` is dropped;
+- run as root with a `mosquitto` user present (as on Debian), the broker drops to that user as the
+  service does, so the README's permission steps are tested too; the log, persistence and pid
+  directories are given to `mosquitto` as the package does. Otherwise Mosquitto runs as the current
+  user, and the `chgrp mosquitto` step is skipped (only root may give a file to another group);
 - the listeners of the installed secure config get free loopback ports instead of 8883 and 1883;
-- the main config gains `user root` (Mosquitto started as root would otherwise drop to the
-  `mosquitto` user, which cannot read the temporary directory) and `log_type all` (Mosquitto logs
-  "Denied PUBLISH" at debug level only);
+- the main config gains `log_type all` (Mosquitto logs "Denied PUBLISH" at debug level only);
 - the broker certificate comes from a throwaway CA (the README leaves certificates to the site);
 - make-credentials.sh is run a second time, as the README allows, for a second device and a Home
   Assistant user that observes the flow.
@@ -25,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -60,6 +63,15 @@ include_dir /etc/mosquitto/conf.d
 NOT_AUTHORIZED = 135
 
 
+def _mosquitto_user() -> int | None:
+    import pwd
+
+    try:
+        return pwd.getpwnam("mosquitto").pw_uid
+    except KeyError:
+        return None
+
+
 def readme_commands() -> list[str]:
     text = README.read_text()
     block = re.search(r"```sh\n(.*?)```", text, re.S)
@@ -72,6 +84,7 @@ class Installed:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.as_debian = os.geteuid() == 0 and _mosquitto_user() is not None
         self.etc = root / "etc" / "mosquitto"
         self.log_path = root / "var" / "log" / "mosquitto" / "mosquitto.log"
         self.tls_port = services.free_port()
@@ -86,9 +99,13 @@ class Installed:
     def install(self) -> None:
         for d in ("etc/mosquitto/conf.d", "var/lib/mosquitto", "var/log/mosquitto", "run/mosquitto"):
             (self.root / d).mkdir(parents=True, exist_ok=True)
-        main = self.moved(DEBIAN_MAIN_CONF) + "user root\nlog_type all\n"
+            if self.as_debian and d != "etc/mosquitto/conf.d":
+                shutil.chown(self.root / d, "mosquitto", "mosquitto")
+        main = self.moved(DEBIAN_MAIN_CONF) + "log_type all\n"
         (self.etc / "mosquitto.conf").write_text(main)
         for line in readme_commands():
+            if "chgrp mosquitto" in line and not self.as_debian:
+                continue
             cmd = self.moved(line).replace("sudo ", "")
             done = subprocess.run(["bash", "-c", cmd], cwd=services.REPO, capture_output=True, text=True)
             assert done.returncode == 0, f"README command failed: {line}\n{done.stderr}"
@@ -104,6 +121,9 @@ class Installed:
         certs.mkdir()
         for src, name in ((pki["ca"], "ca.crt"), (pki["cert"], "broker.crt"), (pki["key"], "broker.key")):
             (certs / name).write_bytes(src.read_bytes())
+        (certs / "broker.key").chmod(0o640)
+        if self.as_debian:
+            shutil.chown(certs / "broker.key", group="mosquitto")
         self.ca = certs / "ca.crt"
 
     def add_clients(self, *names: str) -> None:
@@ -124,6 +144,10 @@ class Installed:
             services.wait_port(self.plain_port, 20, self.proc)
         except Exception as exc:
             raise AssertionError(f"mosquitto did not start: {exc}\n{self.log()}") from exc
+        if self.as_debian:
+            status = Path(f"/proc/{self.proc.pid}/status").read_text()
+            uid = int(re.search(r"^Uid:\s+(\d+)", status, re.M).group(1))  # type: ignore[union-attr]
+            assert uid == _mosquitto_user(), "the broker runs as the mosquitto user, as Debian's service"
 
     def log(self) -> str:
         parts = []
@@ -234,13 +258,17 @@ def test_shipped_mosquitto_files_carry_everything_and_refuse_spoofing(tmp_path: 
     from wattbench.store import open_store
     from wattbench_fw import hass
 
-    broker = Installed(tmp_path / "root")
-    broker.install()
-    broker.add_clients("bench-b", "homeassistant")
-    broker.start()
+    # The scratch root must be reachable by the mosquitto user, which pytest's own temporary
+    # directories (mode 700) are not.
+    scratch = Path(tempfile.mkdtemp(prefix="wattbench-mosquitto-"))
+    scratch.chmod(0o755)
+    broker = Installed(scratch)
     procs: list[subprocess.Popen[bytes]] = []
     observers: list[Observer] = []
     try:
+        broker.install()
+        broker.add_clients("bench-b", "homeassistant")
+        broker.start()
         ha = Observer(broker, "homeassistant", ["homeassistant/#", "wattbench/v1/dev/#"])
         runs = Observer(broker, "wattbench-collector", ["wattbench/v1/run/#"])
         observers += [ha, runs]
@@ -419,3 +447,4 @@ def test_shipped_mosquitto_files_carry_everything_and_refuse_spoofing(tmp_path: 
         for obs in observers:
             obs.close()
         broker.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
