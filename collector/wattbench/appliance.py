@@ -1,8 +1,12 @@
 """`wattbench appliance`: run the firmware on this host as an appliance (host mode).
 
 With --sim the meters are simulated (CPU-following, constant, sine or steps); with --config a full
-firmware config file is used (simulated meters, or meters on serial ports). Runs until Ctrl-C, or
-until --count samples have been taken and acknowledged by the broker.
+firmware config file is used (simulated meters, or meters on serial ports). Runs until SIGTERM or
+SIGINT (Ctrl-C), or until --count samples have been taken and acknowledged by the broker.
+
+A stop by signal is clean: up to 5 s to hand the buffer to the broker, whatever is left kept in the
+flash directory (sent on the next start with the same --spool-dir), the retained status "offline" with
+reason "shutdown", then exit 0. Exit codes: 0 stopped, 1 the appliance loop failed, 2 bad configuration.
 """
 
 from __future__ import annotations
@@ -84,9 +88,13 @@ def run(args: argparse.Namespace) -> int:
     from wattbench_fw.errors import ConfigError
     from wattbench_fw.host import HostAppliance
 
+    from .signals import stop_event
+
     if not args.sim and not args.config:
         print("wattbench appliance: give --sim (simulated meters) or --config FILE", file=sys.stderr)
         return 2
+    # Before anything is started, so that a stop request is never missed or fatal.
+    stop = stop_event()
     try:
         cfg = build_config(args)
         app = HostAppliance(cfg, truth=args.truth, count=args.count)
@@ -95,24 +103,24 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(
         f"appliance {app.dev}: {len(cfg['channels'])} channel(s), broker "
-        f"{app.cfg['broker']['host']}:{app.cfg['broker']['port']}, state in {app.cfg['flash_dir']}"
+        f"{app.cfg['broker']['host']}:{app.cfg['broker']['port']}, state in {app.cfg['flash_dir']}",
+        flush=True,
     )
     app.start()
     try:
         next_print = time.monotonic() + args.every
-        while True:
-            if args.count is not None and app.wait_done(0.2):
+        while not stop.wait(0.2):
+            if args.count is not None and app.wait_done(0.01):
                 break
-            time.sleep(0.2)
             if app.crashed is not None:
                 print(f"wattbench appliance: stopped: {app.crashed!r}", file=sys.stderr)
                 return 1
             if time.monotonic() >= next_print:
                 next_print += args.every
                 print(_line(app.counters()), flush=True)
-    except KeyboardInterrupt:
-        pass
     finally:
+        # Up to 5 s for the broker to take what is buffered; the rest is kept in flash for the next
+        # start. Then the retained offline status (reason shutdown) and the saved state.
         app.stop(timeout=5.0)
-    print(_line(app.counters()))
+    print(_line(app.counters()), flush=True)
     return 0

@@ -159,8 +159,8 @@ def start_embedded_broker(host: str = "127.0.0.1", port: int = 0) -> EmbeddedBro
 
 def run(args: argparse.Namespace) -> int:
     import logging
-    import signal
-    import threading
+
+    from .signals import stop_event
 
     log = logging.getLogger("wattbench.broker")
     logging.getLogger("wattbench").setLevel(logging.INFO)
@@ -169,9 +169,7 @@ def run(args: argparse.Namespace) -> int:
     except RuntimeError as exc:
         log.error("%s", exc)
         return 3
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = stop_event()
     log.info("embedded MQTT 3.1.1 broker listening on %s (Ctrl-C to stop)", broker.url)
     stop.wait()
     broker.stop()

@@ -75,11 +75,10 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
 
 def run(args: argparse.Namespace) -> int:
     import logging
-    import signal
-    import threading
 
     from .config import ConfigError, load_config
     from .ingest.collector import EXIT_CONFIG, Collector, CollectorError
+    from .signals import stop_event
 
     log = logging.getLogger("wattbench.collect")
     if logging.getLogger().level > logging.INFO or not logging.getLogger().handlers:
@@ -92,14 +91,7 @@ def run(args: argparse.Namespace) -> int:
         log.error("configuration: %s", exc)
         return EXIT_CONFIG
 
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("received %s: stopping", signal.Signals(signum).name)
-        stop.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, on_signal)
+    stop = stop_event(log)
     try:
         collector.start()
     except CollectorError as exc:

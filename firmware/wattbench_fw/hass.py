@@ -85,8 +85,11 @@ def device_block(meta):
 
 
 def config_topic(dev, channel, quantity, prefix=DISCOVERY_PREFIX):
+    # The node id is the bare device id, which is also the appliance's MQTT user name: a broker ACL
+    # can then grant each appliance its own discovery configs only (homeassistant/+/%u/#), since
+    # Mosquitto substitutes %u only for a whole topic level.
     suffix = SENSORS[quantity][0]
-    return prefix + "/sensor/wattbench_" + dev + "/" + _object_id(channel) + "_" + suffix + "/config"
+    return prefix + "/sensor/" + dev + "/" + _object_id(channel) + "_" + suffix + "/config"
 
 
 def sensor_config(meta, channel, quantity, device=None):

@@ -128,6 +128,27 @@ class TruthWriter:
             self.f.close()
 
 
+def ssl_context(broker):
+    """CPython's TLS for broker.tls: the board's version hands PEM text to cadata and turns hostname
+    checks off, which CPython's client contexts refuse; here `ca` is a file on this host."""
+    if not broker.get("tls"):
+        return None
+    import ssl
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ca = broker.get("ca")
+    if ca:
+        try:
+            ctx.load_verify_locations(cafile=ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError("broker.ca: cannot load %s: %s" % (ca, exc)) from None
+    else:
+        # Same as a board without `ca`: encrypted, but the broker is not verified.
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
 def build_drivers(cfg, mono, t0):
     drivers = {}
     buses = {}
@@ -167,7 +188,15 @@ class HostAppliance:
         self.mono = port.Mono()
         self.clock = HostClock()
         drivers = build_drivers(cfg, self.mono, self.mono.now())
-        self.app = Appliance(cfg, drivers, self.clock, mono=self.mono, on_row=self.truth, max_samples=count)
+        self.app = Appliance(
+            cfg,
+            drivers,
+            self.clock,
+            mono=self.mono,
+            on_row=self.truth,
+            max_samples=count,
+            ssl_context=ssl_context(cfg["broker"]),
+        )
         self._stop = threading.Event()
         self._thread = None
         self._graceful = True

@@ -140,3 +140,16 @@ def test_unknown_or_anonymous_clients_are_refused(secure_broker, credentials, us
     rc = client.wait_connected()
     assert rc.is_failure, f"connection should be refused, got {rc}"
     client.close()
+
+
+def test_device_publishes_only_its_own_discovery_configs(secure_broker, credentials) -> None:  # type: ignore[no-untyped-def]
+    from wattbench_fw import hass
+
+    broker = secure_broker()
+    device = Client(broker, "bench-a", credentials["bench-a"])
+    assert device.wait_connected() == 0
+    own = hass.config_topic("bench-a", "sim", "W")
+    assert accepted(device.publish(own, b"{}")), f"the firmware's own discovery topic {own} is allowed"
+    other = hass.config_topic("bench-b", "sim", "W")
+    assert device.publish(other, b"{}").value == NOT_AUTHORIZED, "another device's discovery is refused"
+    device.close()

@@ -47,3 +47,40 @@ def test_plain_mqtt_is_not_spoken_on_the_tls_port(secure_broker, credentials) ->
     client = Client(broker, "bench-a", credentials["bench-a"])
     assert not client.connected.wait(3) or client.connect_rc.is_failure  # type: ignore[union-attr]
     client.close()
+
+
+def _host_appliance(broker, credentials, ca: str):  # type: ignore[no-untyped-def]
+    from wattbench_fw.host import HostAppliance, sim_config
+
+    cfg = sim_config(dev="bench-a", broker=f"{broker.host}:{broker.port}", hz=5)
+    cfg["broker"].update(user="bench-a", password=credentials["bench-a"], tls=True, ca=ca)
+    return HostAppliance(cfg)
+
+
+def test_host_appliance_speaks_tls_and_verifies_the_broker(secure_broker, credentials, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from .conftest import make_ca
+
+    broker = secure_broker(tls=True)
+    app = _host_appliance(broker, credentials, str(broker.pki["ca"])).start()
+    try:
+        assert app.wait_connected(20), app.counters()
+    finally:
+        app.stop(timeout=5)
+
+    other = make_ca(tmp_path / "other", "other-ca")
+    app = _host_appliance(broker, credentials, str(other["ca"])).start()
+    try:
+        assert not app.wait_connected(3), "a broker the CA does not vouch for is refused"
+        assert "TLS handshake failed" in (app.counters()["link_error"] or "")
+    finally:
+        app.stop(timeout=1, drain=False)
+
+
+def test_host_appliance_with_a_missing_ca_file_is_a_config_error(
+    secure_broker, credentials, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    from wattbench_fw.errors import ConfigError
+
+    broker = secure_broker(tls=True)
+    with pytest.raises(ConfigError, match=r"broker\.ca"):
+        _host_appliance(broker, credentials, str(tmp_path / "missing.crt"))

@@ -234,12 +234,9 @@ def emit_outputs(evaluation: Any, args: argparse.Namespace, fetch: Any = None, c
 
 def _stop_on_sigterm() -> None:
     """SIGTERM (a service manager, kill) ends the run the way Ctrl-C does: cleanly, result published."""
-    import signal
+    from ..signals import interrupt_on_stop_signals
 
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
+    interrupt_on_stop_signals()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,44 @@
+"""How the long-running commands stop: SIGTERM and SIGINT alike, always.
+
+SIGTERM is what systemd, container runtimes and `kill` send; SIGINT is Ctrl-C. Both handlers are
+installed explicitly. A program started in the background by a non-interactive shell inherits SIGINT
+as ignored, and Python then installs no handler of its own, so without this it would ignore SIGINT.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def on_stop_signals(handler: Callable[[int, Any], Any]) -> None:
+    """Call handler(signum, frame) on SIGTERM and on SIGINT (in the main thread)."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, handler)
+
+
+def stop_event(log: logging.Logger | None = None) -> threading.Event:
+    """An event that SIGTERM or SIGINT sets; the caller's loop waits on it and then stops cleanly."""
+    stop = threading.Event()
+
+    def handler(signum: int, _frame: Any) -> None:
+        if log is not None and not stop.is_set():
+            log.info("received %s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    on_stop_signals(handler)
+    return stop
+
+
+def interrupt_on_stop_signals() -> None:
+    """SIGTERM and SIGINT both raise KeyboardInterrupt, for code written around Ctrl-C."""
+
+    def handler(signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    on_stop_signals(handler)
