@@ -6,6 +6,10 @@ A device therefore has one sequence space; what is missing is a set of holes bel
 seen. A sample that lands in a hole is late, not duplicate, and is kept; a sample at or below the
 highest number and in no hole has been seen before and is dropped. Dropping is only ever done on
 that knowledge: anything the tracker cannot vouch for is kept, because the store is idempotent anyway.
+
+Numbers a device never handed out are no loss: at a clean restart the firmware jumps to its next
+reserved block, and the numbers skipped are taken out of the holes (see DeviceAccount). Rates come
+from the device's own sample times and sequence numbers, never from when batches arrived.
 """
 
 from __future__ import annotations
@@ -177,7 +181,7 @@ COUNTERS = (
     "rejects",
 )
 BOOTS_KEPT = 8  # boots whose announced end and first number are remembered
-SKIPPED_KEPT = 16  # ranges judged never handed out, remembered in case a number from one turns up
+SKIPPED_KEPT = 256  # ranges judged never handed out, remembered in case a number from one turns up
 
 
 class DeviceAccount:
