@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import random
+import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import wattbench_schema as contract
 from wattbench.ingest.accounting import MAX_HOLES, DeviceAccount, SeqTracker
+from wattbench.ingest.pipeline import Pipeline
 
 T0 = 1_763_760_000_000
 
@@ -341,3 +344,20 @@ def test_rate_restarts_at_a_reboot_rather_than_count_the_skipped_block() -> None
             r["t"] = T0 + (r["s"] - 900) * 10  # the clock went on; the numbers jumped
         a.admit(after, T0)
     assert a.rate_hz is not None and abs(a.rate_hz - 100.0) < 1.0
+
+
+def test_pipeline_hands_the_shutdown_status_to_the_account() -> None:
+    now = int(time.time() * 1000)  # the validator refuses batches too far from the receive time
+    p = Pipeline("c1")
+
+    def samples(boot: int, seqs: list[int]) -> bytes:
+        rows = [{"s": s, "t": now - 1000 + s, "c": "psu1", "W": 1.0} for s in seqs]
+        return contract.dumps({"v": 1, "dev": "d", "boot": boot, "clk": {"sync": "ntp"}, "samples": rows})
+
+    p.handle("wattbench/v1/dev/d/samples", samples(1, [0, 1, 2]), now)
+    bye = {"v": 1, "dev": "d", "state": "offline", "reason": "shutdown", "boot": 1, "seq": 3, "t": now}
+    p.handle("wattbench/v1/dev/d/status", contract.dumps(bye), now)
+    p.handle("wattbench/v1/dev/d/samples", samples(2, [10, 11]), now)
+    acct = p.accounts.devices["d"]
+    assert (acct.gaps, acct.missing, acct.unassigned, acct.reboots) == (0, 0, 7, 1)
+    assert p.rejected == 0
