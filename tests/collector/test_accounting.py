@@ -361,3 +361,71 @@ def test_pipeline_hands_the_shutdown_status_to_the_account() -> None:
     acct = p.accounts.devices["d"]
     assert (acct.gaps, acct.missing, acct.unassigned, acct.reboots) == (0, 0, 7, 1)
     assert p.rejected == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 120), st.booleans(), st.booleans(), st.sets(st.integers(1, 119), max_size=30)
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_restarts_count_only_what_was_handed_out_and_lost(
+    boots: list[tuple[int, bool, bool, set[int]]],
+) -> None:
+    """Property, on the firmware's own reservation scheme (persist.Sequence, block 50): after any mix of
+    clean stops (whose status arrives before or after the next boot's first batch) and power cuts,
+    `missing` is what was handed out and never arrived plus, after each power cut, the rest of the
+    block (nothing says it was not handed out); `unassigned` is the rest of the block after each clean
+    stop. Each boot's first sample arrives (otherwise its first number is not known)."""
+    last_boot = len(boots)
+    block = 50
+    mark = 0
+    messages: list[tuple[str, object]] = []
+    expected_missing = expected_unassigned = 0
+    pending_status: dict | None = None
+    prev_end, prev_clean = 0, False
+    for b, (n, clean, status_late, lost) in enumerate(boots, start=1):
+        nxt = mark
+        mark = nxt + block
+        numbers = []
+        for _ in range(n):
+            numbers.append(nxt)
+            nxt += 1
+            if nxt >= mark:
+                mark = nxt + block
+        if b > 1:
+            skipped = numbers[0] - prev_end
+            if prev_clean:
+                expected_unassigned += skipped
+            else:
+                expected_missing += skipped
+        sent = [s for k, s in enumerate(numbers) if k not in lost]
+        # A lost tail of the last boot is not known to be missing: nothing higher arrived.
+        known = numbers if b < last_boot else [s for s in numbers if s <= sent[-1]]
+        expected_missing += len(known) - len([s for s in sent if s in known])
+        for i in range(0, len(sent), 7):
+            messages.append(("samples", batch(sent[i : i + 7], boot=b)))
+            if i == 0 and pending_status is not None:
+                messages.append(("status", pending_status))  # arrives after the new boot's first batch
+                pending_status = None
+        status = shutdown(b, nxt)
+        if clean and status_late:
+            pending_status = status
+        elif clean:
+            messages.append(("status", status))
+        prev_end, prev_clean = nxt, clean
+    if pending_status is not None:
+        messages.append(("status", pending_status))
+    a = DeviceAccount("d")
+    for kind, doc in messages:
+        if kind == "status":
+            a.note_status(doc)  # type: ignore[arg-type]
+        else:
+            a.admit(doc, T0)  # type: ignore[arg-type]
+    assert (a.missing, a.unassigned) == (expected_missing, expected_unassigned)
+    assert a.duplicates == 0 and a.reboots == len(boots) - 1
+    assert a.gaps - a.gaps_filled == a.seq.gap_count()
