@@ -113,7 +113,8 @@ def gather(args: argparse.Namespace) -> dict[str, Any]:
 
         out["store"] = redact_url(spec)
         is_url = spec.startswith(("http://", "https://"))
-        if not is_url and "://" not in spec and not Path(spec).exists():
+        path = spec[len("sqlite://") :] if spec.startswith("sqlite://") else None if "://" in spec else spec
+        if path is not None and not Path(path).exists():
             # Opening a missing file store would create an empty one: a read must not.
             raise StoreUnreachable(f"store {out['store']}: no such file")
         import sqlite3

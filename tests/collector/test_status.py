@@ -110,6 +110,7 @@ def test_status_with_influxdb_down_says_so_in_one_line_and_exits_3(tmp_path: Pat
 
 def test_status_with_a_missing_store_file_creates_none(tmp_path: Path) -> None:
     missing = tmp_path / "missing.sqlite"
-    out = status("--state-dir", str(tmp_path), "--store", str(missing))
-    assert out.returncode == 3 and len(out.stderr.strip().splitlines()) == 1, out.stderr
-    assert not missing.exists()
+    for spec in (str(missing), f"sqlite://{missing}"):
+        out = status("--state-dir", str(tmp_path), "--store", spec)
+        assert out.returncode == 3 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert not missing.exists()
