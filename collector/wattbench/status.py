@@ -5,11 +5,17 @@ Sources: the status files collectors write into the state directory (same machin
 wb_health series (any machine that can read the store). With --verify the store also counts, per
 device, the stored samples against the span of sequence numbers: the independent answer to "did
 every sample arrive, exactly once".
+
+Clock offsets are shown device minus host, as everywhere else in wattbench (report, clock_skew,
+--clock-offset). The collector stores the opposite (wb_health offset_ms is receive time minus sample
+time), so the sign is turned here, where it is shown. `--json` prints the document described by
+schema/v1/status-report.schema.json.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 
@@ -58,7 +64,6 @@ def _bytes(n: Any) -> str:
 
 def read_state_files(state_dir: str) -> list[dict[str, Any]]:
     import json
-    from pathlib import Path
 
     out = []
     for path in sorted(Path(state_dir).glob("collector-*.json")):
@@ -69,8 +74,14 @@ def read_state_files(state_dir: str) -> list[dict[str, Any]]:
     return out
 
 
+class StoreUnreachable(Exception):
+    """The store named could not be read; `status` says so in one line and exits 3."""
+
+
 def gather(args: argparse.Namespace) -> dict[str, Any]:
-    from .config import load_config
+    """The raw sources: status files, wb_health rows, the store's sequence check. Raises ConfigError
+    for a bad configuration and StoreUnreachable when the store named cannot be read."""
+    from .config import ConfigError, load_config
 
     cfg = load_config(
         args.config,
@@ -91,12 +102,9 @@ def gather(args: argparse.Namespace) -> dict[str, Any]:
         "health": [],
         "verify": [],
         "store": None,
-        "store_error": None,
     }
     spec = cfg.store or None
     if spec is None and not out["collectors"]:
-        from pathlib import Path
-
         default_db = Path(cfg_state) / "wattbench.sqlite"
         spec = str(default_db) if default_db.exists() else None
     if spec:
@@ -104,23 +112,140 @@ def gather(args: argparse.Namespace) -> dict[str, Any]:
         from .store import open_store
 
         out["store"] = redact_url(spec)
+        is_url = spec.startswith(("http://", "https://"))
+        path = spec[len("sqlite://") :] if spec.startswith("sqlite://") else None if "://" in spec else spec
+        if path is not None and not Path(path).exists():
+            # Opening a missing file store would create an empty one: a read must not.
+            raise StoreUnreachable(f"store {out['store']}: no such file")
+        import sqlite3
+
+        opts: dict[str, Any] = {}
+        if is_url:
+            opts = {k: v for k, v in cfg.resolved().store_options().items() if k != "batch_lines"}
         try:
-            opts: dict[str, Any] = {}
-            if spec.startswith(("http://", "https://")):
-                opts = {k: v for k, v in cfg.resolved().store_options().items() if k != "batch_lines"}
             store = open_store(spec, **opts)
+        except ValueError as exc:  # not a store address at all
+            raise ConfigError(str(exc)) from None
+        except (OSError, RuntimeError, sqlite3.Error) as exc:
+            raise StoreUnreachable(f"store {out['store']}: {exc}") from None
+        try:
             try:
                 out["health"] = store.health() if hasattr(store, "health") else []
                 if args.verify and hasattr(store, "sequence_check"):
                     out["verify"] = store.sequence_check()
             finally:
                 store.close()
-        except Exception as exc:
-            out["store_error"] = str(exc)
+        except (OSError, RuntimeError, ValueError, sqlite3.Error) as exc:
+            # InfluxDB down or refusing the query (StoreUnavailable is a RuntimeError), an unreadable file
+            raise StoreUnreachable(f"store {out['store']}: {exc}") from None
     return out
 
 
+INT_FIELDS = (
+    "received",
+    "stored",
+    "duplicates",
+    "gaps",
+    "gaps_open",
+    "gaps_filled",
+    "missing",
+    "unassigned",
+    "out_of_order",
+    "rejects",
+    "t_repeats",
+    "reboots",
+    "seq_resets",
+    "energy_steps",
+    "batches",
+    "holes",
+    "clk_steps",
+    "spool_bytes",
+)
+FLOAT_FIELDS = ("rate_hz", "clk_age", "clk_err", "spool_age")
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def device_entry(dev: str, collector: str, source: str, acct: dict[str, Any]) -> dict[str, Any]:
+    """One device as one collector accounts it, in the shape and sign conventions of the schema."""
+    out: dict[str, Any] = {"dev": dev, "collector": collector, "source": source}
+    seen = acct.get("last_seen_ms") if source == "file" else acct.get("t")
+    out["seen_ms"] = int(seen) if _is_num(seen) else None
+    for name in INT_FIELDS:
+        if _is_num(acct.get(name)):
+            out[name] = int(acct[name])
+    if "gaps" in out and "gaps_open" not in out and "gaps_filled" in out:
+        out["gaps_open"] = max(0, out["gaps"] - out["gaps_filled"])
+    for name in FLOAT_FIELDS:
+        if _is_num(acct.get(name)):
+            out[name] = float(acct[name])
+    if _is_num(acct.get("offset_ms")):
+        out["clock_offset_ms"] = -float(acct["offset_ms"])  # stored host - device; shown device - host
+    for name in ("boot", "last_seq"):
+        if name in acct:
+            out[name] = int(acct[name]) if _is_num(acct[name]) else None
+    if "clk_sync" in acct:
+        out["clk_sync"] = acct["clk_sync"] if isinstance(acct["clk_sync"], str) else None
+    if isinstance(acct.get("track_gaps"), bool):
+        out["track_gaps"] = acct["track_gaps"]
+    return out
+
+
+def devices(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every (device, collector) once: the status file where there is one (it is the newer), else
+    the store's latest wb_health point."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for h in doc["health"]:
+        dev, coll = str(h.get("dev", "?")), str(h.get("collector", "?"))
+        rows[(dev, coll)] = device_entry(dev, coll, "store", h)
+    for c in doc["collectors"]:
+        for dev, acct in (c.get("accounts") or {}).items():
+            if isinstance(acct, dict):
+                coll = str(c.get("id", "?"))
+                rows[(dev, coll)] = device_entry(dev, coll, "file", acct)
+    return [rows[k] for k in sorted(rows)]
+
+
+def collector_entry(c: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": str(c.get("id", "?"))}
+    for name in ("written_ms", "started_ms"):
+        if name in c:
+            out[name] = int(c[name]) if _is_num(c[name]) else None
+    for name in ("connected", "store_down"):
+        if isinstance(c.get(name), bool):
+            out[name] = c[name]
+    if isinstance(c.get("config"), dict):
+        out["config"] = {str(k): (None if v is None else str(v)) for k, v in c["config"].items()}
+    spool = c.get("spool")
+    if isinstance(spool, dict):
+        out["spool"] = {
+            "dir": spool.get("dir") if isinstance(spool.get("dir"), str) else None,
+            "bytes": int(spool.get("bytes") or 0),
+            "age_s": float(spool.get("age_s") or 0.0),
+        }
+    if isinstance(c.get("counters"), dict):
+        out["counters"] = {k: v for k, v in c["counters"].items() if _is_num(v) or isinstance(v, bool | dict)}
+    if isinstance(c.get("rejects"), list):
+        out["rejects"] = [r for r in c["rejects"] if isinstance(r, dict)]
+    return out
+
+
+def report(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document `status --json` prints (schema/v1/status-report.schema.json)."""
+    return {
+        "v": 1,
+        "state_dir": str(doc["state_dir"]),
+        "store": doc["store"],
+        "devices": devices(doc),
+        "collectors": [collector_entry(c) for c in doc["collectors"]],
+        "verify": doc["verify"],
+    }
+
+
 def render(doc: dict[str, Any]) -> None:
+    """The tables, from the report document."""
     import time
 
     from rich.console import Console
@@ -128,14 +253,8 @@ def render(doc: dict[str, Any]) -> None:
 
     console = Console()
     if not console.is_terminal:  # piped or logged: do not squeeze the tables into 80 columns
-        console = Console(width=160)
+        console = Console(width=170)
     now = int(time.time() * 1000)
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
-    for h in doc["health"]:
-        rows[(h.get("dev", "?"), h.get("collector", "?"))] = dict(h, _src="store", _t=h.get("t"))
-    for c in doc["collectors"]:
-        for dev, acct in (c.get("accounts") or {}).items():
-            rows[(dev, c.get("id", "?"))] = dict(acct, _src="file", _t=acct.get("last_seen_ms"))
 
     table = Table(title="Devices", title_justify="left")
     for col in (
@@ -144,8 +263,10 @@ def render(doc: dict[str, Any]) -> None:
         "received",
         "stored",
         "dupl.",
-        "gaps",
+        "gaps open",
+        "gaps filled",
         "missing",
+        "skipped",
         "late",
         "rejects",
         "same ms",
@@ -155,31 +276,43 @@ def render(doc: dict[str, Any]) -> None:
         "seen",
     ):
         table.add_column(col, justify="left" if col in ("device", "collector", "clock") else "right")
-    for (dev, coll), r in sorted(rows.items()):
+    for r in doc["devices"]:
         clock = r.get("clk_sync") or "-"
         if r.get("clk_err") is not None:
             clock += f" ±{r['clk_err']:.0f} ms"
         if r.get("clk_steps"):
             clock += f", {r['clk_steps']} step{'s' if r['clk_steps'] != 1 else ''}"
         gaps_known = r.get("track_gaps", True) and r.get("gaps") is not None
+        if not gaps_known:
+            open_, filled, missing = "shared", "-", "-"
+        elif r.get("gaps_open") is None:  # a store written before filled gaps were counted
+            open_, filled, missing = f"{_fmt(r['gaps'])} (all)", "?", _fmt(r.get("missing"))
+        else:
+            open_, filled, missing = _fmt(r["gaps_open"]), _fmt(r.get("gaps_filled")), _fmt(r.get("missing"))
         table.add_row(
-            dev,
-            coll,
+            r["dev"],
+            r["collector"],
             _fmt(r.get("received")),
             _fmt(r.get("stored")),
             _fmt(r.get("duplicates")),
-            _fmt(r.get("gaps")) if gaps_known else "shared",
-            _fmt(r.get("missing")) if gaps_known else "-",
+            open_,
+            filled,
+            missing,
+            _fmt(r.get("unassigned")),
             _fmt(r.get("out_of_order")),
             _fmt(r.get("rejects")),
             _fmt(r.get("t_repeats")),
-            _fmt(r.get("offset_ms")),
+            _fmt(r.get("clock_offset_ms")),
             _fmt(r.get("rate_hz"), 1),
             clock,
-            _age(r.get("_t"), now),
+            _age(r.get("seen_ms"), now),
         )
-    if rows:
+    if doc["devices"]:
         console.print(table)
+        console.print(
+            "[dim]offset: device clock minus host clock. skipped: sequence numbers a clean restart "
+            "never handed out (not lost).[/dim]"
+        )
     else:
         console.print(
             "[yellow]no device accounting found[/yellow] "
@@ -205,9 +338,9 @@ def render(doc: dict[str, Any]) -> None:
             spool = c.get("spool", {})
             state = "[red]down: spooling[/red]" if c.get("store_down") else "ok"
             ct.add_row(
-                c.get("id", "?"),
-                c.get("config", {}).get("broker", "-"),
-                c.get("config", {}).get("store", "-"),
+                c["id"],
+                c.get("config", {}).get("broker") or "-",
+                c.get("config", {}).get("store") or "-",
                 _age(c.get("written_ms"), now),
                 _fmt(counters.get("messages")),
                 _fmt(counters.get("rejected")),
@@ -219,7 +352,7 @@ def render(doc: dict[str, Any]) -> None:
         for c in doc["collectors"]:
             for r in c.get("rejects", [])[-5:]:
                 console.print(
-                    f"  [dim]{c.get('id')}[/dim] rejected {r.get('topic')}: "
+                    f"  [dim]{c['id']}[/dim] rejected {r.get('topic')}: "
                     f"[bold]{r.get('reason')}[/bold] {r.get('detail')}"
                 )
     if doc["verify"]:
@@ -229,8 +362,9 @@ def render(doc: dict[str, Any]) -> None:
         for v in doc["verify"]:
             vt.add_row(v["dev"], _fmt(v["count"]), _fmt(v["first"]), _fmt(v["last"]), _fmt(v["missing"]))
         console.print(vt)
-    if doc["store_error"]:
-        console.print(f"[red]store {doc['store']}: {doc['store_error']}[/red]")
+        console.print(
+            "[dim]the store check counts numbers skipped at restarts as missing: it cannot tell.[/dim]"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -239,19 +373,17 @@ def run(args: argparse.Namespace) -> int:
 
     from .config import ConfigError
 
+    log = logging.getLogger("wattbench.status")
     try:
-        doc = gather(args)
+        doc = report(gather(args))
     except ConfigError as exc:
-        logging.getLogger("wattbench.status").error("configuration: %s", exc)
+        log.error("configuration: %s", exc)
         return 2
+    except StoreUnreachable as exc:
+        log.error("%s", exc)
+        return 3
     if args.json:
-        for c in doc["collectors"]:
-            for acct in (c.get("accounts") or {}).values():
-                acct.pop("seq", None)
-                acct.pop("channels", None)
-        print(json.dumps(doc, indent=1, default=str))
+        print(json.dumps(doc, indent=1))
     else:
         render(doc)
-    if doc["store_error"]:
-        return 4
-    return 0 if (doc["collectors"] or doc["health"]) else 1
+    return 0 if (doc["collectors"] or doc["devices"]) else 1

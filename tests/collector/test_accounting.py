@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import random
+import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import wattbench_schema as contract
 from wattbench.ingest.accounting import MAX_HOLES, DeviceAccount, SeqTracker
+from wattbench.ingest.pipeline import Pipeline
 
 T0 = 1_763_760_000_000
 
@@ -254,3 +257,175 @@ def test_saved_state_keeps_the_newest_holes_and_stays_safe() -> None:
     # 1: in a forgotten hole, kept unjudged; 5999: new; 5997: fills a kept hole; 5998: seen before
     kept, _ = b.admit(batch([1, 5999, 5997, 5998]), T0)
     assert seqs_of(kept) == [1, 5999, 5997] and b.duplicates == 1  # 5998 was seen
+
+
+def shutdown(boot: int, seq: int) -> dict:
+    """The retained status a clean stop publishes: `seq` is the next number that boot would have used."""
+    return {"v": 1, "dev": "d", "state": "offline", "reason": "shutdown", "boot": boot, "seq": seq}
+
+
+def test_clean_restart_jump_to_the_next_reserved_block_is_not_a_loss() -> None:
+    a = DeviceAccount("d")
+    a.admit(batch(list(range(57)), boot=1), T0)
+    a.note_status(shutdown(1, 57))
+    # The new boot starts at the next reserved block: 57..99 were never handed out.
+    kept, _ = a.admit(batch([100, 101], boot=2), T0 + 5000)
+    assert seqs_of(kept) == [100, 101] and a.reboots == 1
+    assert (a.gaps, a.missing, a.unassigned) == (0, 0, 43)
+    assert a.seq.hole_count() == 0
+
+
+def test_clean_restart_announced_after_the_jump_is_still_not_a_loss() -> None:
+    a = DeviceAccount("d")
+    a.admit(batch(list(range(57)), boot=1), T0)
+    a.admit(batch([100, 101], boot=2), T0 + 5000)
+    assert (a.gaps, a.missing) == (1, 43)  # nothing says yet where boot 1 stopped
+    a.note_status(shutdown(1, 57))
+    assert (a.gaps, a.missing, a.unassigned) == (0, 0, 43)
+    b = DeviceAccount.from_state(json.loads(json.dumps(a.state())))
+    assert (b.gaps, b.missing, b.unassigned, b.seq.hole_count()) == (0, 0, 43, 0)
+
+
+def test_clean_restart_with_samples_still_in_flash_counts_only_those_until_they_arrive() -> None:
+    a = DeviceAccount("d")
+    a.admit(batch(list(range(50)), boot=1), T0)
+    a.note_status(shutdown(1, 57))  # 50..56 were written to flash at the stop
+    a.admit(batch([100, 101], boot=2), T0 + 5000)
+    assert (a.gaps, a.missing, a.unassigned) == (1, 7, 43)
+    kept, _ = a.admit(batch(list(range(50, 57)), boot=1), T0 + 5100)  # sent after the restart
+    assert seqs_of(kept) == list(range(50, 57)) and a.duplicates == 0
+    assert (a.gaps, a.gaps_filled, a.missing) == (1, 1, 0)
+    assert a.summary()["gaps_open"] == 0
+
+
+def test_power_cut_without_a_shutdown_status_still_counts_the_jump() -> None:
+    # Nothing tells how far the cut boot got, so the jump stays missing (an upper bound).
+    a = DeviceAccount("d")
+    a.admit(batch(list(range(57)), boot=1), T0)
+    a.note_status({"v": 1, "dev": "d", "state": "offline"})  # the last will: no seq
+    a.admit(batch([100], boot=2), T0 + 5000)
+    assert (a.gaps, a.missing, a.unassigned) == (1, 43, 0)
+
+
+def test_gaps_filled_later_are_told_apart_from_open_ones() -> None:
+    a = DeviceAccount("d")
+    a.admit(batch([0, 1]), T0)
+    a.admit(batch([5, 6]), T0)  # hole 2..4
+    a.admit(batch([9]), T0)  # hole 7..8
+    a.admit(batch([3]), T0)  # splits the first hole: still open
+    assert (a.gaps, a.gaps_filled, a.summary()["gaps_open"]) == (2, 0, 2)
+    a.admit(batch([4, 2]), T0)
+    assert (a.gaps, a.gaps_filled, a.summary()["gaps_open"], a.missing) == (2, 1, 1, 2)
+    h = a.health()
+    assert (h["gaps"], h["gaps_filled"]) == (2, 1)
+    b = DeviceAccount.from_state(json.loads(json.dumps(a.state())))
+    b.admit(batch([7, 8]), T0)
+    assert (b.gaps, b.gaps_filled, b.summary()["gaps_open"], b.missing) == (2, 2, 0, 0)
+
+
+def test_rate_is_not_inflated_by_late_batches() -> None:
+    a = DeviceAccount("d")
+    # 100 Hz in batches of 50; batches 5..9 are held back (an outage) and arrive after batch 19.
+    order = [k for k in range(20) if not 5 <= k <= 9] + list(range(5, 10))
+    for k in order:
+        seqs = list(range(k * 50, k * 50 + 50))
+        a.admit(batch(seqs), T0 + 20 * 500 + 40)
+        assert a.rate_hz is None or abs(a.rate_hz - 100.0) < 1.0, (k, a.rate_hz)
+    assert a.rate_hz is not None and abs(a.rate_hz - 100.0) < 1.0
+
+
+def test_rate_restarts_at_a_reboot_rather_than_count_the_skipped_block() -> None:
+    a = DeviceAccount("d")
+    a.admit(batch(list(range(0, 50))), T0)
+    a.admit(batch(list(range(50, 100))), T0)
+    for first in (1000, 1050):
+        after = batch(list(range(first, first + 50)), boot=2)
+        for r in after["samples"]:
+            r["t"] = T0 + (r["s"] - 900) * 10  # the clock went on; the numbers jumped
+        a.admit(after, T0)
+    assert a.rate_hz is not None and abs(a.rate_hz - 100.0) < 1.0
+
+
+def test_pipeline_hands_the_shutdown_status_to_the_account() -> None:
+    now = int(time.time() * 1000)  # the validator refuses batches too far from the receive time
+    p = Pipeline("c1")
+
+    def samples(boot: int, seqs: list[int]) -> bytes:
+        rows = [{"s": s, "t": now - 1000 + s, "c": "psu1", "W": 1.0} for s in seqs]
+        return contract.dumps({"v": 1, "dev": "d", "boot": boot, "clk": {"sync": "ntp"}, "samples": rows})
+
+    p.handle("wattbench/v1/dev/d/samples", samples(1, [0, 1, 2]), now)
+    bye = {"v": 1, "dev": "d", "state": "offline", "reason": "shutdown", "boot": 1, "seq": 3, "t": now}
+    p.handle("wattbench/v1/dev/d/status", contract.dumps(bye), now)
+    p.handle("wattbench/v1/dev/d/samples", samples(2, [10, 11]), now)
+    acct = p.accounts.devices["d"]
+    assert (acct.gaps, acct.missing, acct.unassigned, acct.reboots) == (0, 0, 7, 1)
+    assert p.rejected == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 120), st.booleans(), st.booleans(), st.sets(st.integers(1, 119), max_size=30)
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_restarts_count_only_what_was_handed_out_and_lost(
+    boots: list[tuple[int, bool, bool, set[int]]],
+) -> None:
+    """Property, on the firmware's own reservation scheme (persist.Sequence, block 50): after any mix of
+    clean stops (whose status arrives before or after the next boot's first batch) and power cuts,
+    `missing` is what was handed out and never arrived plus, after each power cut, the rest of the
+    block (nothing says it was not handed out); `unassigned` is the rest of the block after each clean
+    stop. Each boot's first sample arrives (otherwise its first number is not known)."""
+    last_boot = len(boots)
+    block = 50
+    mark = 0
+    messages: list[tuple[str, object]] = []
+    expected_missing = expected_unassigned = 0
+    pending_status: dict | None = None
+    prev_end, prev_clean = 0, False
+    for b, (n, clean, status_late, lost) in enumerate(boots, start=1):
+        nxt = mark
+        mark = nxt + block
+        numbers = []
+        for _ in range(n):
+            numbers.append(nxt)
+            nxt += 1
+            if nxt >= mark:
+                mark = nxt + block
+        if b > 1:
+            skipped = numbers[0] - prev_end
+            if prev_clean:
+                expected_unassigned += skipped
+            else:
+                expected_missing += skipped
+        sent = [s for k, s in enumerate(numbers) if k not in lost]
+        # A lost tail of the last boot is not known to be missing: nothing higher arrived.
+        known = numbers if b < last_boot else [s for s in numbers if s <= sent[-1]]
+        expected_missing += len(known) - len([s for s in sent if s in known])
+        for i in range(0, len(sent), 7):
+            messages.append(("samples", batch(sent[i : i + 7], boot=b)))
+            if i == 0 and pending_status is not None:
+                messages.append(("status", pending_status))  # arrives after the new boot's first batch
+                pending_status = None
+        status = shutdown(b, nxt)
+        if clean and status_late:
+            pending_status = status
+        elif clean:
+            messages.append(("status", status))
+        prev_end, prev_clean = nxt, clean
+    if pending_status is not None:
+        messages.append(("status", pending_status))
+    a = DeviceAccount("d")
+    for kind, doc in messages:
+        if kind == "status":
+            a.note_status(doc)  # type: ignore[arg-type]
+        else:
+            a.admit(doc, T0)  # type: ignore[arg-type]
+    assert (a.missing, a.unassigned) == (expected_missing, expected_unassigned)
+    assert a.duplicates == 0 and a.reboots == len(boots) - 1
+    assert a.gaps - a.gaps_filled == a.seq.gap_count()

@@ -268,13 +268,32 @@ def test_status_command_shows_the_accounting(mosquitto, influxdb, collector_fact
     )
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    accts = doc["collectors"][0]["accounts"]
+    errors = [e.message for e in contract.jsonschema_validator("status-report").iter_errors(doc)]
+    assert errors == [], errors
+    accts = {r["dev"]: r for r in doc["devices"] if r["collector"] == "c1"}
+    assert accts["st-000"]["source"] == "file"
     assert accts["st-000"]["gaps"] == 1 and accts["st-000"]["missing"] == 100, accts["st-000"]
+    assert (accts["st-000"]["gaps_open"], accts["st-000"]["gaps_filled"]) == (1, 0), accts["st-000"]
     assert accts["st-001"]["duplicates"] == 100, accts["st-001"]
     verify = {v["dev"]: v for v in doc["verify"]}
     assert verify["st-000"]["missing"] == 100 and verify["st-001"]["missing"] == 0
-    health = {(h["dev"], h["collector"]) for h in doc["health"]}
-    assert ("st-000", "c1") in health
+    # The same figures from the store alone (another machine has no status file)
+    from_store = subprocess.run(
+        [
+            *(sys.executable, "-m", "wattbench.cli", "status", "--state-dir", str(tmp_path / "none")),
+            *("--influx", influxdb.url, "--db", influxdb.db, "--json"),
+        ],
+        capture_output=True,
+        text=True,
+        env=_child_env(),
+        timeout=60,
+    )
+    assert from_store.returncode == 0, from_store.stderr
+    store_doc = json.loads(from_store.stdout)
+    assert [e.message for e in contract.jsonschema_validator("status-report").iter_errors(store_doc)] == []
+    health = {(r["dev"], r["collector"]): r for r in store_doc["devices"]}
+    assert health[("st-000", "c1")]["source"] == "store"
+    assert health[("st-000", "c1")]["gaps_open"] == 1, health[("st-000", "c1")]
     table = subprocess.run(
         [sys.executable, "-m", "wattbench.cli", "status", "--state-dir", str(collector.state_dir)],
         capture_output=True,

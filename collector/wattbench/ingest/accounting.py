@@ -6,6 +6,10 @@ A device therefore has one sequence space; what is missing is a set of holes bel
 seen. A sample that lands in a hole is late, not duplicate, and is kept; a sample at or below the
 highest number and in no hole has been seen before and is dropped. Dropping is only ever done on
 that knowledge: anything the tracker cannot vouch for is kept, because the store is idempotent anyway.
+
+Numbers a device never handed out are no loss: at a clean restart the firmware jumps to its next
+reserved block, and the numbers skipped are taken out of the holes (see DeviceAccount). Rates come
+from the device's own sample times and sequence numbers, never from when batches arrived.
 """
 
 from __future__ import annotations
@@ -24,39 +28,62 @@ ENERGY_SLACK_WH = 1e-9
 
 
 class SeqTracker:
-    """The highest sequence number seen and the holes (inclusive ranges) below it."""
+    """The highest sequence number seen and the holes (inclusive ranges) below it.
 
-    __slots__ = ("ends", "floor", "high", "starts")
+    Each hole remembers the gap it is part of (the first number of the jump that opened it), because
+    a sample that lands in the middle of a gap splits it: the gap is filled only once no piece of it
+    is left.
+    """
+
+    __slots__ = ("ends", "floor", "high", "origins", "starts")
 
     def __init__(self) -> None:
         self.high = -1
         self.floor = -1  # numbers below it are no longer tracked: never called duplicate
         self.starts: list[int] = []
         self.ends: list[int] = []
+        self.origins: list[int] = []
 
     def hole_count(self) -> int:
         return len(self.starts)
 
+    def gap_count(self) -> int:
+        """Gaps with a number still missing (a split gap counts once)."""
+        return len(set(self.origins))
+
     def add_hole(self, start: int, end: int) -> None:
         self.starts.append(start)
         self.ends.append(end)
+        self.origins.append(start)
         if len(self.starts) > MAX_HOLES:
             # Forget the oldest holes; a late sample from them is then kept without question.
             drop = len(self.starts) - MAX_HOLES
             self.floor = self.ends[drop - 1] + 1
             del self.starts[:drop]
             del self.ends[:drop]
+            del self.origins[:drop]
 
-    def fill(self, s: int) -> bool:
-        """Remove s from the holes; False when s was not missing (a duplicate)."""
+    def _closed(self, origin: int, i: int) -> bool:
+        """True when the gap `origin` has no piece left next to index i (pieces of one gap are
+        neighbours) and none of it was forgotten (then it is never called filled)."""
+        for j in (i - 1, i):
+            if 0 <= j < len(self.origins) and self.origins[j] == origin:
+                return False
+        return origin >= self.floor
+
+    def fill(self, s: int) -> int:
+        """Remove s from the holes: 0 when s was not missing (a duplicate), 1 when it filled part of a
+        gap, 2 when it was the gap's last missing number."""
         i = bisect_right(self.starts, s) - 1
         if i < 0 or s > self.ends[i]:
-            return False
-        a, b = self.starts[i], self.ends[i]
+            return 0
+        a, b, o = self.starts[i], self.ends[i], self.origins[i]
         if a == b:
             del self.starts[i]
             del self.ends[i]
-        elif s == a:
+            del self.origins[i]
+            return 2 if self._closed(o, i) else 1
+        if s == a:
             self.starts[i] = a + 1
         elif s == b:
             self.ends[i] = b - 1
@@ -64,7 +91,39 @@ class SeqTracker:
             self.ends[i] = s - 1
             self.starts.insert(i + 1, s + 1)
             self.ends.insert(i + 1, b)
-        return True
+            self.origins.insert(i + 1, o)
+        return 1
+
+    def remove_range(self, lo: int, hi: int) -> tuple[int, list[int]]:
+        """Take [lo, hi] out of the holes (numbers known never to have been handed out).
+
+        Returns how many missing numbers that removed and the gaps left with no piece at all."""
+        if hi < lo:
+            return 0, []
+        removed = 0
+        touched: set[int] = set()
+        starts: list[int] = []
+        ends: list[int] = []
+        origins: list[int] = []
+        for a, b, o in zip(self.starts, self.ends, self.origins, strict=True):
+            if b < lo or a > hi:
+                starts.append(a)
+                ends.append(b)
+                origins.append(o)
+                continue
+            touched.add(o)
+            removed += min(b, hi) - max(a, lo) + 1
+            if a < lo:
+                starts.append(a)
+                ends.append(lo - 1)
+                origins.append(o)
+            if b > hi:
+                starts.append(hi + 1)
+                ends.append(b)
+                origins.append(o)
+        self.starts, self.ends, self.origins = starts, ends, origins
+        left = set(origins)
+        return removed, sorted(o for o in touched if o not in left)
 
     def state(self, max_holes: int = 1000) -> dict[str, Any]:
         """The newest max_holes holes; older ones are forgotten (the floor moves past them), which
@@ -74,7 +133,10 @@ class SeqTracker:
         return {
             "high": self.high,
             "floor": floor,
-            "holes": [[a, b] for a, b in zip(self.starts[drop:], self.ends[drop:], strict=True)],
+            "holes": [
+                [a, b, o]
+                for a, b, o in zip(self.starts[drop:], self.ends[drop:], self.origins[drop:], strict=True)
+            ],
         }
 
     @classmethod
@@ -82,9 +144,11 @@ class SeqTracker:
         out = cls()
         out.high = int(doc.get("high", -1))
         out.floor = int(doc.get("floor", -1))
-        for a, b in doc.get("holes", [])[-MAX_HOLES:]:
-            out.starts.append(int(a))
-            out.ends.append(int(b))
+        for hole in doc.get("holes", [])[-MAX_HOLES:]:
+            # [start, end] from older state files: each hole is then its own gap
+            out.starts.append(int(hole[0]))
+            out.ends.append(int(hole[1]))
+            out.origins.append(int(hole[2]) if len(hole) > 2 else int(hole[0]))
         return out
 
 
@@ -105,11 +169,31 @@ class EnergyStep:
         )
 
 
-COUNTERS = ("received", "stored", "duplicates", "gaps", "missing", "out_of_order", "rejects")
+COUNTERS = (
+    "received",
+    "stored",
+    "duplicates",
+    "gaps",
+    "gaps_filled",
+    "missing",
+    "unassigned",
+    "out_of_order",
+    "rejects",
+)
+BOOTS_KEPT = 8  # boots whose announced end and first number are remembered
+SKIPPED_KEPT = 256  # ranges judged never handed out, remembered in case a number from one turns up
 
 
 class DeviceAccount:
-    """Everything the collector knows about one appliance's stream."""
+    """Everything the collector knows about one appliance's stream.
+
+    A restart is not a loss. The firmware reserves sequence numbers in blocks and a new boot starts at
+    the next reservation, so the numbers between where a boot stopped and where the next one starts
+    were never handed out. A clean stop says where it stopped: its `shutdown` status carries `seq`, the
+    next number it would have used. The numbers from there up to the first one seen from a later boot
+    are `unassigned`, neither missing nor a gap. A power cut announces nothing, so its jump stays
+    missing: an upper bound, since what was only in RAM is lost but the rest of the block never existed.
+    """
 
     def __init__(self, dev: str, track_gaps: bool = True) -> None:
         self.dev = dev
@@ -118,7 +202,9 @@ class DeviceAccount:
         self.stored = 0
         self.duplicates = 0
         self.gaps = 0
+        self.gaps_filled = 0  # gaps whose every missing number arrived later
         self.missing = 0
+        self.unassigned = 0  # numbers skipped at clean restarts: never handed out, so not missing
         self.out_of_order = 0
         self.rejects = 0
         self.batches = 0
@@ -136,11 +222,60 @@ class DeviceAccount:
         self.last_seen_ms: int | None = None
         self.last_seq: int | None = None
         self.seq = SeqTracker()
+        self.space_boot: int | None = None  # the boot that started the current sequence space
+        self.ends: dict[int, int] = {}  # boot -> next number it would have used, from its shutdown status
+        self.firsts: dict[int, int] = {}  # boot -> lowest number seen from it
+        self.skipped: list[list[int]] = []  # [lo, hi] ranges judged never handed out
         self._lags: deque[int] = deque(maxlen=OFFSET_WINDOW)
-        self._rate: deque[tuple[int, int]] = deque()
+        self._rate: deque[tuple[int, int]] = deque()  # (device time, sequence number), in sequence order
         self._chans: dict[str, list[Any]] = {}  # channel -> [last seq, its t, last energy]
 
     # ------------------------------------------------------------------ ingest
+
+    def note_status(self, doc: dict[str, Any]) -> None:
+        """A validated status message: a clean stop's `seq` bounds what its boot handed out."""
+        if doc.get("reason") != "shutdown" or not isinstance(doc.get("boot"), int):
+            return
+        if not isinstance(doc.get("seq"), int):
+            return
+        boot = int(doc["boot"])
+        if self.space_boot is not None and boot < self.space_boot:
+            return  # a boot of an older sequence space
+        self.ends[boot] = int(doc["seq"])
+        _trim(self.ends)
+        self._apply_ends()
+
+    def _apply_ends(self) -> None:
+        """Take the numbers between each announced end and the next boot's first one out of the holes."""
+        for boot, end in self.ends.items():
+            later = [s for b, s in self.firsts.items() if b > boot]
+            if not later:
+                continue
+            first = min(later)
+            removed, gone = self.seq.remove_range(end, first - 1)
+            if not removed:
+                continue
+            self.unassigned += removed
+            self.skipped.append([end, first - 1])
+            del self.skipped[:-SKIPPED_KEPT]
+            if self.track_gaps:
+                self.missing -= removed
+                for origin in gone:
+                    if origin >= end:
+                        self.gaps -= 1  # the whole jump was never handed out: it was no gap
+                    else:
+                        self.gaps_filled += 1  # what was really missing of it had arrived
+
+    def _turned_up(self, s: int) -> bool:
+        """True when s lies in a range judged never handed out: it was, after all. Kept and counted
+        as neither unassigned nor duplicate."""
+        for i, (lo, hi) in enumerate(self.skipped):
+            if lo <= s <= hi:
+                pieces = [p for p in ([lo, s - 1], [s + 1, hi]) if p[0] <= p[1]]
+                self.skipped[i : i + 1] = pieces
+                self.unassigned -= 1
+                return True
+        return False
 
     def admit(self, doc: dict[str, Any], recv_ms: int) -> tuple[list[dict[str, Any]], list[EnergyStep]]:
         """Account for a validated sample batch; return the rows to store and any energy steps."""
@@ -162,30 +297,38 @@ class DeviceAccount:
             self._dev_steps = steps
 
         seq = self.seq
-        old_boot = False
+        old_boot = False  # from a boot before the newest: fills holes, but moves nothing on
+        other_space = False  # from before the sequence was restarted: kept, decides nothing
         if self.boot is None:
             self.boot = boot
         elif boot > self.boot:
             self.reboots += 1
             self.boot = boot
+            self._rate.clear()  # the numbers jump at a reboot; rate is measured within one boot
             if int(rows[0]["s"]) <= seq.high:
                 # The device did not keep its sequence over the reboot: start a new space rather
                 # than call everything from now on a duplicate.
                 self.seq_resets += 1
                 seq = self.seq = SeqTracker()
                 self._chans.clear()
+                self.space_boot = boot
+                self.ends.clear()
+                self.firsts.clear()
+                self.skipped.clear()
         elif boot < self.boot:
-            old_boot = True  # late data from before a reboot: keep it, decide nothing from it
+            old_boot = True
+            other_space = self.space_boot is not None and boot < self.space_boot
 
         keep: list[dict[str, Any]] = []
         steps: list[EnergyStep] = []
         chans = self._chans
         high = seq.high
+        first = None
         for row in rows:
             s = int(row["s"])
-            if old_boot:
+            if other_space:
                 self.out_of_order += 1
-            elif s > high:
+            elif s > high and not old_boot:
                 if high < 0:
                     seq.floor = s  # what came before the first sample seen is unknown, not duplicate
                 elif s > high + 1 and self.track_gaps:
@@ -194,15 +337,23 @@ class DeviceAccount:
                 if high >= 0 and s > high + 1:
                     seq.add_hole(high + 1, s - 1)
                 high = seq.high = s
-            elif s < seq.floor:
+            elif s > high or s < seq.floor:
                 self.out_of_order += 1
-            elif seq.fill(s):
+            elif filled := seq.fill(s):
                 self.out_of_order += 1
-                if self.track_gaps and self.missing > 0:
+                if self.track_gaps:
                     self.missing -= 1
+                    if filled == 2:
+                        self.gaps_filled += 1
+            elif (self.skipped and self._turned_up(s)) or old_boot:
+                # An older boot's sample that fills no hole is kept unjudged: nothing says for sure
+                # that its boot numbered in the same space.
+                self.out_of_order += 1
             else:
                 self.duplicates += 1
                 continue
+            if not other_space and (first is None or s < first):
+                first = s
             keep.append(row)
             # Per channel, in sequence order: time must move on (the store keys a sample by device,
             # channel and ms, so a repeated ms overwrites) and the energy counter must not go back.
@@ -228,19 +379,29 @@ class DeviceAccount:
         self.last_seq = seq.high
         self.energy_steps += len(steps)
         self.stored += len(keep)
+        if first is not None and first < self.firsts.get(boot, first + 1):
+            self.firsts[boot] = first
+            _trim(self.firsts)
+            if self.ends:
+                self._apply_ends()
         if stepped and not old_boot:
             # Delays measured on the old clock say nothing about the new one; keeping them would hold
             # the estimate at the old offset for a whole window after a step back.
             self.steps_seen += 1
             self._lags.clear()
+            self._rate.clear()
         if keep:
             # The newest reading is the last one taken, not the latest stamp: after a step back the
             # stamps of a batch's later rows are the smaller ones.
             newest = keep[-1]["t"]
             self._lags.append(recv_ms - int(newest))
-            self._rate.append((int(newest), len(keep)))
-            while len(self._rate) > 2 and self._rate[-1][0] - self._rate[0][0] > RATE_WINDOW_MS:
-                self._rate.popleft()
+            top = int(keep[-1]["s"])
+            if not old_boot and top == seq.high:
+                # Only the batch that moved the sequence on: a late batch's numbers and stamps lie
+                # inside the span already measured and say nothing new about the rate.
+                self._rate.append((int(newest), top))
+                while len(self._rate) > 2 and self._rate[-1][0] - self._rate[1][0] >= RATE_WINDOW_MS:
+                    self._rate.popleft()
         return keep, steps
 
     def note_reject(self) -> None:
@@ -260,14 +421,16 @@ class DeviceAccount:
 
     @property
     def rate_hz(self) -> float | None:
-        """Samples per second achieved, over the last RATE_WINDOW_MS of sample time."""
+        """Sequence numbers the device handed out per second of its own clock, over about the last
+        RATE_WINDOW_MS: arrival order and time play no part, so a backlog arriving late does not
+        inflate it, and what was lost on the way shows in `missing`, not here. A reboot or a clock
+        step starts the window again."""
         if len(self._rate) < 2:
             return None
-        span = self._rate[-1][0] - self._rate[0][0]
-        if span <= 0:
+        (t0, s0), (t1, s1) = self._rate[0], self._rate[-1]
+        if t1 <= t0:
             return None
-        n = sum(n for _, n in list(self._rate)[1:])
-        return n * 1000.0 / span
+        return (s1 - s0) * 1000.0 / (t1 - t0)
 
     def health(self) -> dict[str, float | int]:
         """Fields of the wb_health point (schema/v1/influx.json), without the spool figures."""
@@ -280,7 +443,9 @@ class DeviceAccount:
         }
         if self.track_gaps:
             out["gaps"] = self.gaps
+            out["gaps_filled"] = self.gaps_filled
             out["missing"] = self.missing
+        out["unassigned"] = self.unassigned
         for name in ("offset_ms", "rate_hz", "clk_age", "clk_err"):
             value = getattr(self, name)
             if value is not None:
@@ -305,6 +470,8 @@ class DeviceAccount:
             holes=self.seq.hole_count(),
             track_gaps=self.track_gaps,
         )
+        if self.track_gaps:
+            out["gaps_open"] = self.gaps - self.gaps_filled
         return out
 
     # ------------------------------------------------------------------ persistence
@@ -315,12 +482,17 @@ class DeviceAccount:
         doc["seq"] = self.seq.state()
         doc["channels"] = {ch: list(v) for ch, v in self._chans.items()}
         doc["dev_steps"] = self._dev_steps
+        doc["space_boot"] = self.space_boot
+        doc["ends"] = [[b, e] for b, e in self.ends.items()]
+        doc["firsts"] = [[b, f] for b, f in self.firsts.items()]
+        doc["skipped"] = [list(r) for r in self.skipped]
         return doc
 
     @classmethod
     def from_state(cls, doc: dict[str, Any], track_gaps: bool = True) -> DeviceAccount:
         out = cls(str(doc["dev"]), track_gaps)
         for name in (*COUNTERS, "batches", "reboots", "seq_resets", "energy_steps", "t_repeats"):
+            # A field an older collector did not write stays at 0.
             if isinstance(doc.get(name), int):
                 setattr(out, name, doc[name])
         out.boot = doc.get("boot")
@@ -335,11 +507,22 @@ class DeviceAccount:
             out.steps_seen = doc["clk_steps"]
         if isinstance(doc.get("dev_steps"), int):
             out._dev_steps = doc["dev_steps"]
+        if isinstance(doc.get("space_boot"), int):
+            out.space_boot = doc["space_boot"]
+        out.ends = {int(b): int(e) for b, e in doc.get("ends") or []}
+        out.firsts = {int(b): int(f) for b, f in doc.get("firsts") or []}
+        out.skipped = [[int(lo), int(hi)] for lo, hi in (doc.get("skipped") or [])[-SKIPPED_KEPT:]]
         for ch, last in (doc.get("channels") or {}).items():
             # [seq, t, Wh] from older state files, [seq, t, Wh, clock_step flag] now
             if isinstance(last, list) and len(last) in (3, 4):
                 out._chans[str(ch)] = [int(last[0]), last[1], last[2], int(last[3]) if len(last) == 4 else 0]
         return out
+
+
+def _trim(by_boot: dict[int, int]) -> None:
+    """Keep the newest BOOTS_KEPT boots."""
+    for boot in sorted(by_boot)[:-BOOTS_KEPT]:
+        del by_boot[boot]
 
 
 class Accounts:

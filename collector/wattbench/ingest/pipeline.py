@@ -106,6 +106,9 @@ class Pipeline:
                 )
         elif kind == "status":
             dev = doc["dev"]
+            acct = self.accounts.devices.get(dev)
+            if acct is not None:  # a device not yet heard from has no jump to explain
+                acct.note_status(doc)
             # wb_status is keyed by device and receive time: two statuses in one ms must not collide.
             t = max(recv_ms, self._last_status_ms.get(dev, 0) + 1)
             self._last_status_ms[dev] = t
