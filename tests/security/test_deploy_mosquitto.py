@@ -15,8 +15,10 @@ mosquitto.conf, which includes conf.d/). What a test has to change, and nothing 
   Assistant user that observes the flow.
 
 Then a host-mode appliance (`wattbench appliance`, TLS, Home Assistant discovery on), the collector
-(`wattbench collect`, TLS) and a short `wattbench sweep` use the credentials the README produced.
-Samples, status, meta, discovery, phase events and the result must all arrive, with no "Denied" line
+(`wattbench collect`, TLS), Telegraf with the shipped deploy/telegraf.conf (TLS, its own account, into a
+real InfluxDB) and a short `wattbench sweep` use the credentials the README produced.
+Samples, status, meta, discovery, phase events and the result must all arrive (Telegraf writing samples,
+status, phases and the result), with no "Denied" line
 in the broker's log; a device publishing as another device must still be refused."""
 
 from __future__ import annotations
@@ -252,7 +254,7 @@ def stop(proc: subprocess.Popen[bytes]) -> int:
     return int(proc.returncode)
 
 
-def test_shipped_mosquitto_files_carry_everything_and_refuse_spoofing(tmp_path: Path) -> None:
+def test_shipped_mosquitto_files_carry_everything_and_refuse_spoofing(tmp_path: Path, influxdb) -> None:  # type: ignore[no-untyped-def]
     if not shutil.which("mosquitto_passwd"):
         pytest.skip("mosquitto_passwd not installed: run scripts/provision.sh")
     from wattbench.store import open_store
@@ -265,10 +267,25 @@ def test_shipped_mosquitto_files_carry_everything_and_refuse_spoofing(tmp_path: 
     broker = Installed(scratch)
     procs: list[subprocess.Popen[bytes]] = []
     observers: list[Observer] = []
+    telegraf: services.Telegraf | None = None
     try:
         broker.install()
-        broker.add_clients("bench-b", "homeassistant")
+        broker.add_clients("bench-b", "homeassistant", "wattbench-telegraf")
         broker.start()
+        # The shipped Telegraf route, with its own account, over TLS, as deploy/telegraf.conf documents.
+        telegraf = services.Telegraf(
+            tmp_path / "telegraf",
+            services.REPO / "deploy" / "telegraf.conf",
+            {
+                "WATTBENCH_MQTT_URL": f"ssl://127.0.0.1:{broker.tls_port}",
+                "WATTBENCH_MQTT_USER": "wattbench-telegraf",
+                "WATTBENCH_MQTT_PASSWORD": broker.secret("wattbench-telegraf"),
+                "WATTBENCH_MQTT_CA": str(broker.ca),
+                "WATTBENCH_INFLUX_URL": influxdb.url,
+                "WATTBENCH_INFLUX_DB": influxdb.db,
+                "WATTBENCH_TELEGRAF_FLUSH": "200ms",
+            },
+        ).start()
         ha = Observer(broker, "homeassistant", ["homeassistant/#", "wattbench/v1/dev/#"])
         runs = Observer(broker, "wattbench-collector", ["wattbench/v1/run/#"])
         observers += [ha, runs]
@@ -397,6 +414,22 @@ def test_shipped_mosquitto_files_carry_everything_and_refuse_spoofing(tmp_path: 
         assert reader.phases(run), "the collector stored the phase events"
         reader.close()
 
+        def telegraf_wrote() -> dict[str, int]:
+            out = {}
+            for m, where in (
+                ("wb_sample", "\"dev\" = 'bench-a'"),
+                ("wb_status", "\"dev\" = 'bench-a'"),
+                ("wb_phase", f"\"run\" = '{run}'"),
+                ("wb_result", f"\"run\" = '{run}'"),
+            ):
+                rows = influxdb.query(f'SELECT count(*) FROM "{m}" WHERE {where}')
+                out[m] = max(
+                    (int(v) for r in rows for k, v in r.items() if k.startswith("count_")), default=0
+                )
+            return out
+
+        wait_for(lambda: all(telegraf_wrote().values()), 60, "Telegraf writing all four measurements")
+
         assert "Denied" not in broker.log(), "the broker refused something:\n" + "\n".join(
             line for line in broker.log().splitlines() if "Denied" in line
         )
@@ -446,5 +479,7 @@ def test_shipped_mosquitto_files_carry_everything_and_refuse_spoofing(tmp_path: 
             stop(proc)
         for obs in observers:
             obs.close()
+        if telegraf is not None:
+            telegraf.stop()
         broker.stop()
         shutil.rmtree(scratch, ignore_errors=True)
