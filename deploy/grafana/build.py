@@ -313,6 +313,21 @@ def health_series(field_name: str, agg: str = "mean") -> Query:
     )
 
 
+# wb_health.offset_ms is stored as the collector measures it (receive time minus sample time, host minus
+# device); everything wattbench shows uses device minus host, so the panels turn the sign.
+CLOCK_OFFSET = Query(
+    'SELECT mean("offset_ms") * -1 AS "offset_ms" FROM "wb_health" WHERE $timeFilter '
+    'GROUP BY time($__interval), "dev" fill(none)',
+    flux(
+        FROM,
+        flux_field("wb_health", "offset_ms"),
+        "  |> aggregateWindow(every: v.windowPeriod, fn: mean, createEmpty: false)",
+        "  |> map(fn: (r) => ({r with _value: -r._value}))",
+        '  |> group(columns: ["dev"])',
+        '  |> keep(columns: ["_time", "_value", "dev"])',
+    ),
+)
+
 # The collector's health counters run up from its start; gaps per interval are their increase.
 # A collector restart resets them to zero, which the non-negative difference skips.
 GAPS_PER_INTERVAL = Query(
@@ -329,12 +344,25 @@ GAPS_PER_INTERVAL = Query(
 
 STATUS_FIELDS = ("state", "clk_sync", "boot", "up", "rssi", "buf_ram", "buf_flash", "dropped")
 HEALTH_FIELDS = ("rate_hz", "offset_ms", "clk_err", "gaps", "missing")
+DEVICE_MINUS_HOST = ("offset_ms",)  # stored host minus device, shown the other way round
 
 
 def last_per_device(measurement: str, fields: tuple[str, ...], all_time: bool) -> Query:
     """The newest value of each field per appliance as one row; status is retained on the broker, so
     its last known value counts whatever the time range."""
-    sel = ", ".join(f'last("{f}") AS "{f}"' for f in fields)
+    sel = ", ".join(
+        f'last("{f}") * -1 AS "{f}"' if f in DEVICE_MINUS_HOST else f'last("{f}") AS "{f}"' for f in fields
+    )
+    negate = [f for f in fields if f in DEVICE_MINUS_HOST]
+    turn = (
+        [
+            "  |> map(fn: (r) => ({r with _value: if "
+            + " or ".join(f'r._field == "{f}"' for f in negate)
+            + " then -r._value else r._value}))"
+        ]
+        if negate
+        else []
+    )
     where = "" if all_time else " WHERE $timeFilter"
     return Query(
         f'SELECT {sel} FROM "{measurement}"{where} GROUP BY "dev"',
@@ -342,6 +370,7 @@ def last_per_device(measurement: str, fields: tuple[str, ...], all_time: bool) -
             FROM_ALL_TIME if all_time else FROM,
             flux_field(measurement, *fields),
             "  |> last()",
+            *turn,
             '  |> group(columns: ["dev", "_field"])',
             "  |> last()",
             '  |> pivot(rowKey: ["dev"], columnKey: ["_field"], valueColumn: "_value")',
@@ -608,7 +637,7 @@ def fleet_panels() -> list[Panel]:
                             "buf_flash": "Spooled",
                             "dropped": "Dropped",
                             "rate_hz": "Sample rate (Hz)",
-                            "offset_ms": "Clock offset, host − device (ms)",
+                            "offset_ms": "Clock offset, device − host (ms)",
                             "clk_err": "Time error bound (ms)",
                             "gaps": "Sequence gaps",
                             "missing": "Missing samples",
@@ -641,9 +670,9 @@ def fleet_panels() -> list[Panel]:
         ),
         Panel(
             "timeseries",
-            "Clock offset (host − device)",
-            [health_series("offset_ms")],
-            description="wb_health offset_ms as stored: collector receive time minus sample time, the minimum over recent batches, so host clock minus device clock plus the shortest delivery delay. wattbench status, the report and --clock-offset show the opposite sign (device minus host). Phase alignment needs the clocks within 400 ms.",
+            "Clock offset (device − host)",
+            [CLOCK_OFFSET],
+            description="Device clock minus host clock, as wattbench status, the report and --clock-offset show it: the negated wb_health offset_ms (collector receive time minus sample time, the minimum over recent batches), so it includes the shortest delivery delay. Phase alignment needs the clocks within 400 ms.",
             unit="ms",
             display_name=DEVICE_NAME,
         ),
