@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -79,3 +81,25 @@ def test_workers_can_run_at_lower_priority() -> None:
         assert [os.getpriority(os.PRIO_PROCESS, p.pid) for p in wl._procs] == [min(base + 5, 19)] * 2
     finally:
         wl.close()
+
+
+def test_the_one_core_job_does_not_burst_after_a_stall_either() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wattbench.workloads.builtin", "--seconds", "3", "--rate", f"{RATE:g}"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    try:
+        first = proc.stdout.readline()  # pacing has begun
+        assert first.startswith("ops="), first
+        os.kill(proc.pid, signal.SIGSTOP)
+        time.sleep(1.2)
+        os.kill(proc.pid, signal.SIGCONT)
+        out = proc.stdout.read()
+    finally:
+        proc.kill()
+        proc.wait(10)
+    ops = int(out.strip().splitlines()[-1].removeprefix("ops="))
+    kept = 3.0 - 1.2 + builtin_workers.MAX_LAG_S
+    assert ops <= _most(kept), f"{ops} ops; without the stall's dropped arrivals at most {_most(kept):.0f}"
