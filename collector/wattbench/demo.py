@@ -52,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import logging
+    import os
     import sys
     import tempfile
     import time
@@ -151,6 +152,9 @@ def run(args: argparse.Namespace) -> int:
             f"{args.measure:g} s windows, about {plan.duration_s():.0f} s"
         )
         console.print("no inlet probe in the demo: the inlet temperature check is not applied")
+        note = busy_note(os.getloadavg()[0], os.cpu_count() or 1)
+        if note:
+            console.print(f"[yellow]{note}[/]")
         setup = SweepSetup(
             run=new_run_id(),
             plan=plan,
@@ -189,6 +193,16 @@ def run(args: argparse.Namespace) -> int:
     if outcome.record.interrupted:
         return EXIT_WORKLOAD if outcome.record.interrupted.startswith("workload failed") else EXIT_INTERRUPTED
     return 0 if outcome.evaluation.valid else EXIT_INVALID
+
+
+def busy_note(load1: float, cores: int) -> str | None:
+    """A warning before the run when other work already keeps the machine busy."""
+    if load1 <= max(0.5, 0.25 * cores):
+        return None
+    return (
+        f"this machine is busy (load average {load1:.1f} on {cores} cores): other work takes cores from "
+        "the workload, so the run may well be INVALID"
+    )
 
 
 def _where(phase: str | None, levels: dict[str, Any]) -> str:

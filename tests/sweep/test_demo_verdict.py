@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from wattbench.compliance import Check
+from wattbench.demo import busy_note as demo_busy
 from wattbench.demo import verdict
 from wattbench.score import LevelScore
 
@@ -67,3 +68,9 @@ def test_a_workload_that_cannot_run_exits_4_with_the_reason(
     assert (
         "demo result: INVALID: complete failed (workload failed during run: worker wattbench-builtin-0" in out
     )
+
+
+def test_a_busy_machine_is_named_before_the_run() -> None:
+    assert demo_busy(0.2, 2) is None and demo_busy(0.5, 2) is None and demo_busy(3.0, 16) is None
+    note = demo_busy(7.8, 2)
+    assert note is not None and "load average 7.8 on 2 cores" in note and "INVALID" in note
