@@ -50,6 +50,12 @@ def main() -> int:
     args, demo_args = ap.parse_known_args()
     if args.runs < 1:
         ap.error("--runs must be at least 1")
+    # A demo option it would refuse is refused here, once, not after every run.
+    from wattbench import demo
+
+    check = argparse.ArgumentParser(prog=f"{ap.prog} (demo options)")
+    demo.add_arguments(check)
+    check.parse_args(demo_args)
     print(f"start: {_load()}", flush=True)
     valid = 0
     with tempfile.TemporaryDirectory(prefix="wattbench-demo-bench-") as tmp:
