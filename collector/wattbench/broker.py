@@ -53,13 +53,43 @@ def _open_auth_class() -> Any:
     return OpenAuth
 
 
+def _broker_class() -> Any:
+    from amqtt.broker import Broker
+
+    class RetainedToSubscribersBroker(Broker):  # type: ignore[misc]
+        """amqtt's broker, sending a retained message only to a client subscribed to a matching filter.
+
+        When a client connects, amqtt 0.12.1 walks the filters that ANY client has subscribed to and
+        sends the connecting client the retained messages matching them (Broker.client_connected,
+        "publish retained messages to a pre-existing session's subscriptions"). A client that
+        subscribed to one device's meta then also received every retained message others watch,
+        depending on who subscribed first. Both that walk and a new subscription go through this
+        method, so it keeps only the filters the client itself holds, at the QoS it asked for."""
+
+        async def _publish_retained_messages_for_subscription(
+            self, subscription: tuple[str, int], session: Any
+        ) -> None:
+            topic_filter = subscription[0]
+            mine = [
+                qos for s, qos in self.subscriptions.get(topic_filter, ()) if s.client_id == session.client_id
+            ]
+            if not mine:
+                return
+            await super()._publish_retained_messages_for_subscription((topic_filter, mine[0]), session)
+
+    return RetainedToSubscribersBroker
+
+
 def __getattr__(name: str) -> Any:
     # Built on first use so that `wattbench --help` does not import amqtt.
     if name == "OpenAuth":
         cls = _open_auth_class()
-        globals()["OpenAuth"] = cls
-        return cls
-    raise AttributeError(name)
+    elif name == "RetainedToSubscribersBroker":
+        cls = _broker_class()
+    else:
+        raise AttributeError(name)
+    globals()[name] = cls
+    return cls
 
 
 def _free_port(host: str) -> int:
@@ -108,9 +138,7 @@ class EmbeddedBroker:
             self._loop = loop
             asyncio.set_event_loop(loop)
             try:
-                from amqtt.broker import Broker
-
-                self._broker = Broker(_config(self.host, self.port), loop=loop)
+                self._broker = _broker_class()(_config(self.host, self.port), loop=loop)
                 loop.run_until_complete(self._broker.start())
             except BaseException as exc:
                 self._error = exc

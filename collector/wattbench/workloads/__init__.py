@@ -39,7 +39,7 @@ def make_workload(name: str, config: dict[str, Any] | None = None) -> Any:
     if name == "builtin":
         from .builtin import from_config
 
-        _check_keys(name, config, {"workers", "seed", "min_lines", "max_lines"})
+        _check_keys(name, config, {"workers", "seed", "min_lines", "max_lines", "nice"})
         return from_config(config)
     if name == "command":
         from .command.runner import CommandWorkload

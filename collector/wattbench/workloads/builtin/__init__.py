@@ -13,4 +13,5 @@ def from_config(config: dict[str, Any]) -> Any:
         seed=int(config.get("seed", 1)),
         min_lines=int(config.get("min_lines", 5)),
         max_lines=int(config.get("max_lines", 25)),
+        nice=int(config.get("nice", 0)),
     )

@@ -10,6 +10,7 @@ import time
 
 def main(argv: list[str] | None = None) -> int:
     from .transaction import OrderGenerator, transaction
+    from .workers import MAX_LAG_S
 
     p = argparse.ArgumentParser(prog="python -m wattbench.workloads.builtin")
     p.add_argument("--ops", type=int, help="transactions to run, then exit")
@@ -37,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
                 break
             if args.rate > 0 and now < next_t:
                 time.sleep(min(next_t - now, 0.05))
+                continue
+            if args.rate > 0 and now - next_t > MAX_LAG_S:
+                # As the workers do: a stall is not made up in a burst (see workers.py).
+                next_t = now - MAX_LAG_S + rng.expovariate(args.rate)
                 continue
             transaction(gen)
             done += 1

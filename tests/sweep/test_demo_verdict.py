@@ -1,0 +1,76 @@
+"""The demo's last word on a run: one line, naming every failed check with where and by how much."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from wattbench.compliance import Check
+from wattbench.demo import busy_note as demo_busy
+from wattbench.demo import verdict
+from wattbench.score import LevelScore
+
+
+def _evaluation(valid: bool, checks: list[Check]) -> SimpleNamespace:
+    levels = [
+        LevelScore("l100", "target", 1.0, 10_800.0, 250.0, actual=0.772),
+        LevelScore("l60", "target", 0.6, 8_400.0, 200.0, actual=0.6),
+        LevelScore("idle", "idle", 0.0, 0.0, 60.0),
+    ]
+    return SimpleNamespace(valid=valid, levels=levels, checks=checks, result={"valid": valid})
+
+
+def test_valid_run() -> None:
+    assert verdict(_evaluation(True, [Check("complete", True, "11 levels measured")])) == "VALID"
+
+
+def test_invalid_run_names_each_failed_check_with_its_figure_on_one_line() -> None:
+    checks = [
+        Check("complete", True, "11 levels measured"),
+        Check("load_within_2pct", False, "actual 77.20% vs target 100.00% (-22.80% of target)", "l100"),
+        Check("load_within_2pct", True, "actual 60.00%", "l60"),
+        Check("no_gaps", False, "demo-sim/sim hole 0.20s\n(1 missing)", "l60"),
+        Check("sample_rate", False, "below 1/s: demo-sim/sim 0.00/s", "idle"),
+        Check("clock_skew", False, "above 400 ms: demo-sim +512 ms"),
+    ]
+    line = verdict(_evaluation(False, checks))
+    assert "\n" not in line
+    assert line == (
+        "INVALID: load_within_2pct failed at 100 % (77.2 % of calibrated); "
+        "no_gaps failed at 60 % (demo-sim/sim hole 0.20s (1 missing)); "
+        "sample_rate failed at active idle (below 1/s: demo-sim/sim 0.00/s); "
+        "clock_skew failed (above 400 ms: demo-sim +512 ms)"
+    )
+
+
+def test_a_workload_that_cannot_run_exits_4_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("wattbench_fw.host")
+    from wattbench import demo
+    from wattbench.workloads.base import WorkloadError
+    from wattbench.workloads.builtin.workers import BuiltinWorkload
+
+    def fail(self: BuiltinWorkload) -> None:
+        raise WorkloadError("worker wattbench-builtin-0 did not start (exit code 1)")
+
+    monkeypatch.setattr(BuiltinWorkload, "open", fail)
+    parser = argparse.ArgumentParser()
+    demo.add_arguments(parser)
+    args = parser.parse_args(
+        ["--quiet", "--html", str(tmp_path / "d.html"), "--store", str(tmp_path / "d.sqlite")]
+    )
+    assert demo.run(args) == 4  # the workload could not run; not 130, which is Ctrl-C
+    out = capsys.readouterr().out
+    assert (
+        "demo result: INVALID: complete failed (workload failed during run: worker wattbench-builtin-0" in out
+    )
+
+
+def test_a_busy_machine_is_named_before_the_run() -> None:
+    assert demo_busy(0.2, 2) is None and demo_busy(0.5, 2) is None and demo_busy(3.0, 16) is None
+    note = demo_busy(7.8, 2)
+    assert note is not None and "load average 7.8 on 2 cores" in note and "INVALID" in note
