@@ -9,6 +9,7 @@ names so that a JSON 231 never lands as an integer in a float field.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import wattbench_schema as contract
@@ -112,7 +113,23 @@ def status_fields(status: dict[str, Any]) -> dict[str, Any]:
 
 
 def phase_fields(event: dict[str, Any]) -> dict[str, Any]:
-    return {k: event.get(k) for k in LAYOUT["wb_phase"]["fields"]}
+    fields = {k: event.get(k) for k in LAYOUT["wb_phase"]["fields"]}
+    # A field holds no list: the channels a run names are kept as one comma-separated string (the
+    # DEV/CH pattern has no comma), and InfluxStore.phases splits them again.
+    if isinstance(fields.get("channels"), list):
+        fields["channels"] = ",".join(fields["channels"])
+    return fields
+
+
+def meta_fields(meta: dict[str, Any]) -> dict[str, Any]:
+    """The whole document is kept (doc), since scoring needs every channel's role, node and meter as
+    they were; fw, board and the channel count are there for dashboards."""
+    return {
+        "fw": meta.get("fw"),
+        "board": meta.get("board"),
+        "channels": len(meta.get("channels", [])),
+        "doc": json.dumps(meta, separators=(",", ":"), sort_keys=True),
+    }
 
 
 def result_points(result: dict[str, Any]) -> list[tuple[dict[str, str], dict[str, Any]]]:
@@ -145,6 +162,10 @@ def result_lines(result: dict[str, Any]) -> list[str]:
 
 def health_line(collector: str, dev: str, fields: dict[str, float | int], t_ms: int) -> str | None:
     return point_line("wb_health", {"dev": dev, "collector": collector}, dict(fields), t_ms)
+
+
+def meta_line(meta: dict[str, Any], t_ms: int) -> str | None:
+    return point_line("wb_meta", {"dev": meta["dev"]}, meta_fields(meta), t_ms)
 
 
 def reject_line(collector: str, reject: dict[str, Any]) -> str | None:
