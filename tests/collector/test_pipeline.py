@@ -70,7 +70,10 @@ def test_metadata_is_stored_when_it_changes() -> None:
     p.handle(topic, contract.dumps(changed), RECV + 2)
     batch, _ = p.take()
     stored = [body for kind, body in batch.records if kind == "meta"]
-    assert [(b["t"], b["doc"]["channels"][0]["role"]) for b in stored] == [(RECV, "power"), (RECV + 2, "other")]
+    assert [(b["t"], b["doc"]["channels"][0]["role"]) for b in stored] == [
+        (RECV, "power"),
+        (RECV + 2, "other"),
+    ]
 
 
 def test_energy_step_is_kept_and_reported() -> None:

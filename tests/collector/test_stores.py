@@ -105,7 +105,10 @@ def exercise(store: Any) -> None:
     meta = _vector("meta_ac_bench")
     assert store.meta_history(T0 - 20_000, T0 - 15_000) == []
     assert store.meta_history(T0, T0 + 10_000) == [(T0 - 10_000, meta)]
-    assert store.meta_history(T0, T0 + 30_000) == [(T0 - 10_000, meta), (T0 + 20_000, {**meta, "fw": "changed"})]
+    assert store.meta_history(T0, T0 + 30_000) == [
+        (T0 - 10_000, meta),
+        (T0 + 20_000, {**meta, "fw": "changed"}),
+    ]
     assert store.meta_history(T0 + 25_000, T0 + 30_000) == [(T0 + 20_000, {**meta, "fw": "changed"})]
 
     health = {(h["dev"], h["collector"]): h for h in store.health()}
@@ -159,7 +162,15 @@ def test_influx_store(influxdb) -> None:  # type: ignore[no-untyped-def]
     # field types in InfluxDB are exactly the layout's (Telegraf writes the same ones)
     layout = contract.influx_layout()["measurements"]
     kinds = {"float": "float", "int": "integer", "string": "string", "bool": "boolean"}
-    for measurement in ("wb_sample", "wb_status", "wb_health", "wb_phase", "wb_result", "wb_meta", "wb_reject"):
+    for measurement in (
+        "wb_sample",
+        "wb_status",
+        "wb_health",
+        "wb_phase",
+        "wb_result",
+        "wb_meta",
+        "wb_reject",
+    ):
         got = {r["fieldKey"]: r["fieldType"] for r in influxdb.query(f'SHOW FIELD KEYS FROM "{measurement}"')}
         assert got, measurement
         for key, ftype in got.items():

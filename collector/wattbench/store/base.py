@@ -85,7 +85,5 @@ def in_effect(rows: list[tuple[int, dict[str, Any]]], start_ms: int) -> list[tup
         if t <= start_ms:
             before[str(doc.get("dev"))] = i
     return [
-        (t, doc)
-        for i, (t, doc) in enumerate(rows)
-        if t > start_ms or before.get(str(doc.get("dev"))) == i
+        (t, doc) for i, (t, doc) in enumerate(rows) if t > start_ms or before.get(str(doc.get("dev"))) == i
     ]

@@ -418,7 +418,9 @@ class InfluxStore:
 
     def meta_history(self, start_ms: int, end_ms: int) -> list[tuple[int, dict[str, Any]]]:
         rows = self.query(f'SELECT "doc" FROM wb_meta WHERE time <= {int(end_ms)}ms GROUP BY "dev"')
-        out = sorted(((int(r["time"]), json.loads(r["doc"])) for r in rows if r.get("doc")), key=lambda x: x[0])
+        out = sorted(
+            ((int(r["time"]), json.loads(r["doc"])) for r in rows if r.get("doc")), key=lambda x: x[0]
+        )
         return in_effect(out, int(start_ms))
 
     def count_samples(self, dev: str | None = None) -> int:

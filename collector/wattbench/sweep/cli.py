@@ -220,6 +220,7 @@ def emit_outputs(evaluation: Any, args: argparse.Namespace, fetch: Any = None, c
         checks=evaluation.checks,
         summary=evaluation.result.get("summary"),
         calibrated=evaluation.calibrated,
+        channels=evaluation.result.get("channels"),
     )
     if getattr(args, "json_out", None):
         with open(args.json_out, "w") as f:
@@ -247,6 +248,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from ..workloads.base import WorkloadError
+    from .channels import ChannelError
     from .driver import new_run_id
     from .progress import LogDisplay, RichDisplay
     from .publish import SinkError
@@ -286,10 +288,16 @@ def run(args: argparse.Namespace) -> int:
         cost=cost,
         display=display,
         wait_data_s=args.wait_data,
+        announce=lambda line: print(f"wattbench sweep: {line}", file=sys.stderr),
     )
     _stop_on_sigterm()
     try:
         outcome = run_sweep(setup)
+    except ChannelError as exc:
+        print(f"wattbench sweep: {exc}", file=sys.stderr)
+        if store is not None:
+            store.close()
+        return EXIT_CONFIG
     except SinkError as exc:
         print(f"wattbench sweep: {exc}", file=sys.stderr)
         if store is not None:
