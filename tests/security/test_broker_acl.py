@@ -123,6 +123,19 @@ def test_sweep_publishes_phases_and_telegraf_reads_samples_only(secure_broker, c
     assert accepted(device.publish("wattbench/v1/dev/bench-b/samples", b"samples"))
     time.sleep(0.5)
     assert [t for t, _ in telegraf.received] == ["wattbench/v1/dev/bench-b/samples"]
+    # the sweep reads what it needs to choose its channels, and publishes nothing there
+    sweep.subscribe("wattbench/v1/dev/+/meta")
+    sweep.subscribe("wattbench/v1/dev/+/status")
+    sweep.subscribe("wattbench/v1/dev/+/samples")
+    for kind in ("meta", "status", "samples"):
+        assert accepted(device.publish(f"wattbench/v1/dev/bench-b/{kind}", kind.encode()))
+    time.sleep(0.5)
+    assert sorted(t for t, _ in sweep.received) == [
+        "wattbench/v1/dev/bench-b/meta",
+        "wattbench/v1/dev/bench-b/samples",
+        "wattbench/v1/dev/bench-b/status",
+    ]
+    assert sweep.publish("wattbench/v1/dev/bench-b/meta").value == NOT_AUTHORIZED
     for c in (telegraf, sweep, device):
         c.close()
 
