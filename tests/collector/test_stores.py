@@ -92,6 +92,12 @@ def exercise(store: Any) -> None:
     named = [e.get("channels") for e in mine if e.get("channels")]
     assert [e.get("channels") for e in got if e.get("channels")] == named  # lists survive both stores
     assert run in store.runs()
+    listed = _vector("result_channels_listed")
+    store.write_result(listed)
+    store.flush()
+    assert store.result(listed["run"])["channels"] == listed["channels"]  # both stores keep the list
+    store.write_result(result)
+    store.flush()
     res = store.result(result["run"])
     assert (
         res is not None
@@ -228,3 +234,29 @@ def test_overlap_after_a_backward_clock_step_does_not_overwrite(tmp_path: Path) 
     store.flush()
     series = store.series("a", "x", T0, T0, ("W",))
     assert sorted(series.seq.tolist()) == [10, 30] and store.count_samples() == 2
+
+
+def test_sqlite_file_of_an_older_layout_gains_the_new_columns(tmp_path: Path) -> None:
+    """A file written before wb_phase and wb_result had `channels` still takes a run that names them."""
+    from wattbench.store.sqlite import SqliteStore
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE wb_phase (run TEXT NOT NULL, phase TEXT NOT NULL, event TEXT NOT NULL, time INTEGER NOT NULL,"
+        ' "n", "kind", "target", "rate", "ops", "copies", "workload", doc TEXT,'
+        " PRIMARY KEY (run, phase, event, time)) WITHOUT ROWID;"
+        "CREATE TABLE wb_result (run TEXT NOT NULL, phase TEXT NOT NULL, time INTEGER NOT NULL,"
+        ' "kind", "target", "actual", "ops", "W", "Wh", "ratio", "inlet_C", "overall", "valid", doc TEXT,'
+        " PRIMARY KEY (run, phase, time)) WITHOUT ROWID;"
+    )
+    db.close()
+    store = SqliteStore(path)
+    start = _vector("phase_run_start")
+    store.write_phase(start)
+    result = _vector("result_channels_listed")
+    store.write_result(result)
+    store.flush()
+    assert store.phases(start["run"])[0]["channels"] == start["channels"]
+    assert store.result(result["run"])["channels"] == result["channels"]  # type: ignore[index]
+    store.close()

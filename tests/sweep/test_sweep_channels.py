@@ -136,6 +136,27 @@ def test_a_named_channel_whose_stored_role_is_not_power_is_refused(tmp_path: Pat
     store.close()
 
 
+def test_channels_the_run_named_keep_their_stored_roles(tmp_path: Path) -> None:
+    meta = _meta(
+        "bench", _ch("psu", "power"), _ch("aux", "other"), {**_ch("inlet", "inlet", None), "q": ["T"]}
+    )
+    store = _stored_run(tmp_path, meta, {"psu": 150.0, "aux": 40.0})
+    start = store.phases(RUN)[0]
+    store.write_phase({**start, "channels": ["bench/psu", "bench/inlet"]})
+    store.flush()
+    ev = _report(store)
+    assert ev.valid, [c for c in ev.checks if not c.ok]
+    assert [(c["ch"], c["role"]) for c in ev.result["channels"]] == [("psu", "power"), ("inlet", "inlet")]
+    # a run that named a channel whose metadata says other: refused by name, never summed
+    store.write_phase({**start, "channels": ["bench/psu", "bench/aux"]})
+    store.flush()
+    ev = _report(store)
+    assert all(r["W"] == pytest.approx(150.0) for r in ev.result["levels"])
+    failed = [c for c in ev.checks if c.name == "channels" and not c.ok]
+    assert failed and "bench/aux" in failed[0].reason
+    store.close()
+
+
 def test_a_chosen_channel_that_falls_silent_fails_the_run_by_name() -> None:
     events = sweep_events(specpower_phases())
     end = events[-1]["t"]

@@ -407,6 +407,8 @@ class InfluxStore:
                 out["t"] = r["time"]
                 out["overall"] = r.get("overall")
                 out["valid"] = r.get("valid")
+                if r.get("channels"):
+                    out["channels"] = json.loads(r["channels"])
             else:
                 level = {
                     k: v

@@ -135,14 +135,16 @@ def meta_fields(meta: dict[str, Any]) -> dict[str, Any]:
 def result_points(result: dict[str, Any]) -> list[tuple[dict[str, str], dict[str, Any]]]:
     """(tags, fields) per level plus the phase=overall point of the run."""
     out = []
-    level_fields = [k for k in LAYOUT["wb_result"]["fields"] if k not in ("overall", "valid")]
+    level_fields = [k for k in LAYOUT["wb_result"]["fields"] if k not in ("overall", "valid", "channels")]
     for level in result.get("levels", []):
         fields = {k: level.get(k) for k in level_fields}
         fields["valid"] = result["valid"]
         out.append(({"run": result["run"], "phase": level["phase"]}, fields))
-    out.append(
-        ({"run": result["run"], "phase": "overall"}, {"overall": result["overall"], "valid": result["valid"]})
-    )
+    overall: dict[str, Any] = {"overall": result["overall"], "valid": result["valid"]}
+    if result.get("channels"):
+        # The channels a run summed, as compact JSON: a report read back from the store lists them too.
+        overall["channels"] = json.dumps(result["channels"], separators=(",", ":"))
+    out.append(({"run": result["run"], "phase": "overall"}, overall))
     return out
 
 

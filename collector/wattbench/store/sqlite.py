@@ -110,6 +110,8 @@ class SqliteStore:
         self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
         self._db.executescript(SCHEMA)
         self._add_missing_columns("wb_health", HEALTH_COLS)
+        self._add_missing_columns("wb_phase", PHASE_COLS)
+        self._add_missing_columns("wb_result", RESULT_COLS)
         self._lock = threading.RLock()
         self._pending: list[tuple[str, list[tuple[Any, ...]]]] = []
         self._samples: list[tuple[Any, ...]] = []

@@ -152,7 +152,13 @@ def from_store(store: Any, start_ms: int, end_ms: int, named: Sequence[str] | No
     roles = stored_roles(store, start_ms, end_ms)
     found = store.channels(start_ms, end_ms)
     if named:
-        specs = [ChannelSpec(*key.split("/", 1)) for key in named]
+        specs = []
+        for key in named:
+            dev, ch = key.split("/", 1)
+            known = roles.get((dev, ch))
+            # A run names its power and inlet channels alike; the stored role tells which is which.
+            role = known.role if known is not None and known.role == "inlet" else "power"
+            specs.append(ChannelSpec(dev, ch, role))
         choice = apply_roles(specs, roles)
         keys = set(named)
         for dev, ch in found:

@@ -94,6 +94,11 @@ def bind_channels(setup: SweepSetup) -> chans.Choice:
         if setup.mqtt is not None:
             seen = chans.survey(_meta_client(setup), listen_s=min(setup.listen_s, 2.0))
             roles = chans.roles_from_metas(seen.metas.values())
+            offline = sorted({s.dev for s in setup.channels if seen.states.get(s.dev) == "offline"})
+            if offline:
+                raise chans.ChannelError(
+                    f"{', '.join(offline)}: offline (retained status), cannot be measured"
+                )
         elif setup.store is not None:
             now = int(time.time() * 1000)
             roles = chans.stored_roles(setup.store, now, now)
