@@ -191,7 +191,7 @@ def check_channels(aligned: Sequence[WindowPower], problems: Sequence[str] = ())
         parts.append("no power channel")
     if parts:
         return Check("channels", False, "; ".join(parts))
-    return Check("channels", True, "summed " + ", ".join(summed))
+    return Check("channels", True, "summed " + (", ".join(summed) or "nothing: no window was scored"))
 
 
 def check_complete(planned: Iterable[str], measured: Iterable[str], interrupted: str | None = None) -> Check:

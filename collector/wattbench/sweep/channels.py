@@ -68,7 +68,6 @@ class KnownRole:
     meter: str | None = None
     node: str | None = None
     hz: float | None = None
-    carries_w: bool = False
     problem: str = ""
 
 
@@ -91,9 +90,8 @@ def roles_from_metas(docs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str],
             meter=ch.get("meter"),
             node=ch.get("node"),
             hz=float(hz) if hz is not None else None,
-            carries_w="W" in (ch.get("q") or []),
         )
-        distinct = sorted({str(r) for r in roles})
+        distinct = sorted({str(r) if r else "none" for r in roles})
         if len(distinct) > 1:
             out[key] = replace(base, problem=f"its role changed during the run ({', '.join(distinct)})")
         elif roles[-1] is None:
