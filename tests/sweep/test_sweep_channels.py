@@ -37,10 +37,10 @@ def _ch(c: str, role: str | None, node: str | None = "srv1", meter: str = "sim")
     return out
 
 
-def _stored_run(tmp_path: Path, meta: dict[str, Any], watts: dict[str, float]) -> SqliteStore:
+def _stored_run(tmp_path: Path, meta: dict[str, Any], watts: dict[str, float], store: Any = None) -> Any:
     """A run whose events name no channels, its samples, and the device's metadata as the collector
-    received it (retained, a minute before the run) in the embedded store."""
-    store = SqliteStore(tmp_path / "wb.sqlite")
+    received it (retained, a minute before the run), in the embedded store unless another is given."""
+    store = store if store is not None else SqliteStore(tmp_path / "wb.sqlite")
     pipeline = Pipeline("c1")
     pipeline.handle(f"wattbench/v1/dev/{meta['dev']}/meta", contract.dumps(meta), T0 - 60_000)
     batch, _ = pipeline.take()
@@ -97,6 +97,20 @@ def test_a_channel_whose_role_is_other_is_never_summed(tmp_path: Path) -> None:
     page = render_html(ev, store.series)
     assert "<h2>Channels</h2>" in page and "<td>psu</td>" in page and "<td>aux</td>" not in page
     assert report_dict(ev, detail=False)["channels"] == listed
+    store.close()
+
+
+@pytest.mark.services
+def test_scoring_from_influxdb_alone_sums_only_server_power(tmp_path: Path, influxdb: Any) -> None:
+    from wattbench.store import open_store
+
+    store = open_store(influxdb.url, db=influxdb.db)
+    meta = _meta("bench", _ch("psu", "power"), _ch("aux", "other"))
+    _stored_run(tmp_path, meta, {"psu": 150.0, "aux": 40.0}, store)
+    ev = _report(store)
+    assert ev.valid, [c for c in ev.checks if not c.ok]
+    assert all(r["W"] == pytest.approx(150.0) for r in ev.result["levels"])
+    assert [(c["dev"], c["ch"], c["role"]) for c in ev.result["channels"]] == [("bench", "psu", "power")]
     store.close()
 
 
