@@ -305,3 +305,31 @@ def test_sweep_without_channel_binds_the_one_live_appliance_power_only(
     assert len(starts) == 1 and starts[0]["channels"] == ["bench-a/sim"], (code, out.err)
     text = out.out + out.err
     assert "bench-a/sim" in text and "old-c" in text and "bench-a/aux" in text  # listed, with why not
+
+
+@pytest.mark.services
+@pytest.mark.timeout(180)
+def test_sweep_refuses_a_named_channel_that_is_not_server_power_or_is_offline(
+    mosquitto: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from wattbench.cli import main
+
+    _offline_device(mosquitto)
+    aux = {"c": "aux", "meter": "sim", "hz": 5, "role": "other", "opts": {"model": "const", "watts": 40.0}}
+    app = _appliance(mosquitto, "bench-a", 150.0, [aux])
+    tap = PhaseTap(mosquitto)
+    broker = f"{mosquitto.host}:{mosquitto.port}"
+    try:
+        other = main(
+            ["sweep", "--broker", broker, "--channel", "bench-a/sim", "--channel", "bench-a/aux", *SHORT]
+        )
+        other_err = capsys.readouterr().err
+        offline = main(["sweep", "--broker", broker, "--channel", "old-c/psu", *SHORT])
+        offline_err = capsys.readouterr().err
+    finally:
+        app.stop(timeout=10)
+        tap.close()
+    assert other == 2 and "bench-a/aux" in other_err and "role other" in other_err, other_err
+    assert offline == 2 and "old-c" in offline_err and "offline" in offline_err, offline_err
+    assert "Traceback" not in other_err + offline_err
+    assert tap.events == []

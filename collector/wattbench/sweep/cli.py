@@ -1,8 +1,9 @@
 """`wattbench sweep`: drive this server through graduated loads and score its work per watt.
 
-Exit codes: 0 valid run, 1 run complete but invalid (a check failed), 2 bad arguments or configuration,
-3 broker or store unreachable, 4 the workload could not run, 130 interrupted (a partial result is still
-published, marked invalid).
+Exit codes: 0 valid run, 1 run complete but invalid (a check failed), 2 bad arguments or configuration
+(also when the power channels cannot be chosen without a guess, see docs/sweep.md), 3 broker or store
+unreachable, 4 the workload could not run, 130 interrupted (a partial result is still published, marked
+invalid).
 """
 
 from __future__ import annotations
