@@ -333,3 +333,29 @@ def test_sweep_refuses_a_named_channel_that_is_not_server_power_or_is_offline(
     assert offline == 2 and "old-c" in offline_err and "offline" in offline_err, offline_err
     assert "Traceback" not in other_err + offline_err
     assert tap.events == []
+
+
+def test_without_a_broker_the_sweep_binds_from_the_store() -> None:
+    from wattbench.sweep.session import SweepSetup, bind_channels, describe
+
+    now = int(time.time() * 1000)
+    store = MemoryStore()
+    store.write_meta(_meta("bench-a", _ch("psu", "power"), _ch("aux", "other")), now - 3_600_000)
+    store.write_meta(_meta("old-c", _ch("psu", "power")), now - 3_600_000)
+    store.add_series(trace("bench-a", "psu", now - 10_000, now, 1, lambda t: np.full(t.shape, 150.0)))
+    store.add_series(trace("bench-a", "aux", now - 10_000, now, 1, lambda t: np.full(t.shape, 40.0)))
+    store.add_series(
+        trace("old-c", "psu", now - 7_200_000, now - 7_100_000, 1, lambda t: np.full(t.shape, 9.0))
+    )
+    setup = SweepSetup(run="r", plan=None, workload=None, store=store)
+    choice = bind_channels(setup)
+    assert [s.key for s in choice.specs] == ["bench-a/psu"]
+    lines = describe(choice)
+    assert lines[0].startswith("channel bench-a/psu: summed as server power")
+    assert any("bench-a/aux" in line and "other" in line for line in lines)
+    assert any("old-c" in line and "not taken" in line for line in lines)
+    # a second bench publishing into the same store: no guess
+    store.write_meta(_meta("bench-b", _ch("psu", "power")), now - 3_600_000)
+    store.add_series(trace("bench-b", "psu", now - 10_000, now, 1, lambda t: np.full(t.shape, 50.0)))
+    with pytest.raises(chans.ChannelError, match=r"bench-a/psu.*bench-b/psu.*--channel"):
+        bind_channels(setup)
