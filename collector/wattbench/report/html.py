@@ -267,7 +267,7 @@ def _channels_html(rows: Sequence[Mapping[str, Any]]) -> str:
             for v in (
                 r["dev"],
                 r["ch"],
-                r.get("meter", "?"),
+                r.get("meter", "unknown"),
                 "power (summed)" if r.get("role") == "power" else r.get("role", ""),
                 r.get("node", ""),
                 fmt_count(r.get("samples", 0)),

@@ -143,7 +143,7 @@ def channels_table(rows: Sequence[dict[str, Any]]) -> Any:
         table.add_row(
             str(r["dev"]),
             str(r["ch"]),
-            str(r.get("meter", "?")),
+            str(r.get("meter", "unknown")),
             role,
             str(r.get("node", "")),
             fmt_count(r.get("samples", 0)),

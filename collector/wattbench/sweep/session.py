@@ -111,10 +111,13 @@ def bind_channels(setup: SweepSetup) -> chans.Choice:
     elif setup.store is not None:
         seen = chans.survey_store(setup.store, int(time.time() * 1000))
     else:
-        return chans.Choice(notes=["no broker and no store: the run measures ops only"])
+        return chans.Choice()  # no broker and no store: the run measures ops only, and says so
     choice = chans.bind_from_survey(seen)
     if not any(s.role == "power" for s in choice.specs) and setup.store is not None:
-        why = "; ".join(choice.notes) or "no appliance metadata found"
+        where = (
+            "on the broker (may this user read wattbench/v1/dev/+/meta?)" if setup.mqtt else "in the store"
+        )
+        why = "; ".join(choice.notes) or f"no appliance metadata found {where}"
         raise chans.ChannelError(
             f"no appliance is online and publishing power ({why}): name the channels with --channel DEV/CH"
         )
