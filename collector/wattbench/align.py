@@ -62,6 +62,7 @@ class ChannelSpec:
     role: str = "power"
     node: str | None = None
     hz: float | None = None
+    meter: str | None = None  # from the metadata, for the report; None when not known
 
     @property
     def key(self) -> str:

@@ -171,6 +171,29 @@ def check_skew(
     return Check("clock_skew", True, f"largest {worst_dev} {worst:+.0f} ms{stepped(worst_dev)}")
 
 
+def check_channels(aligned: Sequence[WindowPower], problems: Sequence[str] = ()) -> Check:
+    """The power channels summed are the server's, all of them, all along: a channel refused when it
+    was chosen (problems) or one that has no usable sample in some window (a device that fell silent)
+    fails the run by name, rather than leaving a smaller sum."""
+    silent: dict[str, list[str]] = {}
+    summed: list[str] = []
+    for wp in aligned:
+        for c in wp.power:
+            if c.spec.key not in summed:
+                summed.append(c.spec.key)
+            if c.n == 0:
+                silent.setdefault(c.spec.key, []).append(wp.window.phase)
+    parts = list(problems)
+    for key, phases in silent.items():
+        more = f" and {len(phases) - 6} more" if len(phases) > 6 else ""
+        parts.append(f"{key} silent (no samples) in {', '.join(phases[:6])}{more}")
+    if not summed and aligned and not parts:
+        parts.append("no power channel")
+    if parts:
+        return Check("channels", False, "; ".join(parts))
+    return Check("channels", True, "summed " + (", ".join(summed) or "nothing: no window was scored"))
+
+
 def check_complete(planned: Iterable[str], measured: Iterable[str], interrupted: str | None = None) -> Check:
     planned = list(planned)
     have = set(measured)

@@ -60,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
+    from .sweep.channels import ChannelError
+
     console = Console()
     log = logging.getLogger("wattbench.demo")
     t_start = time.monotonic()
@@ -164,12 +166,17 @@ def run(args: argparse.Namespace) -> int:
             limits=Limits(require_inlet=False),
             display=LogDisplay() if args.quiet or not sys.stderr.isatty() else RichDisplay(),
             wait_data_s=15.0,
+            announce=lambda line: console.print(f"[bold]sweep[/]: {line}"),
         )
         outcome = run_sweep(setup)
     except KeyboardInterrupt:
         console.print("[yellow]demo interrupted[/]")
         stop_all()
         return 130
+    except ChannelError as exc:
+        console.print(f"[red]channels[/]: {exc}")
+        stop_all()
+        return 2
     except Exception:
         stop_all()
         raise

@@ -5,6 +5,7 @@ subscription."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -303,3 +304,59 @@ def test_status_command_shows_the_accounting(mosquitto, influxdb, collector_fact
     )
     assert table.returncode == 0 and "st-000" in table.stdout and "Collectors" in table.stdout, table.stdout
     assert collector.stop() == 0
+
+
+@pytest.mark.timeout(120)
+def test_device_metadata_is_stored_as_it_changes(mosquitto, influxdb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Scoring from the store alone needs every channel's role as it was: the collector keeps each
+    device's metadata in wb_meta when it arrives and whenever it changes, not when it is repeated."""
+    from wattbench.config import CollectorConfig
+    from wattbench.ingest.collector import Collector
+    from wattbench.store import open_store
+    from wattbench_fw.host import HostAppliance, sim_config
+
+    collector = Collector(
+        CollectorConfig(
+            broker=mosquitto.url,
+            store=influxdb.url,
+            influx_db=influxdb.db,
+            state_dir=str(tmp_path / "state"),
+            spool_dir=str(tmp_path / "spool"),
+            validate_workers=0,
+        )
+    ).start()
+    store = open_store(influxdb.url, db=influxdb.db)
+
+    def points() -> list[dict]:  # type: ignore[type-arg]
+        return influxdb.query("SELECT * FROM wb_meta WHERE dev = 'meta-a'")
+
+    def run_appliance(role: str) -> None:
+        cfg = sim_config(dev="meta-a", broker=mosquitto.url, hz=2, model="const", watts=40.0)
+        cfg["channels"][0]["role"] = role
+        app = HostAppliance(cfg).start()
+        try:
+            assert app.wait_connected(20)
+            assert collector.wait_for(lambda c: c.get("samples", 0) > 0 or c.get("stored_samples", 0) > 0, 20)
+        finally:
+            app.stop(timeout=10)
+
+    try:
+        run_appliance("power")
+        deadline = time.monotonic() + 20
+        while len(points()) < 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        run_appliance("power")  # the same metadata again: nothing new
+        run_appliance("other")  # a changed role: a new point
+        deadline = time.monotonic() + 20
+        while len(points()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1.5)  # a flush period: no further point arrives
+    finally:
+        collector.stop()
+    got = points()
+    roles = [json.loads(p["doc"])["channels"][0]["role"] for p in got]
+    assert roles == ["power", "other"], got
+    assert {p["board"] for p in got} == {"host"} and all(p["channels"] == 1 for p in got)
+    history = store.meta_history(got[1]["time"] - 1, got[1]["time"])
+    assert [doc["channels"][0]["role"] for _, doc in history] == ["power", "other"]
+    store.close()

@@ -40,17 +40,40 @@ def test_every_valid_vector_becomes_records_and_every_invalid_one_a_notice() -> 
         "reject times are distinct: no overwrite in the store"
     )
     kinds = {kind for kind, _ in batch.records}
-    assert kinds == {"samples", "status", "phase", "result", "reject"}
+    assert kinds == {"samples", "status", "meta", "phase", "result", "reject"}
     store = ListStore()
     n = rec.apply(store, rec.decode(rec.encode(batch.records)))
     assert n == batch.samples > 0
     assert {name for name, _ in store.calls} == {
         "write_samples",
         "write_status",
+        "write_meta",
         "write_phase",
         "write_result",
         "write_reject",
     }
+
+
+def test_metadata_is_stored_when_it_changes() -> None:
+    meta = {
+        "v": 1,
+        "dev": "bench-a",
+        "fw": "1.0",
+        "board": "host",
+        "channels": [{"c": "psu1", "meter": "sim", "q": ["W"], "hz": 1, "role": "power"}],
+    }
+    p = Pipeline("c1")
+    topic = "wattbench/v1/dev/bench-a/meta"
+    p.handle(topic, contract.dumps(meta), RECV)
+    p.handle(topic, contract.dumps({**meta, "t": RECV}), RECV + 1)  # the same, published again
+    changed = {**meta, "channels": [{**meta["channels"][0], "role": "other"}]}
+    p.handle(topic, contract.dumps(changed), RECV + 2)
+    batch, _ = p.take()
+    stored = [body for kind, body in batch.records if kind == "meta"]
+    assert [(b["t"], b["doc"]["channels"][0]["role"]) for b in stored] == [
+        (RECV, "power"),
+        (RECV + 2, "other"),
+    ]
 
 
 def test_energy_step_is_kept_and_reported() -> None:

@@ -39,6 +39,9 @@ def exercise(store: Any) -> None:
     result = _vector("result_valid_run")
     store.write_result(result)
     store.write_status(_vector("status_online_boot"), T0 + 5)
+    meta = _vector("meta_ac_bench")
+    store.write_meta(meta, T0 - 10_000)
+    store.write_meta({**meta, "fw": "changed"}, T0 + 20_000)
     store.write_health(
         "c1", "bench-a", {"received": 100, "stored": 100, "offset_ms": 12.5, "rate_hz": 10.0}, T0
     )
@@ -86,7 +89,15 @@ def exercise(store: Any) -> None:
     assert [(e["n"], e["event"], e["phase"], e["t"]) for e in got] == [
         (e["n"], e["event"], e["phase"], e["t"]) for e in mine
     ]
+    named = [e.get("channels") for e in mine if e.get("channels")]
+    assert [e.get("channels") for e in got if e.get("channels")] == named  # lists survive both stores
     assert run in store.runs()
+    listed = _vector("result_channels_listed")
+    store.write_result(listed)
+    store.flush()
+    assert store.result(listed["run"])["channels"] == listed["channels"]  # both stores keep the list
+    store.write_result(result)
+    store.flush()
     res = store.result(result["run"])
     assert (
         res is not None
@@ -95,6 +106,16 @@ def exercise(store: Any) -> None:
     )
     assert sorted(lv["phase"] for lv in res["levels"]) == sorted(lv["phase"] for lv in result["levels"])
     assert store.result("no-such-run") is None
+
+    # the metadata in effect over a span: the last one before it and every change inside it
+    meta = _vector("meta_ac_bench")
+    assert store.meta_history(T0 - 20_000, T0 - 15_000) == []
+    assert store.meta_history(T0, T0 + 10_000) == [(T0 - 10_000, meta)]
+    assert store.meta_history(T0, T0 + 30_000) == [
+        (T0 - 10_000, meta),
+        (T0 + 20_000, {**meta, "fw": "changed"}),
+    ]
+    assert store.meta_history(T0 + 25_000, T0 + 30_000) == [(T0 + 20_000, {**meta, "fw": "changed"})]
 
     health = {(h["dev"], h["collector"]): h for h in store.health()}
     assert health[("bench-a", "c1")]["received"] == 200 and health[("bench-a", "c1")]["t"] == T0 + 5000
@@ -147,7 +168,15 @@ def test_influx_store(influxdb) -> None:  # type: ignore[no-untyped-def]
     # field types in InfluxDB are exactly the layout's (Telegraf writes the same ones)
     layout = contract.influx_layout()["measurements"]
     kinds = {"float": "float", "int": "integer", "string": "string", "bool": "boolean"}
-    for measurement in ("wb_sample", "wb_status", "wb_health", "wb_phase", "wb_result", "wb_reject"):
+    for measurement in (
+        "wb_sample",
+        "wb_status",
+        "wb_health",
+        "wb_phase",
+        "wb_result",
+        "wb_meta",
+        "wb_reject",
+    ):
         got = {r["fieldKey"]: r["fieldType"] for r in influxdb.query(f'SHOW FIELD KEYS FROM "{measurement}"')}
         assert got, measurement
         for key, ftype in got.items():
@@ -205,3 +234,29 @@ def test_overlap_after_a_backward_clock_step_does_not_overwrite(tmp_path: Path) 
     store.flush()
     series = store.series("a", "x", T0, T0, ("W",))
     assert sorted(series.seq.tolist()) == [10, 30] and store.count_samples() == 2
+
+
+def test_sqlite_file_of_an_older_layout_gains_the_new_columns(tmp_path: Path) -> None:
+    """A file written before wb_phase and wb_result had `channels` still takes a run that names them."""
+    from wattbench.store.sqlite import SqliteStore
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE wb_phase (run TEXT NOT NULL, phase TEXT NOT NULL, event TEXT NOT NULL, time INTEGER NOT NULL,"
+        ' "n", "kind", "target", "rate", "ops", "copies", "workload", doc TEXT,'
+        " PRIMARY KEY (run, phase, event, time)) WITHOUT ROWID;"
+        "CREATE TABLE wb_result (run TEXT NOT NULL, phase TEXT NOT NULL, time INTEGER NOT NULL,"
+        ' "kind", "target", "actual", "ops", "W", "Wh", "ratio", "inlet_C", "overall", "valid", doc TEXT,'
+        " PRIMARY KEY (run, phase, time)) WITHOUT ROWID;"
+    )
+    db.close()
+    store = SqliteStore(path)
+    start = _vector("phase_run_start")
+    store.write_phase(start)
+    result = _vector("result_channels_listed")
+    store.write_result(result)
+    store.flush()
+    assert store.phases(start["run"])[0]["channels"] == start["channels"]
+    assert store.result(result["run"])["channels"] == result["channels"]  # type: ignore[index]
+    store.close()

@@ -129,6 +129,19 @@ def test_sweep_publishes_phases_and_telegraf_reads_what_it_writes(secure_broker,
         "wattbench/v1/dev/bench-b/status",
         "wattbench/v1/dev/bench-b/samples",
     ]
+    # the sweep reads what it needs to choose its channels, and publishes nothing there
+    sweep.subscribe("wattbench/v1/dev/+/meta")
+    sweep.subscribe("wattbench/v1/dev/+/status")
+    sweep.subscribe("wattbench/v1/dev/+/samples")
+    for kind in ("meta", "status", "samples"):
+        assert accepted(device.publish(f"wattbench/v1/dev/bench-b/{kind}", kind.encode()))
+    time.sleep(0.5)
+    assert sorted(t for t, _ in sweep.received) == [
+        "wattbench/v1/dev/bench-b/meta",
+        "wattbench/v1/dev/bench-b/samples",
+        "wattbench/v1/dev/bench-b/status",
+    ]
+    assert sweep.publish("wattbench/v1/dev/bench-b/meta").value == NOT_AUTHORIZED
     for c in (telegraf, sweep, device):
         c.close()
 

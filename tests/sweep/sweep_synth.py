@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from wattbench.store.base import Series
+from wattbench.store.base import Series, in_effect
 
 RUN = "20260101T000000Z-test"
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -74,6 +74,7 @@ class MemoryStore:
         self.rows: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
         self.events: dict[str, dict[int, dict[str, Any]]] = {}
         self.results: dict[str, dict[str, Any]] = {}
+        self.metas: list[tuple[int, dict[str, Any]]] = []
 
     def write_samples(self, dev: str, samples: list[dict[str, Any]]) -> None:
         for s in samples:
@@ -93,6 +94,12 @@ class MemoryStore:
 
     def write_reject(self, collector: str, reject: dict[str, Any]) -> None:
         pass
+
+    def write_meta(self, meta: dict[str, Any], t_ms: int) -> None:
+        self.metas.append((int(t_ms), dict(meta)))
+
+    def meta_history(self, start_ms: int, end_ms: int) -> list[tuple[int, dict[str, Any]]]:
+        return in_effect(sorted((m for m in self.metas if m[0] <= end_ms), key=lambda m: m[0]), start_ms)
 
     def flush(self) -> None:
         pass

@@ -92,6 +92,12 @@ def test_sweep_scores_match_ground_truth(tmp_path: Path, mosquitto: Any, influxd
     assert outcome.channels[0].hz == 10 and outcome.channels[0].node == "node1"
     contract.validate_result(ev.result)
     rows = {r["phase"]: r for r in ev.result["levels"]}
+    # the result names what it summed, with every usable sample of the scored windows
+    assert [{k: v for k, v in c.items() if k != "samples"} for c in ev.result["channels"]] == [
+        {"dev": "sim-e2e", "ch": "sim", "role": "power", "meter": "sim", "node": "node1"}
+    ]
+    assert ev.result["channels"][0]["samples"] == sum(r["samples"] for r in rows.values())
+    assert any(c.name == "channels" and c.ok for c in ev.checks)
     assert list(rows) == ["l100", "l50", "l10", "idle"]
 
     # Host mode stamps samples with this host's clock: the true offset is zero. The collector's estimate

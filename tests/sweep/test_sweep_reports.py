@@ -104,6 +104,18 @@ def _stored_run() -> tuple[MemoryStore, object]:
     store = MemoryStore()
     for e in events:
         store.write_phase(e)
+    # the appliance's metadata as the collector stored it: which channel is power, which the inlet
+    meta = {
+        "v": 1,
+        "dev": "bench",
+        "fw": "0.1.0",
+        "board": "host",
+        "channels": [
+            {"c": "psu", "meter": "sim", "q": ["W"], "hz": 10, "role": "power"},
+            {"c": "inlet", "meter": "ds18b20", "q": ["T"], "hz": 1, "role": "inlet"},
+        ],
+    }
+    store.write_meta(meta, T0 - 1000)
     end = events[-1]["t"]
     store.add_series(trace("bench", "psu", T0, end, 10, lambda t: 150 + 20 * np.sin(t / 3000.0), u=0.004))
     inlet = trace("bench", "inlet", T0, end, 1, lambda t: np.full(t.shape, 22.5))

@@ -33,6 +33,13 @@ def _unchecked(topic: str, raw: bytes, exc: Exception) -> Rejected:
     return Rejected("schema", f"could not be checked ({exc.__class__.__name__}: {exc})", topic, len(raw))
 
 
+def _same_meta(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
+    """Equal apart from the publish time t."""
+    if old is None:
+        return False
+    return {k: v for k, v in old.items() if k != "t"} == {k: v for k, v in new.items() if k != "t"}
+
+
 class Pipeline:
     """Validates, accounts and turns messages into records. One instance per collector process."""
 
@@ -114,7 +121,12 @@ class Pipeline:
             self._last_status_ms[dev] = t
             self.batch.records.append(rec.status(doc, t))
         elif kind == "meta":
-            self.meta[doc["dev"]] = doc
+            dev = doc["dev"]
+            # Stored whenever it differs from what this collector last stored (a retained copy seen
+            # again on reconnect is not a change), so scoring knows each channel's role at any time.
+            if not _same_meta(self.meta.get(dev), doc):
+                self.batch.records.append(rec.meta(doc, recv_ms))
+            self.meta[dev] = doc
         elif kind == "phase":
             self.batch.records.append(rec.phase(doc))
         elif kind == "result":

@@ -30,6 +30,10 @@ def health(collector: str, dev: str, fields: dict[str, float | int], t_ms: int) 
     return ("health", {"collector": collector, "dev": dev, "fields": fields, "t": t_ms})
 
 
+def meta(doc: dict[str, Any], t_ms: int) -> Record:
+    return ("meta", {"doc": doc, "t": t_ms})
+
+
 def reject(collector: str, notice: dict[str, Any]) -> Record:
     return ("reject", {"collector": collector, "notice": notice})
 
@@ -49,6 +53,8 @@ def apply(store: Any, records: list[Record]) -> int:
             store.write_result(body)
         elif kind == "health":
             store.write_health(body["collector"], body["dev"], body["fields"], body["t"])
+        elif kind == "meta":
+            store.write_meta(body["doc"], body["t"])
         elif kind == "reject":
             store.write_reject(body["collector"], body["notice"])
         else:

@@ -23,27 +23,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_scoring_arguments(parser)
 
 
-def _channels(args: argparse.Namespace, store: Any, events: list[dict[str, Any]]) -> list[Any]:
+def _channels(args: argparse.Namespace, store: Any, events: list[dict[str, Any]]) -> Any:
+    """The run's channels (a sweep.channels.Choice): those named here, else those the run named, else
+    the power channels the stored metadata gives for the run; roles always from the stored metadata."""
     from ..sweep import channels as chans
     from ..sweep.cli import channels_from_args
     from ..sweep.evaluate import run_span
 
-    explicit = channels_from_args(args)
-    if explicit:
-        return explicit
     span = run_span(events)
     if span is None:
-        return []
-    found = chans.from_store(store, span[0], span[1])
+        return chans.Choice()
+    explicit = channels_from_args(args)
+    if explicit:
+        return chans.apply_roles(explicit, chans.stored_roles(store, span[0], span[1]))
     named = next(
         (e.get("channels") for e in events if e.get("event") == "run_start" and e.get("channels")), None
     )
-    if named:
-        # The run named its channels; keep those (roles still come from what the store holds).
-        keep = set(named)
-        inlets = [s for s in found if s.role == "inlet"]
-        found = [s for s in found if s.key in keep] + [s for s in inlets if s.key not in keep]
-    return found
+    return chans.from_store(store, span[0], span[1], named)
 
 
 def load(args: argparse.Namespace, store: Any) -> tuple[Any, str] | str:
@@ -63,7 +59,8 @@ def load(args: argparse.Namespace, store: Any) -> tuple[Any, str] | str:
     if not events and stored is None:
         recent = ", ".join(store.runs()[:10]) or "none"
         return f"no run {run!r} in the store (recent runs: {recent})"
-    specs = _channels(args, store, events) if events else []
+    choice = _channels(args, store, events) if events else chans.Choice()
+    specs = choice.specs
     offsets = offsets_from_args(args)
     deadband = 0.0
     if offsets is None:
@@ -83,6 +80,7 @@ def load(args: argparse.Namespace, store: Any) -> tuple[Any, str] | str:
         limits_from_args(args),
         cost_from_args(args),
         deadband_ms=deadband,
+        channel_problems=choice.problems,
     )
     return ev, run
 
@@ -122,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
                 checks=ev.checks,
                 summary=ev.result.get("summary"),
                 calibrated=ev.calibrated,
+                channels=ev.result.get("channels"),
             )
         if args.html:
             from .html import write_html

@@ -256,6 +256,35 @@ def _clocks_html(clock: Mapping[str, Any]) -> str:
     )
 
 
+def _channels_html(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The channels the run used: the power ones are what was summed."""
+    if not rows:
+        return ""
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f"<td>{html.escape(str(v))}</td>"
+            for v in (
+                r["dev"],
+                r["ch"],
+                r.get("meter", "unknown"),
+                "power (summed)" if r.get("role") == "power" else r.get("role", ""),
+                r.get("node", ""),
+                fmt_count(r.get("samples", 0)),
+            )
+        )
+        + "</tr>"
+        for r in rows
+    )
+    return (
+        "<h2>Channels</h2><p class=meta>Only channels whose role is server power are summed; samples "
+        "are the usable ones inside the measurement windows.</p><table><thead><tr><th>device</th>"
+        "<th>channel</th><th>meter</th><th>role</th><th>node</th><th>samples</th></tr></thead><tbody>"
+        + body
+        + "</tbody></table>"
+    )
+
+
 def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None, ops_label: str = "ops") -> str:
     """The page as a string. fetch (Store.series) adds the power traces; without it they are left out."""
     result = evaluation.result
@@ -315,6 +344,9 @@ def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None, ops_la
     clocks = _clocks_html(getattr(evaluation, "clock", {}))
     if clocks:
         parts.append(clocks)
+    channels = _channels_html(result.get("channels") or [])
+    if channels:
+        parts.append(channels)
     parts.append("</body></html>")
     return "\n".join(parts)
 

@@ -131,6 +131,26 @@ def checks_table(checks: Sequence[Check], compact: bool = True) -> Any:
     return table
 
 
+def channels_table(rows: Sequence[dict[str, Any]]) -> Any:
+    """The channels a run used (the result's `channels`): the power ones are what was summed."""
+    from rich.table import Table
+
+    table = Table(title="Channels", header_style="bold", show_edge=False, box=None, pad_edge=False)
+    for col in ("device", "channel", "meter", "role", "node", "samples"):
+        table.add_column(col, justify="right" if col == "samples" else "left")
+    for r in rows:
+        role = "power (summed)" if r.get("role") == "power" else str(r.get("role", ""))
+        table.add_row(
+            str(r["dev"]),
+            str(r["ch"]),
+            str(r.get("meter", "unknown")),
+            role,
+            str(r.get("node", "")),
+            fmt_count(r.get("samples", 0)),
+        )
+    return table
+
+
 def report_renderables(
     levels: Sequence[LevelScore],
     overall: float,
@@ -140,6 +160,7 @@ def report_renderables(
     checks: Sequence[Check] | None = None,
     summary: dict[str, Any] | None = None,
     calibrated: float | None = None,
+    channels: Sequence[dict[str, Any]] | None = None,
 ) -> list[RenderableType]:
     """Everything the terminal shows for a scored run, as rich renderables."""
     from rich.text import Text
@@ -171,6 +192,8 @@ def report_renderables(
             )
     if facts:
         out.append(Text(" · ".join(facts)))
+    if channels:
+        out.append(channels_table(channels))
     if valid is not None:
         out.append(
             Text(

@@ -46,6 +46,9 @@ class Store(Protocol):
 
     def write_reject(self, collector: str, reject: dict[str, Any]) -> None: ...
 
+    def write_meta(self, meta: dict[str, Any], t_ms: int) -> None:
+        """A validated metadata document of a device as the collector received it at t_ms."""
+
     def flush(self) -> None:
         """Block until everything written so far is durable."""
 
@@ -65,6 +68,22 @@ class Store(Protocol):
 
     def result(self, run: str) -> dict[str, Any] | None: ...
 
+    def meta_history(self, start_ms: int, end_ms: int) -> list[tuple[int, dict[str, Any]]]:
+        """Device metadata in effect during the span, as (store time, document), oldest first: for each
+        device the last document stored at or before start_ms and every later one up to end_ms."""
+
     def count_samples(self, dev: str | None = None) -> int: ...
 
     def close(self) -> None: ...
+
+
+def in_effect(rows: list[tuple[int, dict[str, Any]]], start_ms: int) -> list[tuple[int, dict[str, Any]]]:
+    """From (time, document) rows up to a span's end, oldest first: what applied during the span, i.e.
+    per device the last one at or before start_ms and all later ones."""
+    before: dict[str, int] = {}
+    for i, (t, doc) in enumerate(rows):
+        if t <= start_ms:
+            before[str(doc.get("dev"))] = i
+    return [
+        (t, doc) for i, (t, doc) in enumerate(rows) if t > start_ms or before.get(str(doc.get("dev"))) == i
+    ]

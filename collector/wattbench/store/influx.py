@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from . import lineproto
-from .base import Series
+from .base import Series, in_effect
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +215,9 @@ class InfluxStore:
     def write_reject(self, collector: str, reject: dict[str, Any]) -> None:
         self._add(lineproto.reject_line(collector, reject))
 
+    def write_meta(self, meta: dict[str, Any], t_ms: int) -> None:
+        self._add(lineproto.meta_line(meta, t_ms))
+
     def pending(self) -> int:
         return len(self._pending)
 
@@ -383,6 +386,8 @@ class InfluxStore:
         for r in rows:
             event: dict[str, Any] = {"v": 1, "t": r.pop("time")}
             event.update({k: v for k, v in r.items() if v is not None})
+            if isinstance(event.get("channels"), str):
+                event["channels"] = [c for c in event["channels"].split(",") if c]
             out.append(event)
         out.sort(key=lambda e: (e.get("n", 0), e["t"]))
         return out
@@ -402,6 +407,8 @@ class InfluxStore:
                 out["t"] = r["time"]
                 out["overall"] = r.get("overall")
                 out["valid"] = r.get("valid")
+                if r.get("channels"):
+                    out["channels"] = json.loads(r["channels"])
             else:
                 level = {
                     k: v
@@ -410,6 +417,13 @@ class InfluxStore:
                 }
                 out["levels"].append(level)
         return out
+
+    def meta_history(self, start_ms: int, end_ms: int) -> list[tuple[int, dict[str, Any]]]:
+        rows = self.query(f'SELECT "doc" FROM wb_meta WHERE time <= {int(end_ms)}ms GROUP BY "dev"')
+        out = sorted(
+            ((int(r["time"]), json.loads(r["doc"])) for r in rows if r.get("doc")), key=lambda x: x[0]
+        )
+        return in_effect(out, int(start_ms))
 
     def count_samples(self, dev: str | None = None) -> int:
         where = f" WHERE dev = {_q(dev)}" if dev else ""

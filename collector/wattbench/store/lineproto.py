@@ -9,6 +9,7 @@ names so that a JSON 231 never lands as an integer in a float field.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import wattbench_schema as contract
@@ -112,20 +113,38 @@ def status_fields(status: dict[str, Any]) -> dict[str, Any]:
 
 
 def phase_fields(event: dict[str, Any]) -> dict[str, Any]:
-    return {k: event.get(k) for k in LAYOUT["wb_phase"]["fields"]}
+    fields = {k: event.get(k) for k in LAYOUT["wb_phase"]["fields"]}
+    # A field holds no list: the channels a run names are kept as one comma-separated string (the
+    # DEV/CH pattern has no comma), and InfluxStore.phases splits them again.
+    if isinstance(fields.get("channels"), list):
+        fields["channels"] = ",".join(fields["channels"])
+    return fields
+
+
+def meta_fields(meta: dict[str, Any]) -> dict[str, Any]:
+    """The whole document is kept (doc), since scoring needs every channel's role, node and meter as
+    they were; fw, board and the channel count are there for dashboards."""
+    return {
+        "fw": meta.get("fw"),
+        "board": meta.get("board"),
+        "channels": len(meta.get("channels", [])),
+        "doc": json.dumps(meta, separators=(",", ":"), sort_keys=True),
+    }
 
 
 def result_points(result: dict[str, Any]) -> list[tuple[dict[str, str], dict[str, Any]]]:
     """(tags, fields) per level plus the phase=overall point of the run."""
     out = []
-    level_fields = [k for k in LAYOUT["wb_result"]["fields"] if k not in ("overall", "valid")]
+    level_fields = [k for k in LAYOUT["wb_result"]["fields"] if k not in ("overall", "valid", "channels")]
     for level in result.get("levels", []):
         fields = {k: level.get(k) for k in level_fields}
         fields["valid"] = result["valid"]
         out.append(({"run": result["run"], "phase": level["phase"]}, fields))
-    out.append(
-        ({"run": result["run"], "phase": "overall"}, {"overall": result["overall"], "valid": result["valid"]})
-    )
+    overall: dict[str, Any] = {"overall": result["overall"], "valid": result["valid"]}
+    if result.get("channels"):
+        # The channels a run summed, as compact JSON: a report read back from the store lists them too.
+        overall["channels"] = json.dumps(result["channels"], separators=(",", ":"))
+    out.append(({"run": result["run"], "phase": "overall"}, overall))
     return out
 
 
@@ -145,6 +164,10 @@ def result_lines(result: dict[str, Any]) -> list[str]:
 
 def health_line(collector: str, dev: str, fields: dict[str, float | int], t_ms: int) -> str | None:
     return point_line("wb_health", {"dev": dev, "collector": collector}, dict(fields), t_ms)
+
+
+def meta_line(meta: dict[str, Any], t_ms: int) -> str | None:
+    return point_line("wb_meta", {"dev": meta["dev"]}, meta_fields(meta), t_ms)
 
 
 def reject_line(collector: str, reject: dict[str, Any]) -> str | None:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import lineproto
-from .base import Series
+from .base import Series, in_effect
 
 SAMPLE_FLOATS = ("W", "V", "A", "PF", "Hz", "Wh", "T", "RH", "u", "Wmin", "Wmax")
 SAMPLE_COLS = ("dev", "ch", "time", "sub", "s", "f", "n", *SAMPLE_FLOATS)
@@ -64,6 +64,10 @@ CREATE TABLE IF NOT EXISTS wb_result (
   run TEXT NOT NULL, phase TEXT NOT NULL, time INTEGER NOT NULL, {", ".join(f'"{c}"' for c in RESULT_COLS)}, doc TEXT,
   PRIMARY KEY (run, phase, time)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS wb_meta (
+  dev TEXT NOT NULL, time INTEGER NOT NULL, fw TEXT, board TEXT, channels INTEGER, doc TEXT NOT NULL,
+  PRIMARY KEY (dev, time)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS wb_reject (
   reason TEXT NOT NULL, collector TEXT NOT NULL, time INTEGER NOT NULL, topic TEXT, dev TEXT, detail TEXT, size INTEGER,
   PRIMARY KEY (reason, collector, time)
@@ -81,6 +85,7 @@ INSERT_STATUS = _insert("wb_status", ("dev", "time", *STATUS_COLS, "doc"))
 INSERT_HEALTH = _insert("wb_health", ("dev", "collector", "time", *HEALTH_COLS))
 INSERT_PHASE = _insert("wb_phase", ("run", "phase", "event", "time", *PHASE_COLS, "doc"))
 INSERT_RESULT = _insert("wb_result", ("run", "phase", "time", *RESULT_COLS, "doc"))
+INSERT_META = _insert("wb_meta", ("dev", "time", "fw", "board", "channels", "doc"))
 INSERT_REJECT = _insert("wb_reject", ("reason", "collector", "time", "topic", "dev", "detail", "size"))
 
 
@@ -105,6 +110,8 @@ class SqliteStore:
         self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
         self._db.executescript(SCHEMA)
         self._add_missing_columns("wb_health", HEALTH_COLS)
+        self._add_missing_columns("wb_phase", PHASE_COLS)
+        self._add_missing_columns("wb_result", RESULT_COLS)
         self._lock = threading.RLock()
         self._pending: list[tuple[str, list[tuple[Any, ...]]]] = []
         self._samples: list[tuple[Any, ...]] = []
@@ -187,6 +194,10 @@ class SqliteStore:
                 reject.get("size"),
             ),
         )
+
+    def write_meta(self, meta: dict[str, Any], t_ms: int) -> None:
+        f = lineproto.meta_fields(meta)
+        self._queue(INSERT_META, (meta["dev"], int(t_ms), f["fw"], f["board"], f["channels"], f["doc"]))
 
     def pending(self) -> int:
         return len(self._samples) + len(self._pending)
@@ -275,6 +286,10 @@ class SqliteStore:
             "SELECT doc FROM wb_result WHERE run = ? AND phase = 'overall' ORDER BY time DESC LIMIT 1", (run,)
         )
         return json.loads(rows[0][0]) if rows else None
+
+    def meta_history(self, start_ms: int, end_ms: int) -> list[tuple[int, dict[str, Any]]]:
+        rows = self._rows("SELECT time, doc FROM wb_meta WHERE time <= ? ORDER BY time, dev", (int(end_ms),))
+        return in_effect([(int(t), json.loads(doc)) for t, doc in rows], int(start_ms))
 
     def count_samples(self, dev: str | None = None) -> int:
         if dev is None:

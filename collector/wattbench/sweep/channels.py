@@ -1,8 +1,12 @@
 """Which device channels a run uses, and how far each device's clock is from the sweep host's.
 
-Channels come, in order of preference, from the command line, from the appliances' retained metadata
-on the broker (role, node and sample rate), or from what the store holds for the run's time span
-(a channel carrying W is power, one carrying only T is the inlet probe).
+Only channels whose role is server power (`power`) are summed; `inlet` channels give the inlet
+temperature. A role comes from the device's metadata (meta topic, kept in the store by the collector as
+it changes), never from what a channel happens to carry. A sweep binds to its channels before it
+starts: those named with --channel, or else the power channels of the one appliance that is online and
+publishing power (bind_from_survey). Scoring a stored run takes the channels the run named, or else the
+power channels the stored metadata gives for the run's span (from_store). A channel with no known role
+is not summed; when it carries power the run fails the `channels` check with the reason.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import math
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..align import ChannelSpec
@@ -51,78 +56,277 @@ def parse_offset(text: str) -> tuple[str, float]:
         raise ValueError(f"bad clock offset {text!r}: use DEVICE=MILLISECONDS") from None
 
 
-def from_meta(metas: Iterable[Mapping[str, Any]]) -> list[ChannelSpec]:
-    """Channel specs from appliance metadata messages (meta.schema.json)."""
-    out = []
-    for meta in metas:
-        dev = meta.get("dev")
-        for ch in meta.get("channels", []):
-            q = set(ch.get("q", []))
-            role = ch.get("role")
-            if role is None:
-                role = "power" if "W" in q else ("inlet" if "T" in q else "other")
-            if role not in ("power", "inlet"):
-                continue
-            if role == "power" and "W" not in q:
-                continue
-            out.append(ChannelSpec(str(dev), str(ch["c"]), role=role, node=ch.get("node"), hz=ch.get("hz")))
-    return sorted(out, key=lambda s: (s.dev, s.ch))
+class ChannelError(ValueError):
+    """The channels cannot be chosen without guessing; the message says why and what to do."""
 
 
-def read_meta(client_factory: Any, timeout: float = 2.0, quiet: float = 0.5) -> list[dict[str, Any]]:
-    """Retained metadata of every appliance on the broker. client_factory() returns a connected paho
-    client with its network loop running; it is disconnected here."""
+@dataclass(frozen=True)
+class KnownRole:
+    """What the metadata said about a channel. role is None when it is not known, and problem says why."""
+
+    role: str | None
+    meter: str | None = None
+    node: str | None = None
+    hz: float | None = None
+    problem: str = ""
+
+
+def roles_from_metas(docs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], KnownRole]:
+    """Each channel's role from metadata documents, oldest first. Meter, node and rate are the latest;
+    the role is known only when every document states the same one."""
+    seen: dict[tuple[str, str], list[str | None]] = {}
+    last: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for doc in docs:
+        for ch in doc.get("channels", []):
+            key = (str(doc.get("dev")), str(ch.get("c")))
+            seen.setdefault(key, []).append(ch.get("role"))
+            last[key] = ch
+    out: dict[tuple[str, str], KnownRole] = {}
+    for key, roles in seen.items():
+        ch = last[key]
+        hz = ch.get("hz")
+        base = KnownRole(
+            None,
+            meter=ch.get("meter"),
+            node=ch.get("node"),
+            hz=float(hz) if hz is not None else None,
+        )
+        distinct = sorted({str(r) if r else "none" for r in roles})
+        if len(distinct) > 1:
+            out[key] = replace(base, problem=f"its role changed during the run ({', '.join(distinct)})")
+        elif roles[-1] is None:
+            out[key] = replace(base, problem="its metadata states no role")
+        else:
+            out[key] = replace(base, role=str(roles[-1]))
+    return out
+
+
+def stored_roles(store: Any, start_ms: int, end_ms: int) -> dict[tuple[str, str], KnownRole]:
+    """Roles as the store's metadata gave them during the span."""
+    return roles_from_metas(doc for _, doc in store.meta_history(int(start_ms), int(end_ms)))
+
+
+def with_meta(spec: ChannelSpec, known: KnownRole | None) -> ChannelSpec:
+    """A named spec completed by what the metadata says (node, rate, meter); what was named wins."""
+    if known is None:
+        return spec
+    return replace(
+        spec,
+        node=spec.node or known.node,
+        hz=spec.hz or known.hz,
+        meter=spec.meter or known.meter,
+    )
+
+
+@dataclass
+class Choice:
+    """The channels a run uses, the problems that fail its `channels` check, and notes on the channels
+    left out for a good reason (shown, not failed)."""
+
+    specs: list[ChannelSpec] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def apply_roles(named: Sequence[ChannelSpec], roles: Mapping[tuple[str, str], KnownRole]) -> Choice:
+    """Named channels checked against their metadata: one named as power whose metadata gives it another
+    role is refused; one whose role is not known is taken as named (the operator or the run stated it)."""
+    out = Choice()
+    for spec in named:
+        known = roles.get((spec.dev, spec.ch))
+        if known is not None and known.role is not None and known.role != spec.role:
+            out.problems.append(
+                f"{spec.key} was named as {spec.role} but its metadata gives role {known.role}: not used"
+            )
+            continue
+        out.specs.append(with_meta(spec, known))
+    return out
+
+
+def from_store(store: Any, start_ms: int, end_ms: int, named: Sequence[str] | None = None) -> Choice:
+    """The channels of a stored run. With the run's named channels: those (checked against the stored
+    roles), plus inlet probes. Without: every channel with samples in the span whose stored role is power
+    or inlet; one that carries power but has no known role is not summed and is a problem."""
+    roles = stored_roles(store, start_ms, end_ms)
+    found = store.channels(start_ms, end_ms)
+    if named:
+        specs = []
+        for key in named:
+            dev, ch = key.split("/", 1)
+            known = roles.get((dev, ch))
+            # A run names its power and inlet channels alike; the stored role tells which is which.
+            role = known.role if known is not None and known.role == "inlet" else "power"
+            specs.append(ChannelSpec(dev, ch, role))
+        choice = apply_roles(specs, roles)
+        keys = set(named)
+        for dev, ch in found:
+            known = roles.get((dev, ch))
+            if f"{dev}/{ch}" not in keys and known is not None and known.role == "inlet":
+                choice.specs.append(with_meta(ChannelSpec(dev, ch, "inlet"), known))
+        return choice
+    out = Choice()
+    for dev, ch in found:
+        key = f"{dev}/{ch}"
+        known = roles.get((dev, ch))
+        if known is not None and known.role in ("power", "inlet"):
+            out.specs.append(with_meta(ChannelSpec(dev, ch, known.role), known))
+        elif known is not None and known.role is not None:
+            out.notes.append(f"{key}: role {known.role}, not summed")
+        elif _has_power(store, dev, ch, start_ms, end_ms):
+            why = known.problem if known is not None else "no metadata of its device is stored for the run"
+            out.problems.append(
+                f"{key} carries power but {why}: not summed (name the server's channels with --channel)"
+            )
+    if not any(s.role == "power" for s in out.specs) and not out.problems:
+        out.problems.append("no channel with role power has samples in the run")
+    return out
+
+
+def _has_power(store: Any, dev: str, ch: str, start_ms: int, end_ms: int) -> bool:
+    s = store.series(dev, ch, start_ms, end_ms, ("W",))
+    return bool(s.values["W"].size) and bool((~_nan(s.values["W"])).any())
+
+
+@dataclass
+class Survey:
+    """What the broker says about the appliances: retained metadata and status, and which channels
+    published power while it listened."""
+
+    metas: dict[str, dict[str, Any]] = field(default_factory=dict)
+    states: dict[str, str] = field(default_factory=dict)
+    publishing: set[tuple[str, str]] = field(default_factory=set)
+    listened_s: float = 0.0
+
+
+def survey(client_factory: Any, listen_s: float = 5.0, quiet: float = 0.5) -> Survey:
+    """Retained metadata and status of every appliance, and the channels that publish W within
+    listen_s (less once every online appliance's power channels have been heard). client_factory()
+    returns a connected paho client with its network loop running; it is disconnected here."""
     import threading
 
     from wattbench_schema import jsonschema_validator, match_topic, strict_loads, subscription
 
-    validator = jsonschema_validator("meta")
-    found: dict[str, dict[str, Any]] = {}
+    validators = {k: jsonschema_validator(k) for k in ("meta", "status")}
+    out = Survey()
     last = [time.monotonic()]
     lock = threading.Lock()
 
     def on_message(client: Any, userdata: Any, msg: Any) -> None:
         kind = match_topic(msg.topic)
-        if kind is None or kind[0] != "meta":
+        if kind is None or kind[0] not in ("meta", "status", "samples"):
             return  # some brokers deliver more than the filter asked for
         try:
             doc = strict_loads(msg.payload)
-            validator.validate(doc)
+            if kind[0] in validators:
+                validators[kind[0]].validate(doc)
         except Exception as exc:
-            log.warning("ignoring metadata on %s: %s", msg.topic, getattr(exc, "message", exc))
+            log.warning("ignoring %s on %s: %s", kind[0], msg.topic, getattr(exc, "message", exc))
+            return
+        if not isinstance(doc, dict):
             return
         with lock:
-            found[doc["dev"]] = doc
-            last[0] = time.monotonic()
+            if kind[0] == "meta":
+                out.metas[doc["dev"]] = doc
+                last[0] = time.monotonic()
+            elif kind[0] == "status":
+                out.states[doc["dev"]] = doc["state"]
+                last[0] = time.monotonic()
+            else:
+                dev = doc.get("dev")
+                for row in doc.get("samples") or []:
+                    if isinstance(row, dict) and isinstance(row.get("W"), (int, float)):
+                        out.publishing.add((str(dev), str(row.get("c"))))
+
+    def heard_all() -> bool:
+        for dev, meta in out.metas.items():
+            if out.states.get(dev) != "online":
+                continue
+            for ch in meta.get("channels", []):
+                if ch.get("role") == "power" and (dev, ch.get("c")) not in out.publishing:
+                    return False
+        return bool(out.metas)
 
     client = client_factory()
+    t0 = time.monotonic()
     try:
         client.on_message = on_message
-        client.subscribe(subscription("meta"), qos=1)
-        # Retained messages arrive right after SUBSCRIBE; stop once they have stopped coming.
-        deadline = time.monotonic() + timeout
+        for kind in ("meta", "status", "samples"):
+            client.subscribe(subscription(kind), qos=1)
+        deadline = t0 + listen_s
         while time.monotonic() < deadline:
             with lock:
-                if found and time.monotonic() - last[0] > quiet:
+                if time.monotonic() - last[0] > quiet and heard_all():
                     break
             time.sleep(0.05)
     finally:
         client.disconnect()
         client.loop_stop()
-    return list(found.values())
+    out.listened_s = time.monotonic() - t0
+    return out
 
 
-def from_store(store: Any, start_ms: int, end_ms: int) -> list[ChannelSpec]:
-    """Channels with samples in the span, with their role told from what they carry."""
-    out = []
-    for dev, ch in store.channels(start_ms, end_ms):
-        s = store.series(dev, ch, start_ms, end_ms, ("W", "T"))
-        has_w = bool(s.values["W"].size) and bool((~_nan(s.values["W"])).any())
-        has_t = bool(s.values["T"].size) and bool((~_nan(s.values["T"])).any())
-        if has_w:
-            out.append(ChannelSpec(dev, ch, "power"))
-        elif has_t:
-            out.append(ChannelSpec(dev, ch, "inlet"))
+# A device whose samples reach the store within this much of now (either way: its clock may be off) is
+# taken as publishing.
+RECENT_MS = 30_000
+
+
+def survey_store(store: Any, now_ms: int) -> Survey:
+    """The same survey from the store, for a sweep without a broker: the latest stored metadata, and
+    as online the devices whose power channels have samples around now."""
+    out = Survey(listened_s=RECENT_MS / 1000)
+    for _, doc in store.meta_history(now_ms, now_ms):
+        out.metas[str(doc["dev"])] = doc
+    for dev, meta in out.metas.items():
+        for ch in meta.get("channels", []):
+            if ch.get("role") == "power" and _has_power(
+                store, dev, str(ch["c"]), now_ms - RECENT_MS, now_ms + RECENT_MS
+            ):
+                out.publishing.add((dev, str(ch["c"])))
+                out.states[dev] = "online"
+        out.states.setdefault(dev, "silent")
+    return out
+
+
+def bind_from_survey(s: Survey) -> Choice:
+    """The power channels of the one appliance that is online (retained status) and publishing power,
+    and that appliance's inlet probes. Offline appliances, channels of other roles and channels with no
+    stated role are left out, each with a note. More than one such appliance is ambiguous: several
+    benches may share a broker, so the operator names the channels (ChannelError)."""
+    out = Choice()
+    taken: dict[str, list[ChannelSpec]] = {}
+    for dev in sorted(s.metas):
+        state = s.states.get(dev)
+        if state != "online":
+            out.notes.append(f"{dev}: {state or 'no retained status'}, not taken")
+            continue
+        specs: list[ChannelSpec] = []
+        inlets: list[ChannelSpec] = []
+        for ch in s.metas[dev].get("channels", []):
+            known = roles_from_metas([{"dev": dev, "channels": [ch]}])[(dev, str(ch["c"]))]
+            key = f"{dev}/{ch['c']}"
+            if known.role == "power":
+                if (dev, str(ch["c"])) in s.publishing:
+                    specs.append(with_meta(ChannelSpec(dev, str(ch["c"]), "power"), known))
+                else:
+                    out.notes.append(f"{key}: published no power in {s.listened_s:.0f} s, not taken")
+            elif known.role == "inlet":
+                inlets.append(with_meta(ChannelSpec(dev, str(ch["c"]), "inlet"), known))
+            elif known.role is None:
+                out.notes.append(f"{key}: {known.problem}, not summed")
+            else:
+                out.notes.append(f"{key}: role {known.role}, not summed")
+        if specs:
+            taken[dev] = specs + inlets
+    if len(taken) > 1:
+        listed = "; ".join(
+            f"{d} ({', '.join(x.key for x in v if x.role == 'power')})" for d, v in taken.items()
+        )
+        raise ChannelError(
+            f"{len(taken)} appliances are online and publishing power ({listed}): "
+            "name this server's channels with --channel DEV/CH (repeat it)"
+        )
+    for specs in taken.values():
+        out.specs.extend(specs)
     return out
 
 

@@ -1,8 +1,9 @@
 """`wattbench sweep`: drive this server through graduated loads and score its work per watt.
 
-Exit codes: 0 valid run, 1 run complete but invalid (a check failed), 2 bad arguments or configuration,
-3 broker or store unreachable, 4 the workload could not run, 130 interrupted (a partial result is still
-published, marked invalid).
+Exit codes: 0 valid run, 1 run complete but invalid (a check failed), 2 bad arguments or configuration
+(also when the power channels cannot be chosen without a guess, see docs/sweep.md), 3 broker or store
+unreachable, 4 the workload could not run, 130 interrupted (a partial result is still published, marked
+invalid).
 """
 
 from __future__ import annotations
@@ -220,6 +221,7 @@ def emit_outputs(evaluation: Any, args: argparse.Namespace, fetch: Any = None, c
         checks=evaluation.checks,
         summary=evaluation.result.get("summary"),
         calibrated=evaluation.calibrated,
+        channels=evaluation.result.get("channels"),
     )
     if getattr(args, "json_out", None):
         with open(args.json_out, "w") as f:
@@ -244,6 +246,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from ..workloads.base import WorkloadError
+    from .channels import ChannelError
     from .driver import new_run_id
     from .progress import LogDisplay, RichDisplay
     from .publish import SinkError
@@ -283,10 +286,16 @@ def run(args: argparse.Namespace) -> int:
         cost=cost,
         display=display,
         wait_data_s=args.wait_data,
+        announce=lambda line: print(f"wattbench sweep: {line}", file=sys.stderr),
     )
     _stop_on_sigterm()
     try:
         outcome = run_sweep(setup)
+    except ChannelError as exc:
+        print(f"wattbench sweep: {exc}", file=sys.stderr)
+        if store is not None:
+            store.close()
+        return EXIT_CONFIG
     except SinkError as exc:
         print(f"wattbench sweep: {exc}", file=sys.stderr)
         if store is not None:

@@ -82,12 +82,14 @@ def evaluate(
     calibration_use: int = DEFAULT_CALIBRATION_USE,
     now_ms: int | None = None,
     deadband_ms: float = 0.0,
+    channel_problems: Sequence[str] = (),
 ) -> Evaluation:
     """Score a run. fetch may be None (no store): the levels then have ops but no power.
 
     offsets_ms are device-minus-host clock offsets as measured, one per device or a ClockTrack when the
     offset changed during the run; alignment shifts each window by its offset when beyond deadband_ms,
-    and the clock_skew check judges the largest of each device."""
+    and the clock_skew check judges the largest of each device. channel_problems are reasons the
+    channels could not all be chosen as asked; they fail the `channels` check."""
     tracks, measured, offsets = clock_figures(offsets_ms or {}, deadband_ms)
     steps = {k: len(t.steps) for k, t in tracks.items() if t.steps}
     windows = al.windows_from_events(events)
@@ -128,9 +130,14 @@ def evaluate(
     levels = [_level(wp, calibrated) for wp in aligned]
     summary = sc.summarize(levels, run_energy, cost)
     checks = cp.check_run(levels, aligned, measured, planned, interrupted, limits, steps)
+    if fetch is not None:
+        checks = cp.fit([cp.check_channels(aligned, channel_problems), *checks])
     result = build_result(
         run, levels, checks, summary, calibrated, workload_name(events), interrupted, now_ms
     )
+    listed = channel_rows(channels, aligned) if fetch is not None else []
+    if listed:
+        result["channels"] = listed
     return Evaluation(
         run,
         result,
@@ -146,6 +153,29 @@ def evaluate(
         measured,
         tracks,
     )
+
+
+def channel_rows(
+    channels: Sequence[al.ChannelSpec], aligned: Sequence[al.WindowPower]
+) -> list[dict[str, Any]]:
+    """The channels the run used, for every report: power channels are the ones summed, inlet channels
+    gave the inlet temperature; samples counts the usable ones inside the scored windows."""
+    counts: dict[str, int] = {}
+    for wp in aligned:
+        for c in wp.channels:
+            counts[c.spec.key] = counts.get(c.spec.key, 0) + c.n
+    rows = []
+    for s in channels:
+        if s.role not in ("power", "inlet"):
+            continue
+        row: dict[str, Any] = {"dev": s.dev, "ch": s.ch, "role": s.role}
+        if s.meter:
+            row["meter"] = s.meter[:32]
+        if s.role == "power":
+            row["node"] = s.node_name[:32]
+        row["samples"] = counts.get(s.key, 0)
+        rows.append(row)
+    return rows[:256]
 
 
 def clock_figures(

@@ -4,7 +4,8 @@ then publish the result (retained) and store it. Shared by `wattbench sweep` and
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +71,9 @@ class SweepSetup:
     wait_data_s: float = 20.0
     deadband_ms: float = chans.DEFAULT_DEADBAND_MS
     extra_sinks: Sequence[Sink] = ()
+    # Told the chosen channels (and those left out, with why) before the run begins.
+    announce: Callable[[str], None] | None = None
+    listen_s: float = 5.0  # how long to listen for appliances publishing power when none is named
 
 
 @dataclass
@@ -80,19 +84,65 @@ class Outcome:
     data_complete: bool
 
 
-def discover_channels(setup: SweepSetup) -> list[ChannelSpec] | None:
+def bind_channels(setup: SweepSetup) -> chans.Choice:
+    """The channels this sweep sums, chosen before it starts: the ones named (checked against their
+    metadata), or else the power channels of the one appliance online and publishing power, seen on the
+    broker or, without one, in the store. Raises ChannelError when that cannot be done without a
+    guess; with neither broker nor store the run measures ops only."""
     if setup.channels:
-        return list(setup.channels)
+        roles: dict[tuple[str, str], chans.KnownRole] = {}
+        if setup.mqtt is not None:
+            seen = chans.survey(_meta_client(setup), listen_s=min(setup.listen_s, 2.0))
+            roles = chans.roles_from_metas(seen.metas.values())
+            offline = sorted({s.dev for s in setup.channels if seen.states.get(s.dev) == "offline"})
+            if offline:
+                raise chans.ChannelError(
+                    f"{', '.join(offline)}: offline (retained status), cannot be measured"
+                )
+        elif setup.store is not None:
+            now = int(time.time() * 1000)
+            roles = chans.stored_roles(setup.store, now, now)
+        choice = chans.apply_roles(setup.channels, roles)
+        if choice.problems:
+            raise chans.ChannelError("; ".join(choice.problems))
+        return choice
     if setup.mqtt is not None:
-        try:
-            metas = chans.read_meta(lambda: setup.mqtt.client(f"wattbench-meta-{setup.run}"))  # type: ignore[union-attr]
-        except Exception as exc:
-            log.warning("could not read appliance metadata: %s", exc)
-            metas = []
-        found = chans.from_meta(metas)
-        if found:
-            return found
-    return None
+        seen = chans.survey(_meta_client(setup), listen_s=setup.listen_s)
+    elif setup.store is not None:
+        seen = chans.survey_store(setup.store, int(time.time() * 1000))
+    else:
+        return chans.Choice()  # no broker and no store: the run measures ops only, and says so
+    choice = chans.bind_from_survey(seen)
+    if not any(s.role == "power" for s in choice.specs) and setup.store is not None:
+        where = (
+            "on the broker (may this user read wattbench/v1/dev/+/meta?)" if setup.mqtt else "in the store"
+        )
+        why = "; ".join(choice.notes) or f"no appliance metadata found {where}"
+        raise chans.ChannelError(
+            f"no appliance is online and publishing power ({why}): name the channels with --channel DEV/CH"
+        )
+    return choice
+
+
+def _meta_client(setup: SweepSetup) -> Callable[[], object]:
+    mqtt = setup.mqtt
+    assert mqtt is not None
+    return lambda: mqtt.client(f"wattbench-meta-{setup.run}")
+
+
+def describe(choice: chans.Choice) -> list[str]:
+    """The chosen channels as lines for the operator, before the run."""
+    lines = []
+    for s in choice.specs:
+        what = "summed as server power" if s.role == "power" else "inlet temperature"
+        extra = ", ".join(
+            x for x in (s.meter and f"meter {s.meter}", s.role == "power" and f"node {s.node_name}") if x
+        )
+        lines.append(f"channel {s.key}: {what}" + (f" ({extra})" if extra else ""))
+    if not any(s.role == "power" for s in choice.specs):
+        lines.append("no power channel: the run measures ops only")
+    lines.extend(f"left out: {note}" for note in choice.notes)
+    return lines
 
 
 def run_sweep(setup: SweepSetup) -> Outcome:
@@ -104,14 +154,17 @@ def run_sweep(setup: SweepSetup) -> Outcome:
         sinks.append(MqttSink(m.broker, f"wattbench-sweep-{setup.run}", m.username, m.password, m.tls_ca))
     fanout = Fanout(sinks)
     try:
-        specs = discover_channels(setup)
+        choice = bind_channels(setup)
+        for line in describe(choice):
+            (setup.announce or log.warning)(line)
+        specs = choice.specs
         driver = Driver(
             setup.run,
             setup.plan,
             setup.workload,
             fanout,
             display=setup.display,
-            channels=[s.key for s in specs or []],
+            channels=[s.key for s in specs],
         )
         record = driver.run()
         evaluation, specs, complete = score_record(setup, record, specs)
@@ -130,9 +183,17 @@ def score_record(
     deadband = 0.0 if setup.offsets_ms is not None else setup.deadband_ms
     complete = True
     fetch = None
+    problems: list[str] = []
+    specs = list(specs or [])
     if store is not None and record.start_ms is not None:
-        if specs is None:
-            specs = chans.from_store(store, record.start_ms, record.end_ms or record.start_ms)
+        end = record.end_ms or record.start_ms
+        # The roles the stored metadata gave during the run: a channel bound as power whose device
+        # changed its role meanwhile is not summed.
+        if specs:
+            choice = chans.apply_roles(specs, chans.stored_roles(store, record.start_ms, end))
+        else:
+            choice = chans.from_store(store, record.start_ms, end)
+        specs, problems = choice.specs, choice.problems
         devices = sorted({s.dev for s in specs})
         last_end = max((e["t"] for e in record.events if e["event"] == "measure_end"), default=None)
         if last_end is not None and specs:
@@ -148,7 +209,7 @@ def score_record(
         record.run,
         record.events,
         fetch,
-        specs or [],
+        specs,
         measured,
         setup.limits,
         setup.cost,
@@ -156,5 +217,6 @@ def score_record(
         interrupted=record.interrupted,
         calibration_use=setup.plan.calibration_use,
         deadband_ms=deadband,
+        channel_problems=problems,
     )
-    return evaluation, list(specs or []), complete
+    return evaluation, specs, complete

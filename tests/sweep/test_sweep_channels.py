@@ -1,0 +1,361 @@
+"""Which channels a run sums: only server power, by the role each device's metadata gave it during the
+run; a sweep binds to its appliances before it starts and says which; a chosen channel that falls
+silent fails the run by name; every report lists what it summed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sweep_synth import RUN, T0, MemoryStore, SeriesFetch, specpower_phases, sweep_events, trace
+
+import wattbench_schema as contract
+from wattbench.align import ChannelSpec
+from wattbench.ingest.pipeline import Pipeline
+from wattbench.report import cli as report_cli
+from wattbench.store.sqlite import SqliteStore
+from wattbench.sweep import channels as chans
+from wattbench.sweep.evaluate import evaluate
+
+
+def _meta(dev: str, *channels: dict[str, Any]) -> dict[str, Any]:
+    return {"v": 1, "dev": dev, "fw": "0.1.0", "board": "host", "channels": list(channels)}
+
+
+def _ch(c: str, role: str | None, node: str | None = "srv1", meter: str = "sim") -> dict[str, Any]:
+    out: dict[str, Any] = {"c": c, "meter": meter, "q": ["W"], "hz": 2}
+    if role is not None:
+        out["role"] = role
+    if node is not None:
+        out["node"] = node
+    return out
+
+
+def _stored_run(tmp_path: Path, meta: dict[str, Any], watts: dict[str, float], store: Any = None) -> Any:
+    """A run whose events name no channels, its samples, and the device's metadata as the collector
+    received it (retained, a minute before the run), in the embedded store unless another is given."""
+    store = store if store is not None else SqliteStore(tmp_path / "wb.sqlite")
+    pipeline = Pipeline("c1")
+    pipeline.handle(f"wattbench/v1/dev/{meta['dev']}/meta", contract.dumps(meta), T0 - 60_000)
+    batch, _ = pipeline.take()
+    from wattbench.ingest import records as rec
+
+    rec.apply(store, batch.records)
+    events = sweep_events(specpower_phases())
+    assert not any(e.get("channels") for e in events)
+    for e in events:
+        store.write_phase(e)
+    end = events[-1]["t"]
+    seq = 0
+    for ch, w in watts.items():
+        s = trace(meta["dev"], ch, T0 - 5000, end + 5000, 2, lambda t, w=w: np.full(t.shape, w))
+        rows = [
+            {"s": seq + i, "t": int(t), "c": ch, "W": float(v)}
+            for i, (t, v) in enumerate(zip(s.t_ms, s.values["W"], strict=True))
+        ]
+        seq += len(rows)
+        store.write_samples(meta["dev"], rows)
+    store.flush()
+    return store
+
+
+def _report(store: Any, *argv: str) -> Any:
+    parser = argparse.ArgumentParser()
+    report_cli.add_arguments(parser)
+    loaded = report_cli.load(parser.parse_args(["latest", "--no-inlet-required", *argv]), store)
+    assert not isinstance(loaded, str), loaded
+    return loaded[0]
+
+
+def test_a_channel_whose_role_is_other_is_never_summed(tmp_path: Path) -> None:
+    meta = _meta("bench", _ch("psu", "power"), _ch("aux", "other"))
+    store = _stored_run(tmp_path, meta, {"psu": 150.0, "aux": 40.0})
+    ev = _report(store)
+    watts = {r["phase"]: r["W"] for r in ev.result["levels"]}
+    assert watts and all(w == pytest.approx(150.0) for w in watts.values()), watts
+    assert ev.valid, [c for c in ev.checks if not c.ok]
+    listed = ev.result["channels"]
+    assert [(c["dev"], c["ch"], c["role"], c["meter"], c["node"]) for c in listed] == [
+        ("bench", "psu", "power", "sim", "srv1")
+    ]
+    assert listed[0]["samples"] > 0
+    contract.jsonschema_validator("result").validate(ev.result)
+    # every report lists them
+    from wattbench.report.html import render_html
+    from wattbench.report.jsonreport import report_dict
+    from wattbench.report.table import render_text
+
+    text = render_text(ev.levels, ev.result["overall"], valid=ev.valid, channels=ev.result["channels"])
+    row = next(line for line in text.splitlines() if line.strip().startswith("bench"))
+    assert row.split()[:5] == ["bench", "psu", "sim", "power", "(summed)"] and "aux" not in text
+    page = render_html(ev, store.series)
+    assert "<h2>Channels</h2>" in page and "<td>psu</td>" in page and "<td>aux</td>" not in page
+    assert report_dict(ev, detail=False)["channels"] == listed
+    store.close()
+
+
+@pytest.mark.services
+def test_scoring_from_influxdb_alone_sums_only_server_power(tmp_path: Path, influxdb: Any) -> None:
+    from wattbench.store import open_store
+
+    store = open_store(influxdb.url, db=influxdb.db)
+    meta = _meta("bench", _ch("psu", "power"), _ch("aux", "other"))
+    _stored_run(tmp_path, meta, {"psu": 150.0, "aux": 40.0}, store)
+    ev = _report(store)
+    assert ev.valid, [c for c in ev.checks if not c.ok]
+    assert all(r["W"] == pytest.approx(150.0) for r in ev.result["levels"])
+    assert [(c["dev"], c["ch"], c["role"]) for c in ev.result["channels"]] == [("bench", "psu", "power")]
+    store.close()
+
+
+def test_a_channel_without_a_stated_role_is_not_summed_and_the_run_says_why(tmp_path: Path) -> None:
+    meta = _meta("bench", _ch("psu", "power"), _ch("aux", None))
+    store = _stored_run(tmp_path, meta, {"psu": 150.0, "aux": 40.0})
+    ev = _report(store)
+    assert all(r["W"] == pytest.approx(150.0) for r in ev.result["levels"])
+    failed = [c for c in ev.checks if c.name == "channels" and not c.ok]
+    assert failed and "bench/aux" in failed[0].reason and "role" in failed[0].reason
+    assert not ev.valid
+    store.close()
+
+
+def test_without_stored_metadata_nothing_is_guessed(tmp_path: Path) -> None:
+    store = _stored_run(tmp_path, _meta("bench", _ch("psu", "power")), {"psu": 150.0})
+    store._db.execute("DELETE FROM wb_meta")
+    ev = _report(store)
+    assert not ev.valid and not ev.result["levels"]
+    failed = [c for c in ev.checks if c.name == "channels" and not c.ok]
+    assert failed and "bench/psu" in failed[0].reason
+    # named by the operator, the channel is scored
+    ev = _report(store, "--channel", "bench/psu")
+    assert ev.valid and all(r["W"] == pytest.approx(150.0) for r in ev.result["levels"])
+    store.close()
+
+
+def test_a_named_channel_whose_stored_role_is_not_power_is_refused(tmp_path: Path) -> None:
+    store = _stored_run(
+        tmp_path, _meta("bench", _ch("psu", "power"), _ch("aux", "other")), {"psu": 150.0, "aux": 40.0}
+    )
+    ev = _report(store, "--channel", "bench/psu", "--channel", "bench/aux")
+    assert not ev.valid
+    failed = [c for c in ev.checks if c.name == "channels" and not c.ok]
+    assert failed and "bench/aux" in failed[0].reason and "other" in failed[0].reason
+    assert all(r["W"] == pytest.approx(150.0) for r in ev.result["levels"])
+    store.close()
+
+
+def test_channels_the_run_named_keep_their_stored_roles(tmp_path: Path) -> None:
+    meta = _meta(
+        "bench", _ch("psu", "power"), _ch("aux", "other"), {**_ch("inlet", "inlet", None), "q": ["T"]}
+    )
+    store = _stored_run(tmp_path, meta, {"psu": 150.0, "aux": 40.0})
+    start = store.phases(RUN)[0]
+    store.write_phase({**start, "channels": ["bench/psu", "bench/inlet"]})
+    store.flush()
+    ev = _report(store)
+    assert ev.valid, [c for c in ev.checks if not c.ok]
+    assert [(c["ch"], c["role"]) for c in ev.result["channels"]] == [("psu", "power"), ("inlet", "inlet")]
+    # a run that named a channel whose metadata says other: refused by name, never summed
+    store.write_phase({**start, "channels": ["bench/psu", "bench/aux"]})
+    store.flush()
+    ev = _report(store)
+    assert all(r["W"] == pytest.approx(150.0) for r in ev.result["levels"])
+    failed = [c for c in ev.checks if c.name == "channels" and not c.ok]
+    assert failed and "bench/aux" in failed[0].reason
+    store.close()
+
+
+def test_a_chosen_channel_that_falls_silent_fails_the_run_by_name() -> None:
+    events = sweep_events(specpower_phases())
+    end = events[-1]["t"]
+    half = T0 + (end - T0) // 2
+    fetch = SeriesFetch(
+        [
+            trace("a", "psu", T0, end, 2, lambda t: np.full(t.shape, 150.0)),
+            trace("b", "psu", T0, half, 2, lambda t: np.full(t.shape, 50.0)),
+        ]
+    )
+    specs = [ChannelSpec("a", "psu"), ChannelSpec("b", "psu")]
+    from wattbench.compliance import Limits
+
+    ev = evaluate(RUN, events, fetch, specs, {}, Limits(require_inlet=False))
+    assert not ev.valid
+    failed = [c for c in ev.checks if c.name == "channels" and not c.ok]
+    assert failed and "b/psu" in failed[0].reason and "a/psu" not in failed[0].reason
+    assert "silent" in failed[0].reason
+
+
+def test_roles_come_from_the_metadata_in_effect_during_the_run() -> None:
+    store = MemoryStore()
+    store.metas = [
+        (T0 - 10_000, _meta("bench", _ch("psu", "power"), _ch("aux", "other"))),
+    ]
+    roles = chans.stored_roles(store, T0, T0 + 1000)
+    assert roles[("bench", "psu")].role == "power" and roles[("bench", "aux")].role == "other"
+    # a role that changed during the run is not known for the run
+    store.metas.append((T0 + 500, _meta("bench", _ch("psu", "other"), _ch("aux", "other"))))
+    roles = chans.stored_roles(store, T0, T0 + 1000)
+    assert roles[("bench", "psu")].role is None and "changed" in roles[("bench", "psu")].problem
+
+
+# ---------------------------------------------------------------- binding at the start, real broker
+
+
+def _retain(broker: Any, topic: str, doc: dict[str, Any]) -> None:
+    import paho.mqtt.client as mqtt
+
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"retain-{time.monotonic_ns()}")
+    c.connect(broker.host, broker.port)
+    c.loop_start()
+    c.publish(topic, json.dumps(doc), qos=1, retain=True).wait_for_publish(10)
+    c.loop_stop()
+    c.disconnect()
+
+
+def _offline_device(broker: Any) -> None:
+    """An appliance that was here once: retained metadata and its last will, no samples."""
+    _retain(broker, "wattbench/v1/dev/old-c/meta", _meta("old-c", _ch("psu", "power")))
+    _retain(broker, "wattbench/v1/dev/old-c/status", {"v": 1, "dev": "old-c", "state": "offline"})
+
+
+def _appliance(broker: Any, dev: str, watts: float, extra: list[dict[str, Any]] | None = None) -> Any:
+    fw_host = pytest.importorskip("wattbench_fw.host")
+    cfg = fw_host.sim_config(
+        dev=dev, broker=f"{broker.host}:{broker.port}", hz=5, model="const", watts=watts, batch_ms=250
+    )
+    cfg["channels"].extend(extra or [])
+    app = fw_host.HostAppliance(cfg).start()
+    assert app.wait_connected(20)
+    return app
+
+
+class PhaseTap:
+    def __init__(self, broker: Any) -> None:
+        import paho.mqtt.client as mqtt
+
+        self.events: list[dict[str, Any]] = []
+        self.started = threading.Event()
+        self.c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="phase-tap")
+        self.c.on_message = self._on
+        self.c.connect(broker.host, broker.port)
+        self.c.subscribe("wattbench/v1/run/+/phase", qos=1)
+        self.c.loop_start()
+
+    def _on(self, c: Any, u: Any, m: Any) -> None:
+        self.events.append(json.loads(m.payload))
+
+    def close(self) -> None:
+        self.c.loop_stop()
+        self.c.disconnect()
+
+
+SHORT = ["--calibrations", "3", "--levels", "100", "--no-idle", "--pre", "0", "--measure", "0.3"]
+SHORT += ["--post", "0", "--gap", "0", "--workers", "1", "--quiet", "--wait-data", "1"]
+
+
+@pytest.mark.services
+@pytest.mark.timeout(180)
+def test_sweep_without_channel_refuses_two_live_appliances(
+    mosquitto: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from wattbench.cli import main
+
+    _offline_device(mosquitto)
+    apps = [_appliance(mosquitto, "bench-a", 150.0), _appliance(mosquitto, "bench-b", 50.0)]
+    tap = PhaseTap(mosquitto)
+    try:
+        code = main(["sweep", "--broker", f"{mosquitto.host}:{mosquitto.port}", "--run", "two-live", *SHORT])
+    finally:
+        for app in apps:
+            app.stop(timeout=10)
+        tap.close()
+    err = capsys.readouterr().err
+    assert code == 2, err
+    refusal = [line for line in err.splitlines() if "online and publishing power" in line]
+    assert len(refusal) == 1 and "Traceback" not in err, err
+    assert "bench-a/sim" in refusal[0] and "bench-b/sim" in refusal[0] and "--channel" in refusal[0]
+    assert "old-c" not in refusal[0]
+    assert tap.events == []  # refused before the run began
+
+
+@pytest.mark.services
+@pytest.mark.timeout(180)
+def test_sweep_without_channel_binds_the_one_live_appliance_power_only(
+    mosquitto: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from wattbench.cli import main
+
+    _offline_device(mosquitto)
+    aux = {"c": "aux", "meter": "sim", "hz": 5, "role": "other", "opts": {"model": "const", "watts": 40.0}}
+    app = _appliance(mosquitto, "bench-a", 150.0, [aux])
+    tap = PhaseTap(mosquitto)
+    try:
+        code = main(["sweep", "--broker", f"{mosquitto.host}:{mosquitto.port}", "--run", "one-live", *SHORT])
+    finally:
+        app.stop(timeout=10)
+        tap.close()
+    out = capsys.readouterr()
+    starts = [e for e in tap.events if e["event"] == "run_start"]
+    assert len(starts) == 1 and starts[0]["channels"] == ["bench-a/sim"], (code, out.err)
+    text = out.out + out.err
+    assert "bench-a/sim" in text and "old-c" in text and "bench-a/aux" in text  # listed, with why not
+
+
+@pytest.mark.services
+@pytest.mark.timeout(180)
+def test_sweep_refuses_a_named_channel_that_is_not_server_power_or_is_offline(
+    mosquitto: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from wattbench.cli import main
+
+    _offline_device(mosquitto)
+    aux = {"c": "aux", "meter": "sim", "hz": 5, "role": "other", "opts": {"model": "const", "watts": 40.0}}
+    app = _appliance(mosquitto, "bench-a", 150.0, [aux])
+    tap = PhaseTap(mosquitto)
+    broker = f"{mosquitto.host}:{mosquitto.port}"
+    try:
+        other = main(
+            ["sweep", "--broker", broker, "--channel", "bench-a/sim", "--channel", "bench-a/aux", *SHORT]
+        )
+        other_err = capsys.readouterr().err
+        offline = main(["sweep", "--broker", broker, "--channel", "old-c/psu", *SHORT])
+        offline_err = capsys.readouterr().err
+    finally:
+        app.stop(timeout=10)
+        tap.close()
+    assert other == 2 and "bench-a/aux" in other_err and "role other" in other_err, other_err
+    assert offline == 2 and "old-c" in offline_err and "offline" in offline_err, offline_err
+    assert "Traceback" not in other_err + offline_err
+    assert tap.events == []
+
+
+def test_without_a_broker_the_sweep_binds_from_the_store() -> None:
+    from wattbench.sweep.session import SweepSetup, bind_channels, describe
+
+    now = int(time.time() * 1000)
+    store = MemoryStore()
+    store.write_meta(_meta("bench-a", _ch("psu", "power"), _ch("aux", "other")), now - 3_600_000)
+    store.write_meta(_meta("old-c", _ch("psu", "power")), now - 3_600_000)
+    store.add_series(trace("bench-a", "psu", now - 10_000, now, 1, lambda t: np.full(t.shape, 150.0)))
+    store.add_series(trace("bench-a", "aux", now - 10_000, now, 1, lambda t: np.full(t.shape, 40.0)))
+    store.add_series(
+        trace("old-c", "psu", now - 7_200_000, now - 7_100_000, 1, lambda t: np.full(t.shape, 9.0))
+    )
+    setup = SweepSetup(run="r", plan=None, workload=None, store=store)
+    choice = bind_channels(setup)
+    assert [s.key for s in choice.specs] == ["bench-a/psu"]
+    lines = describe(choice)
+    assert lines[0].startswith("channel bench-a/psu: summed as server power")
+    assert any("bench-a/aux" in line and "other" in line for line in lines)
+    assert any("old-c" in line and "not taken" in line for line in lines)
+    # a second bench publishing into the same store: no guess
+    store.write_meta(_meta("bench-b", _ch("psu", "power")), now - 3_600_000)
+    store.add_series(trace("bench-b", "psu", now - 10_000, now, 1, lambda t: np.full(t.shape, 50.0)))
+    with pytest.raises(chans.ChannelError, match=r"bench-a/psu.*bench-b/psu.*--channel"):
+        bind_channels(setup)
