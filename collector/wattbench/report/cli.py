@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..store import open_store
     from .jsonreport import to_json
-    from .table import print_report
+    from .table import print_evaluation
 
     options: dict[str, Any] = {}
     if args.influx and args.db:
@@ -113,16 +113,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(to_json(ev))
         else:
-            print_report(
-                Console(),
-                ev.levels,
-                ev.result["overall"],
-                title=f"run {ev.run}",
-                valid=ev.valid,
-                checks=ev.checks,
-                summary=ev.result.get("summary"),
-                calibrated=ev.calibrated,
-            )
+            print_evaluation(Console(), ev)
         if args.html:
             from .html import write_html
 
