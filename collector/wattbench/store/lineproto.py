@@ -111,20 +111,39 @@ def status_fields(status: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# InfluxDB refuses string fields over 64 KiB; a larger document is left out and readers fall back to
+# the other fields.
+MAX_DOC_CHARS = 60000
+
+
+def doc_field(payload: dict[str, Any]) -> str | None:
+    """The whole message as JSON, so a reader gets back exactly what was written (the system under
+    test, the checks, the summary), not only the fields that have their own column."""
+    import json
+
+    text = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+    return text if len(text) <= MAX_DOC_CHARS else None
+
+
 def phase_fields(event: dict[str, Any]) -> dict[str, Any]:
-    return {k: event.get(k) for k in LAYOUT["wb_phase"]["fields"]}
+    out = {k: event.get(k) for k in LAYOUT["wb_phase"]["fields"] if k != "doc"}
+    out["doc"] = doc_field(event)
+    return out
 
 
 def result_points(result: dict[str, Any]) -> list[tuple[dict[str, str], dict[str, Any]]]:
     """(tags, fields) per level plus the phase=overall point of the run."""
     out = []
-    level_fields = [k for k in LAYOUT["wb_result"]["fields"] if k not in ("overall", "valid")]
+    level_fields = [k for k in LAYOUT["wb_result"]["fields"] if k not in ("overall", "valid", "doc")]
     for level in result.get("levels", []):
         fields = {k: level.get(k) for k in level_fields}
         fields["valid"] = result["valid"]
         out.append(({"run": result["run"], "phase": level["phase"]}, fields))
     out.append(
-        ({"run": result["run"], "phase": "overall"}, {"overall": result["overall"], "valid": result["valid"]})
+        (
+            {"run": result["run"], "phase": "overall"},
+            {"overall": result["overall"], "valid": result["valid"], "doc": doc_field(result)},
+        )
     )
     return out
 
