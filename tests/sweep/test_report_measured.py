@@ -219,3 +219,85 @@ def test_partial_run_shows_idle_as_not_measured_never_zero() -> None:
     assert math.isnan(back.summary.idle_W)
     assert "active idle not measured" in render_evaluation(back)
     assert "idle_W" not in report_dict(back)["result"]["summary"]
+
+
+def _sqlite_run(path: Path, events: list[dict]) -> None:
+    """The phase events and a 150 W channel at 10 Hz, as the collector would have stored them."""
+    from wattbench.store import open_store
+
+    store = open_store(str(path))
+    for e in events:
+        store.write_phase(e)
+    t0, t1 = events[0]["t"], events[-1]["t"]
+    rows = [{"s": i, "t": t, "c": "psu", "W": 150.0} for i, t in enumerate(range(t0, t1 + 1, 100))]
+    for k in range(0, len(rows), 500):
+        store.write_samples("bench", rows[k : k + 500])
+    store.flush()
+    store.close()
+
+
+def _report(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    parser = argparse.ArgumentParser()
+    report_cli.add_arguments(parser)
+    code = report_cli.run(parser.parse_args(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_report_stores_the_result_of_a_run_without_one_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from wattbench.store import open_store
+
+    path = tmp_path / "s.sqlite"
+    events = _events()
+    _sqlite_run(path, events)
+    argv = [RUN, "--store", str(path), "--no-inlet-required", "--json"]
+    code, out, err = _report(argv, capsys)
+    assert code == 0, err
+    first = wattbench_schema.strict_loads(out)["result"]
+    assert first["t"] == events[-1]["t"]  # stamped with the run's end: the same on every scoring
+    store = open_store(str(path))
+    try:
+        assert store.result(RUN) == first
+    finally:
+        store.close()
+    code, out, err = _report(argv, capsys)
+    assert code == 0 and wattbench_schema.strict_loads(out)["result"] == first
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        assert db.execute(
+            "SELECT COUNT(*) FROM wb_result WHERE run = ? AND phase = 'overall'", (RUN,)
+        ).fetchone() == (1,)
+
+
+def test_report_of_a_run_in_progress_stores_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from wattbench.store import open_store
+
+    path = tmp_path / "s.sqlite"
+    events = [e for e in _events() if e["event"] != "run_end"]
+    _sqlite_run(path, events)
+    code, _out, err = _report([RUN, "--store", str(path), "--no-inlet-required"], capsys)
+    assert code == 0 and "has not ended" in err
+    store = open_store(str(path))
+    try:
+        assert store.result(RUN) is None
+    finally:
+        store.close()
+
+
+def test_report_with_an_unreachable_broker_is_exit_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here once closed
+    path = tmp_path / "s.sqlite"
+    _sqlite_run(path, _events())
+    code, _out, err = _report([RUN, "--store", str(path), "--broker", f"127.0.0.1:{port}"], capsys)
+    assert code == 3 and "unreachable" in err and "Traceback" not in err
