@@ -20,8 +20,6 @@ VERSION = 1
 SCHEMA_DIR = ROOT / f"v{VERSION}"
 VECTOR_DIR = ROOT / "vectors"
 SCHEMA_NAMES = ("samples", "status", "meta", "phase", "result", "reject")
-# Schemas of what the CLI prints, not of messages on a topic.
-OUTPUT_SCHEMA_NAMES = ("report",)
 
 FLAG_MISSED = 1
 FLAG_CRC = 2

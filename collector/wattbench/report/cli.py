@@ -7,7 +7,8 @@ again shows, stores and publishes the same result. --rescore aligns and scores t
 again with the checks' limits given here, and only shows the outcome. RUN_ID "latest" is the newest
 run in the store.
 
-Exit codes: 0 shown, 2 bad arguments or no such run, 3 broker or store unreachable.
+Exit codes: 0 shown, 2 bad arguments or no such run, 3 broker or store unreachable (also when the
+result could not be stored or published; it is still shown).
 """
 
 from __future__ import annotations
@@ -110,25 +111,28 @@ def finished(events: list[dict[str, Any]]) -> bool:
     return any(e.get("event") in ("run_end", "run_abort") for e in events)
 
 
-def keep_result(args: argparse.Namespace, store: Any, ev: Any, sink: Any) -> str | None:
+def keep_result(args: argparse.Namespace, store: Any, ev: Any, sink: Any) -> tuple[str | None, bool]:
     """Store a result scored here and publish it (sink: an MqttSink or None), the way a sweep does.
-    A stored result is published again as it is. Returns what the user should be told, if anything."""
+    A stored result is published again as it is. Returns what the user should be told, if anything,
+    and whether storing or publishing failed."""
     from ..sweep.publish import StoreSink
 
     if args.rescore:
-        return "--rescore only shows the new scoring: nothing is stored or published" if sink else None
+        return (
+            "--rescore only shows the new scoring: nothing is stored or published" if sink else None
+        ), False
     if store.result(ev.run) is None:
         if not finished(ev.events):
-            return "the run has not ended: this result is shown, not stored or published"
+            return "the run has not ended: this result is shown, not stored or published", False
         keeper = StoreSink(store)
         keeper.result(ev.result)
         if keeper.failures:
-            return "the result could not be stored"
+            return "the result could not be stored", True
     if sink is not None:
         sink.result(ev.result)
         if sink.failures:
-            return "the result could not be published"
-    return None
+            return "the result could not be published", True
+    return None, False
 
 
 def open_publisher(args: argparse.Namespace, run: str) -> Any:
@@ -178,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"wattbench report: {loaded}", file=sys.stderr)
             return 2
         ev, _run = loaded
-        note = keep_result(args, store, ev, sink)
+        note, failed = keep_result(args, store, ev, sink)
         if note:
             print(f"wattbench report: {note}", file=sys.stderr)
         if args.json:
@@ -190,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
 
             write_html(args.html, ev, store.series)
             print(f"HTML report: {args.html}", file=sys.stderr if args.json else sys.stdout)
-        return 0
+        return 3 if failed else 0
     finally:
         if sink is not None:
             sink.close()
