@@ -146,22 +146,36 @@ def jsonschema_validator(name: str) -> Any:
 
 
 def inline_refs(name: str) -> dict[str, Any]:
-    """The schema with references to common.schema.json inlined, for compilers that resolve no files."""
-    common = load_schema("common")["$defs"]
+    """The schema with references to the other schema files inlined, for compilers that resolve no
+    files. A reference within the named schema itself ("#/...") is left for the compiler."""
 
-    def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("common.schema.json#/$defs/"):
-                return walk(common[ref.rsplit("/", 1)[1]])
-            return {k: walk(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [walk(v) for v in node]
+    def resolve(doc: dict[str, Any], pointer: str) -> Any:
+        node: Any = doc
+        for part in filter(None, pointer.split("/")):
+            node = node[part.replace("~1", "/").replace("~0", "~")]
         return node
 
-    doc = walk(load_schema(name))
-    doc.pop("$id", None)
-    return doc
+    def walk(node: Any, doc: dict[str, Any], root: bool) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                target, _, pointer = ref.partition("#")
+                if target.endswith(".schema.json"):
+                    other = load_schema(target.removesuffix(".schema.json"))
+                    found = walk(resolve(other, pointer), other, False)
+                    rest = {k: walk(v, doc, root) for k, v in node.items() if k != "$ref"}
+                    return {**found, **rest} if rest and isinstance(found, dict) else found
+                if not target and not root:
+                    return walk(resolve(doc, pointer), doc, False)
+            return {k: walk(v, doc, root) for k, v in node.items() if not (k == "$id" and not root)}
+        if isinstance(node, list):
+            return [walk(v, doc, root) for v in node]
+        return node
+
+    top = load_schema(name)
+    out = walk(top, top, True)
+    out.pop("$id", None)
+    return out
 
 
 def is_finite_tree(value: Any) -> bool:

@@ -21,6 +21,8 @@ command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need_apt+=
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 # systemd-analyze verifies the units in deploy/systemd/ (no running systemd is needed).
 command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
+# mosquitto_pub: the shell example of driving a run from your own script (docs/sweep.md) is tested.
+command -v mosquitto_pub >/dev/null 2>&1 || need_apt+=(mosquitto-clients)
 # Node runs the MicroPython WebAssembly build; Debian's package is recent enough for it.
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)

@@ -135,8 +135,9 @@ def summarize(
     summary = Summary(
         overall=overall(levels),
         peak_ops=max((lv.ops for lv in levels if lv.kind in ("target", "concurrency")), default=0.0),
-        peak_W=max((lv.W for lv in powered), default=0.0),
-        idle_W=idle[-1] if idle else 0.0,
+        # Not measured is NaN, never 0 W: a partial run without active idle must not look frugal.
+        peak_W=max((lv.W for lv in powered), default=math.nan),
+        idle_W=idle[-1] if idle else math.nan,
         energy_Wh=energy,
     )
     if cost is not None and segments:

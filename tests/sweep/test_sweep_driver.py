@@ -121,6 +121,8 @@ def test_driver_publishes_every_boundary() -> None:
         and ev[0]["channels"] == ["bench/psu"]
         and ev[0]["workload"] == "counting"
     )
+    # the system under test, as found on this machine (validated with the event by MemorySink)
+    assert ev[0]["sut"]["cores"] == os.cpu_count() and ev[0]["sut"].get("kernel")
     assert ev[-1]["event"] == "run_end"
     assert all(a["t"] <= b["t"] for a, b in itertools.pairwise(ev))
     for e in ev:

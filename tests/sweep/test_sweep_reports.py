@@ -152,10 +152,11 @@ def test_html_is_one_self_contained_page() -> None:
     assert "∑ops / ∑power" in page
 
 
-def test_json_report_is_the_contract_result() -> None:
+def test_json_report_carries_the_contract_result() -> None:
     _, ev = _stored_run()
     doc = report_dict(ev, detail=False)
-    contract.validate_result(doc)
+    contract.validate("report", doc)
+    assert contract.validate_result(doc["result"]) == ev.result
     assert report_dict(ev)["detail"]["gaps"] == []
 
 

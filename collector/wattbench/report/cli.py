@@ -1,7 +1,14 @@
-"""`wattbench report RUN_ID`: re-render a stored run as the terminal table, JSON and an HTML page.
+"""`wattbench report RUN_ID`: show a stored run as the terminal table, JSON and an HTML page.
 
-By default the result is shown as it was scored and stored; --rescore aligns and scores the stored
-samples again (with the checks' limits given here). RUN_ID "latest" is the newest run in the store.
+A run that has a stored result is shown as it was scored. A finished run without one (a run driven by
+your own script, which only published phase events) is scored here, and its result is stored and,
+with --broker, published retained on the run's result topic, as `wattbench sweep` does; reporting it
+again shows, stores and publishes the same result. --rescore aligns and scores the stored samples
+again with the checks' limits given here, and only shows the outcome. RUN_ID "latest" is the newest
+run in the store.
+
+Exit codes: 0 shown, 2 bad arguments or no such run, 3 broker or store unreachable (also when the
+result could not be stored or published; it is still shown).
 """
 
 from __future__ import annotations
@@ -21,6 +28,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
     parser.add_argument("--rescore", action="store_true", help="align and score the stored samples again")
     add_scoring_arguments(parser)
+    add_publish_arguments(parser)
+
+
+def add_publish_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("publishing the result")
+    g.add_argument("--broker", metavar="HOST:PORT", help="publish the result here, retained")
+    g.add_argument("--mqtt-user", metavar="USER")
+    g.add_argument("--mqtt-password-file", metavar="FILE")
+    g.add_argument("--mqtt-ca", metavar="FILE", help="CA certificate: connect with TLS")
 
 
 def _channels(args: argparse.Namespace, store: Any, events: list[dict[str, Any]]) -> Any:
@@ -79,10 +95,62 @@ def load(args: argparse.Namespace, store: Any) -> tuple[Any, str] | str:
         offsets,
         limits_from_args(args),
         cost_from_args(args),
+        # The result is stamped with the run's end, not the time of reporting, so scoring the same
+        # run twice gives the same message: storing and publishing it again changes nothing.
+        now_ms=max(int(e["t"]) for e in events),
         deadband_ms=deadband,
         channel_problems=choice.problems,
     )
     return ev, run
+
+
+def finished(events: list[dict[str, Any]]) -> bool:
+    """The run ended or was aborted: nothing more will come, so its result can be kept."""
+    return any(e.get("event") in ("run_end", "run_abort") for e in events)
+
+
+def keep_result(args: argparse.Namespace, store: Any, ev: Any, sink: Any) -> tuple[str | None, bool]:
+    """Store a result scored here and publish it (sink: an MqttSink or None), the way a sweep does.
+    A stored result is published again as it is. Returns what the user should be told, if anything,
+    and whether storing or publishing failed."""
+    from ..sweep.publish import StoreSink
+
+    if args.rescore:
+        return (
+            "--rescore only shows the new scoring: nothing is stored or published" if sink else None
+        ), False
+    if store.result(ev.run) is None:
+        if not finished(ev.events):
+            return "the run has not ended: this result is shown, not stored or published", False
+        keeper = StoreSink(store)
+        keeper.result(ev.result)
+        if keeper.failures:
+            return "the result could not be stored", True
+    if sink is not None:
+        if not ev.result.get("checks"):
+            # Stored before InfluxDB kept whole results: publishing it would replace the full
+            # retained message with a part of it.
+            return "the store holds only part of this result: not published again", False
+        sink.result(ev.result)
+        if sink.failures:
+            return "the result could not be published", True
+    return None, False
+
+
+def open_publisher(args: argparse.Namespace, run: str) -> Any:
+    """An MqttSink for --broker, connected before anything is scored; None without --broker."""
+    if not getattr(args, "broker", None):
+        return None
+    from ..sweep.cli import read_password
+    from ..sweep.publish import MqttSink
+
+    return MqttSink(
+        args.broker,
+        f"wattbench-report-{run}",
+        args.mqtt_user,
+        read_password(args.mqtt_password_file),
+        args.mqtt_ca,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..store import open_store
     from .jsonreport import to_json
-    from .table import print_report
+    from .table import print_evaluation
 
     options: dict[str, Any] = {}
     if args.influx and args.db:
@@ -102,31 +170,34 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:
         print(f"wattbench report: store: {exc}", file=sys.stderr)
         return 3
+    from ..sweep.publish import SinkError
+
+    try:
+        sink = open_publisher(args, args.run_id)
+    except (SinkError, OSError) as exc:
+        print(f"wattbench report: {exc}", file=sys.stderr)
+        store.close()
+        return 3
     try:
         loaded = load(args, store)
         if isinstance(loaded, str):
             print(f"wattbench report: {loaded}", file=sys.stderr)
             return 2
         ev, _run = loaded
+        note, failed = keep_result(args, store, ev, sink)
+        if note:
+            print(f"wattbench report: {note}", file=sys.stderr)
         if args.json:
             print(to_json(ev))
         else:
-            print_report(
-                Console(),
-                ev.levels,
-                ev.result["overall"],
-                title=f"run {ev.run}",
-                valid=ev.valid,
-                checks=ev.checks,
-                summary=ev.result.get("summary"),
-                calibrated=ev.calibrated,
-                channels=ev.result.get("channels"),
-            )
+            print_evaluation(Console(), ev)
         if args.html:
             from .html import write_html
 
             write_html(args.html, ev, store.series)
             print(f"HTML report: {args.html}", file=sys.stderr if args.json else sys.stdout)
-        return 0
+        return 3 if failed else 0
     finally:
+        if sink is not None:
+            sink.close()
         store.close()

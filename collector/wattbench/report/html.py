@@ -17,7 +17,16 @@ from typing import Any
 
 from ..clocktrack import OffsetSource, window_offset
 from ..score import LevelScore, concurrency_figures
-from .table import fmt_count, fmt_pct, fmt_watts, overall_line, target_label
+from .table import (
+    column_heads,
+    fmt_count,
+    fmt_pct,
+    fmt_watts,
+    overall_line,
+    rate_unit,
+    ratio_unit,
+    target_label,
+)
 
 MAX_TRACE_CHANNELS = 8
 
@@ -25,7 +34,7 @@ CSS = """
 body{font:15px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#1d2327;padding:0 1rem}
 h1{font-size:1.5rem;margin-bottom:.2rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
 .meta{color:#555}.badge{display:inline-block;padding:.1rem .6rem;border-radius:.3rem;font-weight:600;color:#fff}
-.valid{background:#217a3c}.invalid{background:#b3261e}
+.valid{background:#217a3c}.invalid{background:#b3261e}.rehearsal{background:#9a6700}
 table{border-collapse:collapse;margin:.6rem 0}th,td{padding:.3rem .7rem;border-bottom:1px solid #e3e3e3}
 th{background:#f4f5f7;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .overall{font-size:1.2rem;font-weight:600;margin:.6rem 0}.pass{color:#217a3c;font-weight:600}.fail{color:#b3261e;font-weight:600}
@@ -64,7 +73,7 @@ def specpower_chart(levels: Sequence[LevelScore], ops_label: str = "ops") -> str
     fig, ax = plt.subplots(figsize=(9, 4.2))
     x = list(range(len(rows)))
     ax.bar(x, ratios, color="#3b6ea8", label="performance to power ratio")
-    ax.set_ylabel(f"{ops_label} per watt")
+    ax.set_ylabel(f"performance to power ratio ({ratio_unit(ops_label)})")
     ax.set_xticks(x, labels, rotation=0, fontsize=8)
     ax2 = ax.twinx()
     ax2.plot(x, watts, color="#c0392b", marker="o", label="average active power (W)")
@@ -177,13 +186,7 @@ def _table_html(levels: Sequence[LevelScore], ops_label: str) -> str:
                 ]
             )
     else:
-        head = [
-            "Target Load",
-            "Actual Load",
-            ops_label,
-            "Average Active Power (W)",
-            "Performance to Power Ratio",
-        ]
+        head = column_heads(ops_label)
         body = []
         for lv in levels:
             idle = lv.kind == "idle"
@@ -209,8 +212,10 @@ def _table_html(levels: Sequence[LevelScore], ops_label: str) -> str:
 
 
 def _checks_html(checks: Sequence[Any]) -> str:
+    from .measured import failures_first
+
     out = ["<table><thead><tr><th></th><th>check</th><th>phase</th><th>reason</th></tr></thead><tbody>"]
-    for c in checks:
+    for c in failures_first(checks):
         mark = '<span class="pass">pass</span>' if c.ok else '<span class="fail">FAIL</span>'
         out.append(
             f"<tr><td>{mark}</td><td>{html.escape(c.name)}</td><td>{html.escape(c.phase or '')}</td>"
@@ -285,18 +290,54 @@ def _channels_html(rows: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
+def _measured_html(evaluation: Any) -> str:
+    """The system under test, calibration, timing (a rehearsal is marked) and the inlet."""
+    from . import measured as ms
+
+    m = ms.measured(evaluation)
+    rows = [
+        ("system under test", " · ".join(f"{k}: {v}" for k, v in ms.sut_items(m))),
+        ("calibration", ms.calibration_text(m, evaluation.calibrated, fmt_count)),
+        ("timing", ms.timing_text(m)),
+        ("inlet", ms.inlet_text(m)),
+    ]
+    out = ["<h2>What was measured</h2>"]
+    rehearsal = ms.rehearsal_text(m)
+    if rehearsal:
+        out.append(f'<p><span class="badge rehearsal">{html.escape(rehearsal)}</span></p>')
+    out.append("<table><tbody>")
+    out += [f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows]
+    out.append("</tbody></table>")
+    if m["timing"]:
+        out.append(
+            "<table><thead><tr><th>interval</th><th>ramp-up (s)</th><th>measurement window (s)</th>"
+            "<th>ramp-down (s)</th></tr></thead><tbody>"
+        )
+        for r in m["timing"]:
+            cells = [r.get("ramp_up_s"), r["measure_s"], r.get("ramp_down_s")]
+            out.append(
+                f"<tr><td>{html.escape(r['phase'])}</td>"
+                + "".join(f"<td class=n>{'' if v is None else f'{v:g}'}</td>" for v in cells)
+                + "</tr>"
+            )
+        out.append("</tbody></table>")
+    return "".join(out)
+
+
 def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None, ops_label: str = "ops") -> str:
     """The page as a string. fetch (Store.series) adds the power traces; without it they are left out."""
+    from .measured import badge_text
+
     result = evaluation.result
     levels = evaluation.levels
     valid = bool(result.get("valid"))
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(result["t"] / 1000))
     facts = []
     if evaluation.calibrated:
-        facts.append(f"calibrated throughput {fmt_count(evaluation.calibrated)} {ops_label}/s")
+        facts.append(f"calibrated throughput {fmt_count(evaluation.calibrated)} {rate_unit(ops_label)}")
     summ = result.get("summary", {})
     for key, label, fmt in (
-        ("peak_ops", f"peak {ops_label}", fmt_count),
+        ("peak_ops", f"peak throughput ({rate_unit(ops_label)})", fmt_count),
         ("peak_W", "peak power (W)", fmt_watts),
         ("idle_W", "active idle power (W)", fmt_watts),
         ("energy_Wh", "run energy (Wh)", lambda v: f"{v:.4g}"),
@@ -305,6 +346,8 @@ def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None, ops_la
     ):
         if key in summ:
             facts.append(f"{label}: {fmt(summ[key])}")
+    if "idle_W" not in summ:
+        facts.append("active idle power (W): not measured")
     if result.get("partial"):
         facts.append("partial run: interrupted before the end")
 
@@ -313,7 +356,8 @@ def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None, ops_la
         f"<title>wattbench run {html.escape(evaluation.run)}</title><style>{CSS}</style></head><body>",
         f"<h1>wattbench run {html.escape(evaluation.run)}</h1>",
         f"<p class=meta>{html.escape(result.get('workload', ''))} · scored {when} · "
-        f'<span class="badge {"valid" if valid else "invalid"}">{"VALID" if valid else "INVALID"}</span></p>',
+        f'<span class="badge {"valid" if valid else "invalid"}">'
+        f"{html.escape(badge_text(valid, evaluation.checks))}</span></p>",
         "<h2>Result</h2>",
         _table_html(levels, ops_label),
         f"<p class=overall>{html.escape(overall_line(result['overall'], ops_label))}</p>",
@@ -340,6 +384,7 @@ def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None, ops_la
                 "<p class=meta>Shaded: the measurement window.</p>",
                 f"<div class=chart>{svg}</div>",
             ]
+    parts.append(_measured_html(evaluation))
     parts += ["<h2>Compliance</h2>", _checks_html(evaluation.checks)]
     clocks = _clocks_html(getattr(evaluation, "clock", {}))
     if clocks:

@@ -1,5 +1,7 @@
-"""The JSON report: the run's result message (result.schema.json), plus the per-node power and the gap
-list when the run was scored here rather than read back from the store."""
+"""The JSON report (schema/v1/report.schema.json): the run's result message (result.schema.json) as it
+is stored and published, the units of its figures, what was measured (system under test, calibration,
+timing, inlet), and the per-node power, gaps and clock offsets when the run was scored here rather
+than read back from the store."""
 
 from __future__ import annotations
 
@@ -9,7 +11,14 @@ from typing import Any
 
 
 def report_dict(evaluation: Any, detail: bool = True) -> dict[str, Any]:
-    out: dict[str, Any] = dict(evaluation.result)
+    from .measured import UNITS, measured
+
+    out: dict[str, Any] = {
+        "v": 1,
+        "result": dict(evaluation.result),
+        "units": dict(UNITS),
+        "measured": measured(evaluation),
+    }
     if not detail or not evaluation.aligned:
         return out
     nodes = {}
@@ -63,4 +72,6 @@ def clock_stretches(track: Any) -> list[dict[str, Any]]:
 
 
 def to_json(evaluation: Any, detail: bool = True) -> str:
-    return json.dumps(report_dict(evaluation, detail), indent=2, allow_nan=False)
+    from ..sweep.contract import validate
+
+    return json.dumps(validate("report", report_dict(evaluation, detail)), indent=2, allow_nan=False)

@@ -55,8 +55,29 @@ def target_label(lv: LevelScore) -> str:
     return f"{lv.target * 100:g}%"
 
 
+def rate_unit(ops_label: str = "ops") -> str:
+    """The unit of the throughput column: ops per second, or a label that is a throughput already
+    (ssj_ops)."""
+    return "ops/s" if ops_label == "ops" else ops_label
+
+
+def ratio_unit(ops_label: str = "ops") -> str:
+    return f"{rate_unit(ops_label)} per W"
+
+
+def column_heads(ops_label: str = "ops") -> list[str]:
+    """The SPECpower columns, each with its unit."""
+    return [
+        "Target Load",
+        "Actual Load",
+        rate_unit(ops_label),
+        "Average Active Power (W)",
+        f"Performance to Power Ratio ({ratio_unit(ops_label)})",
+    ]
+
+
 def overall_line(overall: float, ops_label: str = "ops") -> str:
-    return f"∑{ops_label} / ∑power = {fmt_count(overall)}"
+    return f"∑{ops_label} / ∑power = {fmt_count(overall)} ({ratio_unit(ops_label)})"
 
 
 def levels_table(levels: Sequence[LevelScore], ops_label: str = "ops", title: str | None = None) -> Any:
@@ -64,11 +85,8 @@ def levels_table(levels: Sequence[LevelScore], ops_label: str = "ops", title: st
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", header_style="bold")
-    table.add_column("Target Load", justify="left")
-    table.add_column("Actual Load", justify="right")
-    table.add_column(ops_label, justify="right")
-    table.add_column("Average Active Power (W)", justify="right")
-    table.add_column("Performance to Power Ratio", justify="right")
+    for i, head in enumerate(column_heads(ops_label)):
+        table.add_column(head, justify="right" if i else "left")
     for lv in levels:
         ratio = 0.0 if lv.kind == "idle" and lv.has_power else lv.ratio
         table.add_row(
@@ -112,6 +130,9 @@ def checks_table(checks: Sequence[Check], compact: bool = True) -> Any:
     table.add_column("check")
     table.add_column("phase")
     table.add_column("reason")
+    from .measured import failures_first
+
+    checks = failures_first(checks)
     folded: dict[str, list[Check]] = {}
     for c in checks:
         if compact and c.ok and c.phase:
@@ -161,6 +182,7 @@ def report_renderables(
     summary: dict[str, Any] | None = None,
     calibrated: float | None = None,
     channels: Sequence[dict[str, Any]] | None = None,
+    before_checks: Sequence[RenderableType] = (),
 ) -> list[RenderableType]:
     """Everything the terminal shows for a scored run, as rich renderables."""
     from rich.text import Text
@@ -178,10 +200,12 @@ def report_renderables(
         if "peak_ops" in summary:
             per_s = "/s" if ops_label == "ops" else ""  # ssj_ops are a throughput already
             facts.append(f"peak {fmt_count(summary['peak_ops'])} {ops_label}{per_s}")
-        if summary.get("peak_W"):
+        if "peak_W" in summary:
             facts.append(f"peak power {fmt_watts(summary['peak_W'])} W")
-        if summary.get("idle_W"):
+        if "idle_W" in summary:
             facts.append(f"active idle {fmt_watts(summary['idle_W'])} W")
+        else:
+            facts.append("active idle not measured")
         if summary.get("energy_Wh"):
             facts.append(f"run energy {summary['energy_Wh']:.4g} Wh")
         if "cost" in summary:
@@ -195,15 +219,68 @@ def report_renderables(
     if channels:
         out.append(channels_table(channels))
     if valid is not None:
-        out.append(
-            Text(
-                "VALID" if valid else "INVALID: see the failed checks",
-                style="bold green" if valid else "bold red",
-            )
-        )
+        from .measured import badge_text
+
+        out.append(Text(badge_text(valid, checks or []), style="bold green" if valid else "bold red"))
+    out += before_checks
     if checks:
         out.append(checks_table(checks))
     return out
+
+
+def measured_renderables(evaluation: Any) -> list[RenderableType]:
+    """What was measured: the system under test, calibration, timing (a rehearsal is marked) and inlet."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from . import measured as ms
+
+    m = ms.measured(evaluation)
+    table = Table(
+        show_header=False, box=None, pad_edge=False, title="What was measured", title_justify="left"
+    )
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("system under test", " · ".join(f"{k}: {v}" for k, v in ms.sut_items(m)))
+    table.add_row("calibration", ms.calibration_text(m, evaluation.calibrated, fmt_count))
+    table.add_row("timing", ms.timing_text(m))
+    table.add_row("inlet", ms.inlet_text(m))
+    out: list[Any] = [table]
+    rehearsal = ms.rehearsal_text(m)
+    if rehearsal:
+        out.append(Text(rehearsal, style="bold yellow"))
+    return out
+
+
+def evaluation_renderables(evaluation: Any, ops_label: str = "ops") -> list[RenderableType]:
+    """A scored run as the terminal shows it: the table, the verdict naming what failed, what was
+    measured, then the checks with the failures first."""
+    return report_renderables(
+        evaluation.levels,
+        evaluation.result["overall"],
+        ops_label,
+        title=f"run {evaluation.run}",
+        valid=evaluation.valid,
+        checks=evaluation.checks,
+        summary=evaluation.result.get("summary"),
+        calibrated=evaluation.calibrated,
+        channels=evaluation.result.get("channels"),
+        before_checks=measured_renderables(evaluation),
+    )
+
+
+def print_evaluation(console: Console, evaluation: Any, ops_label: str = "ops") -> None:
+    for r in evaluation_renderables(evaluation, ops_label):
+        console.print(r)
+
+
+def render_evaluation(evaluation: Any, width: int = 140) -> str:
+    """The whole terminal report of a scored run as plain text."""
+    from rich.console import Console
+
+    console = Console(width=width, record=True, file=_Null(), color_system=None)
+    print_evaluation(console, evaluation)
+    return console.export_text()
 
 
 def print_report(console: Console, *args: Any, **kwargs: Any) -> None:

@@ -384,6 +384,11 @@ class InfluxStore:
         rows = self.query(f"SELECT * FROM wb_phase WHERE run = {_q(run)}")
         out = []
         for r in rows:
+            doc = r.pop("doc", None)
+            if doc:
+                out.append(json.loads(doc))
+                continue
+            # written without the whole event (e.g. by Telegraf): what the fields hold
             event: dict[str, Any] = {"v": 1, "t": r.pop("time")}
             event.update({k: v for k, v in r.items() if v is not None})
             if isinstance(event.get("channels"), str):
@@ -401,8 +406,13 @@ class InfluxStore:
         rows = self.query(f"SELECT * FROM wb_result WHERE run = {_q(run)}")
         if not rows:
             return None
+        for r in reversed(rows):  # the newest scoring of the run
+            if r.get("phase") == "overall" and r.get("doc"):
+                whole: dict[str, Any] = json.loads(r["doc"])
+                return whole
         out: dict[str, Any] = {"v": 1, "run": run, "levels": [], "checks": []}
         for r in rows:
+            r.pop("doc", None)
             if r.get("phase") == "overall":
                 out["t"] = r["time"]
                 out["overall"] = r.get("overall")

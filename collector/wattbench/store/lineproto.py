@@ -112,12 +112,26 @@ def status_fields(status: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# InfluxDB refuses string fields over 64 KiB; a larger document is left out and readers fall back to
+# the other fields.
+MAX_DOC_CHARS = 60000
+
+
+def doc_field(payload: dict[str, Any]) -> str | None:
+    """The whole message as JSON, so a reader gets back exactly what was written (the system under
+    test, the checks, the summary), not only the fields that have their own column."""
+
+    text = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+    return text if len(text) <= MAX_DOC_CHARS else None
+
+
 def phase_fields(event: dict[str, Any]) -> dict[str, Any]:
-    fields = {k: event.get(k) for k in LAYOUT["wb_phase"]["fields"]}
+    fields = {k: event.get(k) for k in LAYOUT["wb_phase"]["fields"] if k != "doc"}
     # A field holds no list: the channels a run names are kept as one comma-separated string (the
     # DEV/CH pattern has no comma), and InfluxStore.phases splits them again.
     if isinstance(fields.get("channels"), list):
         fields["channels"] = ",".join(fields["channels"])
+    fields["doc"] = doc_field(event)
     return fields
 
 
@@ -135,7 +149,9 @@ def meta_fields(meta: dict[str, Any]) -> dict[str, Any]:
 def result_points(result: dict[str, Any]) -> list[tuple[dict[str, str], dict[str, Any]]]:
     """(tags, fields) per level plus the phase=overall point of the run."""
     out = []
-    level_fields = [k for k in LAYOUT["wb_result"]["fields"] if k not in ("overall", "valid", "channels")]
+    level_fields = [
+        k for k in LAYOUT["wb_result"]["fields"] if k not in ("overall", "valid", "channels", "doc")
+    ]
     for level in result.get("levels", []):
         fields = {k: level.get(k) for k in level_fields}
         fields["valid"] = result["valid"]
@@ -144,6 +160,7 @@ def result_points(result: dict[str, Any]) -> list[tuple[dict[str, str], dict[str
     if result.get("channels"):
         # The channels a run summed, as compact JSON: a report read back from the store lists them too.
         overall["channels"] = json.dumps(result["channels"], separators=(",", ":"))
+    overall["doc"] = doc_field(result)
     out.append(({"run": result["run"], "phase": "overall"}, overall))
     return out
 

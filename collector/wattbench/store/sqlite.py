@@ -36,8 +36,9 @@ STATUS_COLS = (
     "rssi",
 )
 HEALTH_COLS = tuple(lineproto.LAYOUT["wb_health"]["fields"])
-PHASE_COLS = tuple(lineproto.LAYOUT["wb_phase"]["fields"])
-RESULT_COLS = tuple(lineproto.LAYOUT["wb_result"]["fields"])
+# The layout's doc field is the doc column every table here has.
+PHASE_COLS = tuple(c for c in lineproto.LAYOUT["wb_phase"]["fields"] if c != "doc")
+RESULT_COLS = tuple(c for c in lineproto.LAYOUT["wb_result"]["fields"] if c != "doc")
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS wb_sample (

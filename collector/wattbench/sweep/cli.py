@@ -209,20 +209,10 @@ def emit_outputs(evaluation: Any, args: argparse.Namespace, fetch: Any = None, c
 
     from rich.console import Console
 
-    from ..report.table import print_report
+    from ..report.table import print_evaluation
 
     console = console or Console()
-    print_report(
-        console,
-        evaluation.levels,
-        evaluation.result["overall"],
-        title=f"run {evaluation.run}",
-        valid=evaluation.valid,
-        checks=evaluation.checks,
-        summary=evaluation.result.get("summary"),
-        calibrated=evaluation.calibrated,
-        channels=evaluation.result.get("channels"),
-    )
+    print_evaluation(console, evaluation)
     if getattr(args, "json_out", None):
         with open(args.json_out, "w") as f:
             json.dump(evaluation.result, f, indent=2)

@@ -67,6 +67,7 @@ class Driver:
         channels: Sequence[str] = (),
         host: str | None = None,
         ntp_off_ms: float | None = None,
+        sut: dict[str, Any] | None = None,
         wall: Callable[[], float] = time.time,
         mono: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -80,6 +81,11 @@ class Driver:
         self.channels = [c for c in channels][:256]
         self.host = (host or socket.gethostname())[:64]
         self.ntp_off_ms = ntp_off_ms
+        if sut is None:
+            from .sut import system_facts
+
+            sut = system_facts()
+        self.sut = sut
         self.wall = wall
         self.mono = mono
         self.record = RunRecord(run, planned=[p.name for p in plan.scored])
@@ -191,6 +197,7 @@ class Driver:
                 kind="run",
                 workload=self.workload.name[:64],
                 host=self.host,
+                sut=self.sut or None,
                 channels=self.channels or None,
                 ntp_off=self.ntp_off_ms,
             )

@@ -199,8 +199,8 @@ def from_stored(
     summary = sc.Summary(
         overall=float(result["overall"]),
         peak_ops=float(summ.get("peak_ops", 0.0)),
-        peak_W=float(summ.get("peak_W", 0.0)),
-        idle_W=float(summ.get("idle_W", 0.0)),
+        peak_W=float(summ.get("peak_W", math.nan)),
+        idle_W=float(summ.get("idle_W", math.nan)),
         energy_Wh=float(summ.get("energy_Wh", math.nan)),
         cost=summ.get("cost"),
         ops_per_dollar=summ.get("ops_per_dollar"),
@@ -296,11 +296,12 @@ def build_result(
         result["workload"] = workload[:64]
     if _finite(calibrated):
         result["calibrated"] = float(calibrated)  # type: ignore[arg-type]
-    summ: dict[str, float] = {
-        "peak_ops": float(summary.peak_ops),
-        "peak_W": float(summary.peak_W),
-        "idle_W": float(summary.idle_W),
-    }
+    summ: dict[str, float] = {"peak_ops": float(summary.peak_ops)}
+    # A figure that was not measured is left out, never written as 0.
+    if _finite(summary.peak_W):
+        summ["peak_W"] = float(summary.peak_W)
+    if _finite(summary.idle_W):
+        summ["idle_W"] = float(summary.idle_W)
     if _finite(summary.energy_Wh):
         summ["energy_Wh"] = float(summary.energy_Wh)
     if _finite(summary.cost):

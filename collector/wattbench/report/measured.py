@@ -1,0 +1,214 @@
+"""What a run measured and how, for every report (terminal, JSON, HTML): the system under test as the
+run_start event recorded it, each calibration interval, the timing of each interval, and the inlet
+temperature or why there is none. Read from the run's phase events and its result message, so a stored
+run reports the same as a freshly scored one."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+# SPECpower_ssj2008's measurement window; a run with shorter windows is a rehearsal, not comparable.
+SPEC_WINDOW_S = 240.0
+
+# The unit of each figure of the result's levels and summary ("ops" is a throughput, like ssj_ops).
+UNITS: dict[str, str] = {
+    "ops": "ops/s",
+    "calibrated": "ops/s",
+    "peak_ops": "ops/s",
+    "W": "W",
+    "peak_W": "W",
+    "idle_W": "W",
+    "Wh": "Wh",
+    "energy_Wh": "Wh",
+    "ratio": "ops/s per W",
+    "overall": "ops/s per W",
+    "inlet_C": "°C",
+    "actual": "fraction of calibrated throughput",
+    "target": "fraction of calibrated throughput",
+    "u": "fraction of W",
+}
+
+# (key in the run_start event's sut object, label). The first ones are always shown, as "not
+# recorded" when absent; the others only when present.
+SUT_SHOWN = (
+    ("cpu", "CPU model"),
+    ("cores", "cores"),
+    ("memory_MiB", "memory"),
+    ("os", "OS"),
+    ("kernel", "kernel"),
+)
+SUT_OPTIONAL = (("sockets", "sockets"), ("arch", "architecture"), ("note", "note"))
+NOT_RECORDED = "not recorded"
+WAIVED_TEXT = "inlet temperature not measured (waived: --no-inlet-required)"
+
+
+def run_start(events: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    return next((e for e in events if e.get("event") == "run_start"), {})
+
+
+def timing(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each interval that has a measurement window: ramp-up, window and ramp-down, in seconds."""
+    marks: dict[str, dict[str, int]] = {}
+    kinds: dict[str, str] = {}
+    order: list[str] = []
+    for e in sorted(events, key=lambda e: (e.get("n", 0), e.get("t", 0))):
+        phase = str(e.get("phase"))
+        if phase == "run":
+            continue
+        if phase not in marks:
+            order.append(phase)
+        marks.setdefault(phase, {})[str(e.get("event"))] = int(e["t"])
+        if e.get("kind"):
+            kinds[phase] = str(e["kind"])
+    out = []
+    for phase in order:
+        m = marks[phase]
+        if not {"measure_start", "measure_end"} <= m.keys():
+            continue
+        row: dict[str, Any] = {"phase": phase}
+        if phase in kinds:
+            row["kind"] = kinds[phase]
+        if "phase_start" in m:
+            row["ramp_up_s"] = max(m["measure_start"] - m["phase_start"], 0) / 1000.0
+        row["measure_s"] = max(m["measure_end"] - m["measure_start"], 0) / 1000.0
+        if "phase_end" in m:
+            row["ramp_down_s"] = max(m["phase_end"] - m["measure_end"], 0) / 1000.0
+        out.append(row)
+    return out
+
+
+def calibration(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    from ..align import windows_from_events
+
+    return [
+        {"phase": w.phase, "ops_per_s": (w.ops or 0) / w.duration_s}
+        for w in windows_from_events(events)
+        if w.kind == "calibration" and w.duration_s > 0
+    ][:10]
+
+
+def inlet(result: Mapping[str, Any]) -> dict[str, Any]:
+    """measured (with the range of the windows' means), not measured, or waived: no reading and the
+    check switched off. A result without checks (an old store) never counts as waived."""
+    temps = [float(r["inlet_C"]) for r in result.get("levels", []) if "inlet_C" in r]
+    if temps:
+        return {"state": "measured", "min_C": min(temps), "max_C": max(temps)}
+    checks = result.get("checks", [])
+    if checks and not any(c.get("name") == "inlet_temp" for c in checks):
+        return {"state": "waived"}
+    return {"state": "not measured"}
+
+
+def measured(evaluation: Any) -> dict[str, Any]:
+    """The report's "measured" section (schema/v1/report.schema.json)."""
+    events = evaluation.events
+    start = run_start(events)
+    rows = timing(events)
+    out: dict[str, Any] = {
+        "sut": dict(start.get("sut") or {}),
+        "calibration": calibration(events),
+        "timing": rows,
+        "inlet": inlet(evaluation.result),
+    }
+    if start.get("host"):
+        out["host"] = str(start["host"])
+    windows = [r["measure_s"] for r in rows if r.get("kind") != "concurrency"]
+    if windows:
+        out["shortest_window_s"] = min(windows)
+        out["rehearsal"] = min(windows) < SPEC_WINDOW_S
+    return out
+
+
+# ---------------------------------------------------------------------- text for the renderers
+def _memory(mib: Any) -> str:
+    gib = float(mib) / 1024.0
+    return f"{gib:.3g} GiB" if gib >= 1 else f"{float(mib):.0f} MiB"
+
+
+def sut_items(m: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, value) of the system under test, "not recorded" for what the run did not say."""
+    sut = m.get("sut", {})
+    out = [("host", str(m.get("host") or NOT_RECORDED))]
+    for key, label in SUT_SHOWN:
+        v = sut.get(key)
+        if v is None:
+            out.append((label, NOT_RECORDED))
+        else:
+            out.append((label, _memory(v) if key == "memory_MiB" else str(v)))
+    out += [(label, str(sut[key])) for key, label in SUT_OPTIONAL if key in sut]
+    return out
+
+
+def _seconds(values: Sequence[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:g} s" if math.isclose(lo, hi, abs_tol=0.05) else f"{lo:g}–{hi:g} s"
+
+
+def timing_text(m: Mapping[str, Any]) -> str:
+    rows = m.get("timing", [])
+    if not rows:
+        return "no measurement window was recorded"
+    parts = []
+    for key, label in (
+        ("ramp_up_s", "ramp-up"),
+        ("measure_s", "measurement window"),
+        ("ramp_down_s", "ramp-down"),
+    ):
+        vals = [float(r[key]) for r in rows if key in r]
+        if vals:
+            parts.append(f"{label} {_seconds(vals)}")
+    return f"{len(rows)} intervals: " + ", ".join(parts)
+
+
+def rehearsal_text(m: Mapping[str, Any]) -> str | None:
+    if not m.get("rehearsal"):
+        return None
+    return (
+        f"REHEARSAL: measurement windows as short as {m['shortest_window_s']:g} s, shorter than "
+        f"SPECpower's {SPEC_WINDOW_S:g} s: a rehearsal, not a comparable result"
+    )
+
+
+def calibration_text(m: Mapping[str, Any], calibrated: float | None, fmt: Any) -> str:
+    cal = m.get("calibration", [])
+    if not cal:
+        return "no calibration interval"
+    text = ", ".join(f"{c['phase']} {fmt(c['ops_per_s'])} ops/s" for c in cal)
+    if calibrated:
+        text += f"; calibrated throughput {fmt(calibrated)} ops/s"
+    return text
+
+
+def inlet_text(m: Mapping[str, Any]) -> str:
+    i = m.get("inlet", {})
+    if i.get("state") == "measured":
+        lo, hi = i["min_C"], i["max_C"]
+        span = f"{lo:.1f} °C" if abs(hi - lo) < 0.05 else f"{lo:.1f}–{hi:.1f} °C"
+        return f"inlet {span} (mean of each window)"
+    if i.get("state") == "waived":
+        return WAIVED_TEXT
+    return "inlet temperature not measured"
+
+
+def failed_names(checks: Sequence[Any]) -> list[str]:
+    """Names of the failed checks, each once, in order."""
+    out: list[str] = []
+    for c in checks:
+        if not c.ok and c.name not in out:
+            out.append(c.name)
+    return out
+
+
+def badge_text(valid: bool, checks: Sequence[Any]) -> str:
+    if valid:
+        return "VALID"
+    names = failed_names(checks)
+    if not names:
+        return "INVALID"
+    return f"INVALID: {', '.join(names)} failed"
+
+
+def failures_first(checks: Sequence[Any]) -> list[Any]:
+    return [c for c in checks if not c.ok] + [c for c in checks if c.ok]
