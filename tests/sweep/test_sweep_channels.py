@@ -96,7 +96,7 @@ def test_a_channel_whose_role_is_other_is_never_summed(tmp_path: Path) -> None:
     assert row.split()[:5] == ["bench", "psu", "sim", "power", "(summed)"] and "aux" not in text
     page = render_html(ev, store.series)
     assert "<h2>Channels</h2>" in page and "<td>psu</td>" in page and "<td>aux</td>" not in page
-    assert report_dict(ev, detail=False)["channels"] == listed
+    assert report_dict(ev, detail=False)["result"]["channels"] == listed
     store.close()
 
 
