@@ -14,15 +14,15 @@ from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from .cli.options import add_output_options, add_store_options
+
     parser.add_argument("--state-dir", metavar="DIR", help="where collectors write their status files")
-    parser.add_argument("--influx", metavar="URL", help="read wb_health from this InfluxDB")
-    parser.add_argument("--store", metavar="PATH", help="read wb_health from this SQLite store")
-    parser.add_argument("--db", metavar="NAME", help="InfluxDB database (default wattbench)")
+    add_store_options(parser)
     parser.add_argument(
         "--config", metavar="FILE", help="collector TOML configuration to take the above from"
     )
     parser.add_argument("--verify", action="store_true", help="count stored samples against sequence numbers")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    add_output_options(parser, html=False, json_stdout=True)
 
 
 def _fmt(value: Any, digits: int = 0) -> str:
@@ -108,7 +108,8 @@ def gather(args: argparse.Namespace) -> dict[str, Any]:
             opts: dict[str, Any] = {}
             if spec.startswith(("http://", "https://")):
                 opts = {k: v for k, v in cfg.resolved().store_options().items() if k != "batch_lines"}
-            store = open_store(spec, **opts)
+            # A reader: a store that is not there is reported, never created empty.
+            store = open_store(spec, must_exist=True, **opts)
             try:
                 out["health"] = store.health() if hasattr(store, "health") else []
                 if args.verify and hasattr(store, "sequence_check"):
@@ -229,8 +230,6 @@ def render(doc: dict[str, Any]) -> None:
         for v in doc["verify"]:
             vt.add_row(v["dev"], _fmt(v["count"]), _fmt(v["first"]), _fmt(v["last"]), _fmt(v["missing"]))
         console.print(vt)
-    if doc["store_error"]:
-        console.print(f"[red]store {doc['store']}: {doc['store_error']}[/red]")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -253,5 +252,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         render(doc)
     if doc["store_error"]:
-        return 4
+        import sys
+
+        from .cli.options import EXIT_UNREACHABLE
+
+        print(f"wattbench status: store {doc['store']}: {doc['store_error']}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     return 0 if (doc["collectors"] or doc["health"]) else 1

@@ -6,9 +6,22 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
+import traceback
 
-from . import __version__
+from .. import __version__
+from .options import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    EXIT_WORKLOAD,
+    CliError,
+    Parser,
+    add_verbose,
+    verbosity,
+)
 
 # subcommand -> (module, one-line help). The module provides add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -28,13 +41,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="wattbench", description="Work per watt, measured.")
+    parser = Parser(prog="wattbench", description="Work per watt, measured.")
     parser.add_argument("--version", action="version", version=f"wattbench {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more log output (-vv for debug and tracebacks)"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_module=module)
+        add_verbose(p)
         try:
             mod = importlib.import_module(module)
         except ImportError as exc:
@@ -47,22 +63,78 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _known_failure(exc: BaseException) -> tuple[str, int] | None:
+    """(one-line message, exit code) for failures the user can act on; None for a bug."""
+    from ..config import ConfigError
+    from ..store.base import StoreError
+    from ..workloads.base import WorkloadError
+
+    if isinstance(exc, CliError):
+        return str(exc), exc.code
+    if isinstance(exc, StoreError):
+        return f"store: {exc}", EXIT_UNREACHABLE
+    if isinstance(exc, ConfigError):
+        return f"configuration: {exc}", EXIT_USAGE
+    if isinstance(exc, WorkloadError):
+        return f"workload: {exc}", EXIT_WORKLOAD
+    sink_error = getattr(sys.modules.get("wattbench.sweep.publish"), "SinkError", None)
+    if sink_error is not None and isinstance(exc, sink_error):
+        return str(exc), EXIT_UNREACHABLE
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror or exc}", 1
+    return None
+
+
+def _quiet_broken_pipe() -> None:
+    """The reader of our output went away (`| head`): send the rest nowhere, so flushing at exit does
+    not fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
-    level = logging.WARNING - 10 * min(args.verbose, 2)
+    verbose = verbosity(args)
+    level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if getattr(args, "_import_error", None):
         print(f"wattbench {args.command}: unavailable ({args._import_error})", file=sys.stderr)
         return 3
-    mod = importlib.import_module(args._module)
+    prefix = f"wattbench {args.command}"
     try:
-        return int(mod.run(args) or 0)
+        mod = importlib.import_module(args._module)
+        code = int(mod.run(args) or 0)
+        sys.stdout.flush()
+        return code
     except KeyboardInterrupt:
-        return 130
+        print(f"{prefix}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+        return EXIT_BROKEN_PIPE
+    except Exception as exc:
+        known = _known_failure(exc)
+        if verbose >= 2 or known is None:
+            if verbose >= 2:
+                traceback.print_exc()
+            else:
+                print(
+                    f"{prefix}: internal error: {exc.__class__.__name__}: {exc} "
+                    "(run with -vv for the traceback)",
+                    file=sys.stderr,
+                )
+            if known is None:
+                return 1
+        message, code = known
+        print(f"{prefix}: {message}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

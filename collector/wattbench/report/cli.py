@@ -11,14 +11,12 @@ from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..cli.options import add_output_options, add_store_options
     from ..sweep.cli import add_scoring_arguments
 
     parser.add_argument("run_id", metavar="RUN_ID", help='run id, or "latest"')
-    parser.add_argument("--store", metavar="PATH", help="embedded SQLite store (default wattbench.sqlite)")
-    parser.add_argument("--influx", metavar="URL", help="InfluxDB instead of the embedded store")
-    parser.add_argument("--db", metavar="NAME", help="InfluxDB database (wattbench)")
-    parser.add_argument("--html", metavar="FILE", help="write the HTML report here")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
+    add_store_options(parser)
+    add_output_options(parser, html=True, json_stdout=True)
     parser.add_argument("--rescore", action="store_true", help="align and score the stored samples again")
     add_scoring_arguments(parser)
 
@@ -92,18 +90,11 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from ..store import open_store
+    from ..cli.options import open_store_from_args
     from .jsonreport import to_json
     from .table import print_report
 
-    options: dict[str, Any] = {}
-    if args.influx and args.db:
-        options["db"] = args.db
-    try:
-        store = open_store(args.influx or args.store, **options)
-    except Exception as exc:
-        print(f"wattbench report: store: {exc}", file=sys.stderr)
-        return 3
+    store = open_store_from_args(args, create_db=False)
     try:
         loaded = load(args, store)
         if isinstance(loaded, str):

@@ -1,8 +1,12 @@
 """`wattbench sweep`: drive this server through graduated loads and score its work per watt.
 
+Before the first phase the sweep checks what it can: the output files can be written, the store is
+there and answers, the broker accepts the connection, the workload can start. A run without a store
+measures no power, so it is refused unless --ops-only asks for exactly that.
+
 Exit codes: 0 valid run, 1 run complete but invalid (a check failed), 2 bad arguments or configuration,
-3 broker or store unreachable, 4 the workload could not run, 130 interrupted (a partial result is still
-published, marked invalid).
+3 broker or store unreachable, 4 the workload could not run or failed (the run stops at the failing
+level, which is named), 130 interrupted (a partial result is still published, marked invalid).
 """
 
 from __future__ import annotations
@@ -78,26 +82,31 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("output")
-    g.add_argument("--html", metavar="FILE", help="write the HTML report here")
-    g.add_argument("--json-out", metavar="FILE", help="write the result JSON here")
+    from ..cli.options import add_output_options
+
+    add_output_options(parser, html=True, json_out=True)
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("broker and store")
-    g.add_argument("--broker", metavar="HOST:PORT", help="publish phase events and the result here")
-    g.add_argument("--mqtt-user", metavar="USER")
-    g.add_argument("--mqtt-password-file", metavar="FILE")
-    g.add_argument("--mqtt-ca", metavar="FILE", help="CA certificate: connect with TLS")
-    g.add_argument("--store", metavar="PATH", help="embedded SQLite store the collector writes")
-    g.add_argument("--influx", metavar="URL", help="InfluxDB the collector writes (instead of --store)")
-    g.add_argument("--db", metavar="NAME", help="InfluxDB database (wattbench)")
+    from ..cli.options import add_broker_options, add_store_options
+
+    add_broker_options(parser, help_broker="publish phase events and the result here")
+    add_store_options(parser, default_help="none: give the store `wattbench collect` writes")
+    parser.add_argument(
+        "--ops-only",
+        action="store_true",
+        help="run without a store: throughput only, power not measured (the run cannot be valid)",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
-    parser.add_argument("--run", metavar="ID", help="run id (default: UTC time and a random suffix)")
+    from ..cli.options import run_id
+
+    parser.add_argument(
+        "--run", metavar="ID", type=run_id, help="run id (default: UTC time and a random suffix)"
+    )
     add_plan_arguments(parser)
     add_workload_arguments(parser)
     add_connection_arguments(parser)
@@ -182,24 +191,20 @@ def workload_from_args(args: argparse.Namespace) -> tuple[str, Any, dict[str, An
     return name, make_workload(name, config), config
 
 
-def open_store_from_args(args: argparse.Namespace) -> Any:
-    if not (args.influx or args.store):
+def sweep_store(args: argparse.Namespace) -> Any:
+    """The collector's store, which must already be there and answer; None for an ops-only run."""
+    from ..cli.options import CliError, default_store, open_store_from_args, store_given
+
+    if getattr(args, "ops_only", False):
+        if store_given(args):
+            raise CliError("--ops-only measures no power: leave out --store/--influx, or --ops-only")
         return None
-    from ..store import open_store
-
-    options: dict[str, Any] = {}
-    if args.influx and args.db:
-        options["db"] = args.db
-    return open_store(args.influx or args.store, **options)
-
-
-def read_password(path: str | None) -> str | None:
-    import os
-
-    if path:
-        with open(path) as f:
-            return f.read().strip()
-    return os.environ.get("WATTBENCH_MQTT_PASSWORD")
+    if not store_given(args):
+        raise CliError(
+            "no store: give --store FILE or --influx URL, where `wattbench collect` writes (its default "
+            f"is {default_store()}), or --ops-only to measure throughput without power"
+        )
+    return open_store_from_args(args, must_exist=True)
 
 
 def emit_outputs(evaluation: Any, args: argparse.Namespace, fetch: Any = None, console: Any = None) -> None:
@@ -246,6 +251,7 @@ def run(args: argparse.Namespace) -> int:
     import logging
     import sys
 
+    from ..cli.options import mqtt_password, mqtt_user
     from ..workloads.base import WorkloadError
     from .driver import new_run_id
     from .progress import LogDisplay, RichDisplay
@@ -263,16 +269,12 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, WorkloadError) as exc:
         print(f"wattbench sweep: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    try:
-        store = open_store_from_args(args)
-    except Exception as exc:
-        print(f"wattbench sweep: store: {exc}", file=sys.stderr)
-        return EXIT_UNREACHABLE
+    store = sweep_store(args)  # a StoreError ends the command with exit 3, before any phase
     if store is None:
-        log.warning("no --store or --influx: the run measures ops only and cannot be scored for power")
+        log.warning("--ops-only: the run measures throughput only; power is not measured")
     mqtt = None
     if args.broker:
-        mqtt = MqttSettings(args.broker, args.mqtt_user, read_password(args.mqtt_password_file), args.mqtt_ca)
+        mqtt = MqttSettings(args.broker, mqtt_user(args), mqtt_password(args), args.mqtt_ca)
     display = LogDisplay() if args.quiet or not sys.stderr.isatty() else RichDisplay()
     setup = SweepSetup(
         run=args.run or new_run_id(),
