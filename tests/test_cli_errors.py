@@ -139,6 +139,26 @@ ROWS = [
         2,
         "no such file",
     ),
+    Row(
+        "sweep-bad-levels", ["sweep", "--store", "{store}", "--levels", "100,abc"], 2, "not a list of numbers"
+    ),
+    Row(
+        "sweep-level-above-100", ["sweep", "--store", "{store}", "--levels", "150"], 2, "outside (0 %, 100 %]"
+    ),
+    Row("sweep-bad-copies", ["sweep", "--store", "{store}", "--copies", "x"], 2, "--copies"),
+    Row(
+        "sweep-ca-not-a-certificate",
+        ["sweep", "--store", "{store}", "--broker", "{down_broker}", "--mqtt-ca", "{tmp}/notes.txt", *FAST],
+        2,
+        "not a PEM CA certificate",
+    ),
+    Row("report-bad-channel", ["report", "latest", "--store", "{store}", "--channel", "x"], 2, "bad channel"),
+    Row(
+        "report-bad-clock-offset",
+        ["report", "latest", "--store", "{store}", "--clock-offset", "a=b"],
+        2,
+        "bad clock offset",
+    ),
     Row("collect-bad-broker", ["collect", "--broker", "127.0.0.1:x"], 2, "not a number"),
     Row("collect-bad-influx-url", ["collect", "--influx", "influx:8086"], 2, "expected http(s)://"),
     Row("broker-bad-port", ["broker", "--port", "99999"], 2, "outside 0..65535"),

@@ -7,6 +7,7 @@ import argparse
 import importlib
 import logging
 import os
+import ssl
 import sys
 import traceback
 
@@ -80,6 +81,8 @@ def _known_failure(exc: BaseException) -> tuple[str, int] | None:
     sink_error = getattr(sys.modules.get("wattbench.sweep.publish"), "SinkError", None)
     if sink_error is not None and isinstance(exc, sink_error):
         return str(exc), EXIT_UNREACHABLE
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS: {exc.reason or exc}", EXIT_UNREACHABLE
     if isinstance(exc, OSError) and exc.filename is not None:
         return f"{exc.filename}: {exc.strerror or exc}", 1
     return None

@@ -101,6 +101,36 @@ def run_id(text: str) -> str:
     return text
 
 
+def checked_by(parse: Any, what: str) -> Any:
+    """An argparse type that runs a parser only to check the text (a ValueError becomes a usage
+    error) and keeps the text, so the command parses it as before."""
+
+    def check(text: str) -> str:
+        try:
+            parse(text)
+        except ValueError as exc:
+            message = str(exc)
+            if "could not convert" in message or "invalid literal" in message:
+                message = f"{text!r} is not a list of numbers"
+            raise argparse.ArgumentTypeError(message) from None
+        return text
+
+    check.__name__ = what  # argparse names the type in its own messages
+    return check
+
+
+def ca_file(text: str) -> str:
+    """A CA certificate file TLS can load: a wrong file fails here, not at the first connect."""
+    import ssl
+
+    readable_file(text)
+    try:
+        ssl.create_default_context(cafile=str(Path(text).expanduser()))
+    except (ssl.SSLError, ValueError, OSError) as exc:
+        raise argparse.ArgumentTypeError(f"{text}: not a PEM CA certificate ({exc})") from None
+    return text
+
+
 def broker_address(text: str) -> str:
     from ..config import ConfigError, split_broker
 
@@ -195,7 +225,7 @@ def add_broker_options(
         type=readable_file,
         help="file holding the MQTT password (or WATTBENCH_MQTT_PASSWORD)",
     )
-    g.add_argument("--mqtt-ca", metavar="FILE", type=readable_file, help="CA certificate: connect with TLS")
+    g.add_argument("--mqtt-ca", metavar="FILE", type=ca_file, help="CA certificate: connect with TLS")
 
 
 def mqtt_user(args: argparse.Namespace) -> str | None:

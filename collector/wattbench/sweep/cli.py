@@ -22,6 +22,9 @@ EXIT_INTERRUPTED = 130
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..cli.options import checked_by
+    from .plan import parse_levels
+
     g = parser.add_argument_group("plan (SPECpower_ssj2008 defaults)")
     g.add_argument(
         "--calibrations", type=int, default=3, metavar="N", help="calibration intervals, 3..10 (3)"
@@ -29,7 +32,12 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--calibration-use", type=int, default=2, metavar="N", help="calibrated = mean of the last N (2)"
     )
-    g.add_argument("--levels", default="100,90,80,70,60,50,40,30,20,10", help="target loads in percent")
+    g.add_argument(
+        "--levels",
+        default="100,90,80,70,60,50,40,30,20,10",
+        type=checked_by(parse_levels, "levels"),
+        help="target loads in percent",
+    )
     g.add_argument("--no-idle", action="store_true", help="leave out the active idle interval")
     g.add_argument("--pre", type=float, default=30.0, metavar="S", help="ramp-up before each window (30)")
     g.add_argument("--measure", type=float, default=240.0, metavar="S", help="measurement window (240)")
@@ -38,6 +46,9 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..cli.options import checked_by
+    from .plan import parse_copies
+
     g = parser.add_argument_group("workload")
     g.add_argument("--workload", choices=["builtin", "command", "concurrency"], help="default builtin")
     g.add_argument("--workload-config", metavar="FILE", help="TOML settings (see the workload's sample.toml)")
@@ -48,17 +59,42 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--ops-report", choices=["stream", "total"], help="command workload: how ops come back")
     g.add_argument("--ops-file", metavar="PATH", help="command workload: read ops from this file")
     g.add_argument("--job", metavar="JOB", help="concurrency: command per copy, or builtin:N (builtin:20000)")
-    g.add_argument("--copies", metavar="LIST", help="concurrency: copy counts (1,2,4,6,8)")
+    g.add_argument(
+        "--copies",
+        metavar="LIST",
+        type=checked_by(parse_copies, "copies"),
+        help="concurrency: copy counts (1,2,4,6,8)",
+    )
 
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..cli.options import checked_by
+    from .channels import parse_channel, parse_offset
+
     g = parser.add_argument_group("scoring and checks")
     g.add_argument(
-        "--channel", action="append", default=[], metavar="DEV/CH[@NODE]", help="power channel (repeat)"
+        "--channel",
+        action="append",
+        default=[],
+        type=checked_by(parse_channel, "channel"),
+        metavar="DEV/CH[@NODE]",
+        help="power channel (repeat)",
     )
-    g.add_argument("--inlet", action="append", default=[], metavar="DEV/CH", help="inlet temperature channel")
     g.add_argument(
-        "--clock-offset", action="append", default=[], metavar="DEV=MS", help="device minus host clock"
+        "--inlet",
+        action="append",
+        default=[],
+        type=checked_by(parse_channel, "channel"),
+        metavar="DEV/CH",
+        help="inlet temperature channel",
+    )
+    g.add_argument(
+        "--clock-offset",
+        action="append",
+        default=[],
+        type=checked_by(parse_offset, "offset"),
+        metavar="DEV=MS",
+        help="device minus host clock",
     )
     g.add_argument(
         "--load-tolerance", type=float, default=0.02, metavar="F", help="actual vs target load (0.02)"
