@@ -324,3 +324,37 @@ def test_verbose_before_or_after_the_subcommand(argv: list[str], tmp_path: Path)
     assert out.returncode == 3
     assert "Traceback" in out.stderr and "StoreMissing" in out.stderr
     assert not (tmp_path / "missing.sqlite").exists()
+
+
+@pytest.mark.timeout(240)
+def test_store_lost_during_the_sweep_keeps_what_was_measured(
+    tmp_path: Path, influx: services.InfluxDB
+) -> None:
+    """InfluxDB stops mid-run: one line and exit 3, and the result (ops, events, the reason) is still
+    written, marked invalid, instead of a traceback that loses the run."""
+    import time
+
+    result = tmp_path / "result.json"
+    argv = ["sweep", "--influx", influx.url, "--db", "lost", "--run", "lost-store", *FAST]
+    argv += ["--workers", "1", "--wait-data", "1", "--json-out", str(result)]
+    full_env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "xdg"))
+    proc = subprocess.Popen(
+        [WATTBENCH, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env
+    )
+    try:
+        time.sleep(3.0)  # the store answered at the start; the run is under way
+        assert proc.poll() is None, proc.communicate()
+        influx.stop()
+        stdout, stderr = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        influx.start()
+    assert "Traceback" not in stderr, stderr
+    assert proc.returncode == 3, stderr
+    assert "the store could not be read after the run" in stderr
+    doc = json.loads(result.read_text())
+    assert doc["valid"] is False
+    complete = next(c for c in doc["checks"] if c["name"] == "complete")
+    assert "the store could not be read after the run" in complete["reason"]
+    assert "∑ops / ∑power: not measured" in stdout

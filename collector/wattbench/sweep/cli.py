@@ -334,10 +334,14 @@ def run(args: argparse.Namespace) -> int:
             store.close()
         return EXIT_UNREACHABLE
     try:
-        emit_outputs(outcome.evaluation, args, store.series if store is not None else None)
+        readable = store is not None and not outcome.store_error
+        emit_outputs(outcome.evaluation, args, store.series if readable else None)
     finally:
         if store is not None:
             store.close()
+    if outcome.store_error:
+        print(f"wattbench sweep: {outcome.store_error}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     if outcome.record.interrupted:
         if outcome.record.interrupted.startswith("workload failed"):
             return EXIT_WORKLOAD
