@@ -288,7 +288,7 @@ def test_report_reads_where_collect_writes(tmp_path: Path) -> None:
 def test_report_on_influx_creates_no_database(tmp_path: Path, influx: services.InfluxDB) -> None:
     out = wattbench(["report", "latest", "--influx", influx.url, "--db", "never_written"], tmp_path)
     assert "Traceback" not in out.stderr
-    assert out.returncode in (2, 3), out.stderr
+    assert out.returncode == 3 and "database not found: never_written" in out.stderr, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
     shown = influx._post_query("SHOW DATABASES")
     names = {v[0] for s in shown["results"][0].get("series", []) for v in s.get("values", [])}
