@@ -358,3 +358,23 @@ def test_store_lost_during_the_sweep_keeps_what_was_measured(
     complete = next(c for c in doc["checks"] if c["name"] == "complete")
     assert "the store could not be read after the run" in complete["reason"]
     assert "∑ops / ∑power: not measured" in stdout
+
+
+@pytest.mark.parametrize("verbose", [[], ["-vv"]])
+def test_a_bug_is_one_line_unless_asked_for_the_traceback(
+    verbose: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import wattbench.broker
+    from wattbench.cli import main
+
+    def broken(args: object) -> int:
+        raise RuntimeError("something unforeseen")
+
+    monkeypatch.setattr(wattbench.broker, "run", broken)
+    assert main(["broker", *verbose]) == 1
+    err = capsys.readouterr().err
+    assert "something unforeseen" in err
+    if verbose:
+        assert "Traceback" in err
+    else:
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -68,6 +68,7 @@ def _known_failure(exc: BaseException) -> tuple[str, int] | None:
     """(one-line message, exit code) for failures the user can act on; None for a bug."""
     from ..config import ConfigError
     from ..store.base import StoreError
+    from ..sweep.publish import SinkError
     from ..workloads.base import WorkloadError
 
     if isinstance(exc, CliError):
@@ -78,8 +79,7 @@ def _known_failure(exc: BaseException) -> tuple[str, int] | None:
         return f"configuration: {exc}", EXIT_USAGE
     if isinstance(exc, WorkloadError):
         return f"workload: {exc}", EXIT_WORKLOAD
-    sink_error = getattr(sys.modules.get("wattbench.sweep.publish"), "SinkError", None)
-    if sink_error is not None and isinstance(exc, sink_error):
+    if isinstance(exc, SinkError):
         return str(exc), EXIT_UNREACHABLE
     if isinstance(exc, ssl.SSLError):
         return f"TLS: {exc.reason or exc}", EXIT_UNREACHABLE
@@ -132,17 +132,16 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_BROKEN_PIPE
     except Exception as exc:
         known = _known_failure(exc)
-        if verbose >= 2 or known is None:
-            if verbose >= 2:
-                traceback.print_exc()
-            else:
+        if verbose >= 2:
+            traceback.print_exc()
+        if known is None:
+            if verbose < 2:
                 print(
                     f"{prefix}: internal error: {exc.__class__.__name__}: {exc} "
                     "(run with -vv for the traceback)",
                     file=sys.stderr,
                 )
-            if known is None:
-                return 1
+            return 1
         message, code = known
         print(f"{prefix}: {message}", file=sys.stderr)
         return code
