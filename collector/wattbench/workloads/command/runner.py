@@ -235,7 +235,8 @@ class CommandWorkload:
         if p is None or self._stopping or p.running or not p.proc.returncode:
             return None
         p.wait_output(1)
-        return f"the command exited with status {p.describe_failure()[len('exit code ') :]}"
+        tail = " | ".join(list(p.stderr_tail)[-3:])
+        return f"the command exited with status {p.proc.returncode}" + (f": {tail}" if tail else "")
 
     def _ops_file_path(self, values: dict[str, Any] | None = None) -> Path | None:
         if not self.ops_file or self._phase is None:
