@@ -66,6 +66,7 @@ ROWS = [
     ),
     Row("report-store-is-folder", ["report", "latest", "--store", "{tmp}"], 3, "is a folder"),
     Row("report-store-not-sqlite", ["report", "latest", "--store", "{tmp}/notes.txt"], 3, "not a database"),
+    Row("report-store-unknown-scheme", ["report", "latest", "--store", "ftp://x/y"], 2, "give a file path"),
     Row("report-unknown-run", ["report", "nope", "--store", "{store}"], 2, "no run 'nope'"),
     # services down
     Row("report-influx-down", ["report", "latest", "--influx", "{down}"], 3, "does not answer"),

@@ -151,6 +151,16 @@ def tcp_port(text: str) -> int:
     return port
 
 
+def store_path(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("empty path")
+    if "://" in text and not text.startswith(("sqlite://", "http://", "https://")):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give a file path or sqlite:///path (InfluxDB: --influx http(s)://host:port)"
+        )
+    return text
+
+
 def influx_url(text: str) -> str:
     if not text.startswith(("http://", "https://")) or len(text) <= len("http://"):
         raise argparse.ArgumentTypeError(f"{text!r}: expected http(s)://host:port")
@@ -186,7 +196,12 @@ def add_store_options(
     """purpose "read": the store must already exist; "write": a missing SQLite file is created."""
     g = parser.add_argument_group("store")
     where = "read, never created" if purpose == "read" else "created if missing"
-    g.add_argument("--store", metavar="PATH", help=f"embedded SQLite file, {where} (default: {default_help})")
+    g.add_argument(
+        "--store",
+        metavar="PATH",
+        type=store_path,
+        help=f"embedded SQLite file, {where} (default: {default_help})",
+    )
     g.add_argument("--influx", metavar="URL", type=influx_url, help="InfluxDB instead of the SQLite file")
     g.add_argument("--db", metavar="NAME", help="InfluxDB database or bucket (default wattbench)")
 
