@@ -192,10 +192,10 @@ DEFAULT_STORE_HELP = (
 
 def add_store_options(
     parser: argparse.ArgumentParser, *, purpose: str = "read", default_help: str = DEFAULT_STORE_HELP
-) -> None:
+) -> Any:
     """purpose "read": the store must already exist; "write": a missing SQLite file is created."""
     g = parser.add_argument_group("store")
-    where = "read, never created" if purpose == "read" else "created if missing"
+    where = "must exist, never created" if purpose == "read" else "created if missing"
     g.add_argument(
         "--store",
         metavar="PATH",
@@ -204,6 +204,7 @@ def add_store_options(
     )
     g.add_argument("--influx", metavar="URL", type=influx_url, help="InfluxDB instead of the SQLite file")
     g.add_argument("--db", metavar="NAME", help="InfluxDB database or bucket (default wattbench)")
+    return g
 
 
 def store_given(args: argparse.Namespace) -> bool:

@@ -127,8 +127,8 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     from ..cli.options import add_broker_options, add_store_options
 
     add_broker_options(parser, help_broker="publish phase events and the result here")
-    add_store_options(parser, default_help="none: give the store `wattbench collect` writes")
-    parser.add_argument(
+    group = add_store_options(parser, default_help="none: give the store `wattbench collect` writes")
+    group.add_argument(
         "--ops-only",
         action="store_true",
         help="run without a store: throughput only, power not measured (the run cannot be valid)",
