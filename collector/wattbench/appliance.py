@@ -20,7 +20,11 @@ from typing import Any
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sim", action="store_true", help="simulated meters (no hardware needed)")
-    p.add_argument("--broker", default=None, help="MQTT broker host[:port] (default 127.0.0.1:1883)")
+    from .cli.options import broker_address
+
+    p.add_argument(
+        "--broker", default=None, type=broker_address, help="MQTT broker host[:port] (default 127.0.0.1:1883)"
+    )
     p.add_argument("--dev", default=None, help="device id (default sim-01)")
     p.add_argument("--hz", type=float, default=10.0, help="samples per second per channel (default 10)")
     p.add_argument("--channels", type=int, default=1, help="number of simulated channels (default 1)")

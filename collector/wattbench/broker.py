@@ -20,7 +20,9 @@ from typing import Any
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=1883, help="TCP port (default 1883)")
+    from .cli.options import tcp_port
+
+    parser.add_argument("--port", type=tcp_port, default=1883, help="TCP port (default 1883, 0: any free)")
 
 
 def _config(host: str, port: int) -> dict[str, Any]:

@@ -18,14 +18,12 @@ exit codes: 0 stopped cleanly, 1 internal error, 2 bad configuration,
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from .cli.options import add_broker_options, add_store_options
+
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
-    parser.add_argument("--broker", metavar="HOST:PORT", help="MQTT broker (default 127.0.0.1:1883)")
-    parser.add_argument("--influx", metavar="URL", help="InfluxDB URL, e.g. http://127.0.0.1:8086")
-    parser.add_argument(
-        "--store", metavar="PATH", help="embedded SQLite file (used when --influx is not given)"
-    )
-    parser.add_argument("--db", metavar="NAME", help="InfluxDB database / bucket (default wattbench)")
+    add_broker_options(parser)
+    add_store_options(parser, purpose="write")
     parser.add_argument("--config", metavar="FILE", help="TOML configuration file")
     parser.add_argument("--id", metavar="ID", help="collector id: reject topic level and health tag")
     parser.add_argument(
@@ -33,9 +31,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--spool", metavar="DIR", help="spool directory used while the store is down")
     parser.add_argument("--state-dir", metavar="DIR", help="status file and default SQLite location")
-    parser.add_argument("--mqtt-user", metavar="USER", help="MQTT user name")
-    parser.add_argument("--mqtt-password-file", metavar="FILE", help="file holding the MQTT password")
-    parser.add_argument("--mqtt-ca", metavar="FILE", help="CA certificate: connect with TLS")
     parser.add_argument(
         "--protocol",
         choices=["auto", "5", "3.1.1"],

@@ -23,17 +23,16 @@ DEMO_NICE = 10
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from .cli.options import add_output_options, add_store_options, broker_address
+
     parser.add_argument(
-        "--broker", metavar="HOST:PORT", help="use this MQTT broker instead of the embedded one"
+        "--broker",
+        metavar="HOST:PORT",
+        type=broker_address,
+        help="use this MQTT broker instead of the embedded one",
     )
-    parser.add_argument(
-        "--influx", metavar="URL", help="collect into this InfluxDB instead of the embedded store"
-    )
-    parser.add_argument("--db", metavar="NAME", help="InfluxDB database (wattbench)")
-    parser.add_argument("--store", metavar="PATH", help="embedded store file (default: a new temporary one)")
-    parser.add_argument(
-        "--html", metavar="FILE", default="wattbench-demo.html", help="HTML report (%(default)s)"
-    )
+    add_store_options(parser, purpose="write", default_help="a new temporary file")
+    add_output_options(parser, html=True, html_default="wattbench-demo.html")
     parser.add_argument("--measure", type=float, default=10.0, metavar="S", help="measurement window (10)")
     parser.add_argument("--pre", type=float, default=1.5, metavar="S", help="ramp-up (1.5)")
     parser.add_argument("--post", type=float, default=0.5, metavar="S", help="ramp-down (0.5)")

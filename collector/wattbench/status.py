@@ -20,15 +20,15 @@ from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from .cli.options import add_output_options, add_store_options
+
     parser.add_argument("--state-dir", metavar="DIR", help="where collectors write their status files")
-    parser.add_argument("--influx", metavar="URL", help="read wb_health from this InfluxDB")
-    parser.add_argument("--store", metavar="PATH", help="read wb_health from this SQLite store")
-    parser.add_argument("--db", metavar="NAME", help="InfluxDB database (default wattbench)")
+    add_store_options(parser)
     parser.add_argument(
         "--config", metavar="FILE", help="collector TOML configuration to take the above from"
     )
     parser.add_argument("--verify", action="store_true", help="count stored samples against sequence numbers")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    add_output_options(parser, html=False, json_stdout=True)
 
 
 def _fmt(value: Any, digits: int = 0) -> str:
@@ -112,21 +112,17 @@ def gather(args: argparse.Namespace) -> dict[str, Any]:
         from .store import open_store
 
         out["store"] = redact_url(spec)
-        is_url = spec.startswith(("http://", "https://"))
-        path = spec[len("sqlite://") :] if spec.startswith("sqlite://") else None if "://" in spec else spec
-        if path is not None and not Path(path).exists():
-            # Opening a missing file store would create an empty one: a read must not.
-            raise StoreUnreachable(f"store {out['store']}: no such file")
         import sqlite3
 
         opts: dict[str, Any] = {}
-        if is_url:
+        if spec.startswith(("http://", "https://")):
             opts = {k: v for k, v in cfg.resolved().store_options().items() if k != "batch_lines"}
         try:
-            store = open_store(spec, **opts)
+            # A reader: a store that is not there is reported, never created empty.
+            store = open_store(spec, must_exist=True, **opts)
         except ValueError as exc:  # not a store address at all
             raise ConfigError(str(exc)) from None
-        except (OSError, RuntimeError, sqlite3.Error) as exc:
+        except (OSError, RuntimeError, sqlite3.Error) as exc:  # StoreError is a RuntimeError
             raise StoreUnreachable(f"store {out['store']}: {exc}") from None
         try:
             try:

@@ -196,7 +196,7 @@ def test_ctrl_c_on_the_real_command(tmp_path: Path) -> None:
         [
             sys.executable, "-m", "wattbench.cli", "sweep", "--quiet", "--workers", "1",
             "--pre", "0.2", "--measure", "1", "--post", "0.1", "--gap", "0",
-            "--levels", "100,50,10", "--json-out", str(out), "--run", "ctrlc-test",
+            "--levels", "100,50,10", "--json-out", str(out), "--run", "ctrlc-test", "--ops-only",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -18,25 +18,15 @@ from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..cli.options import add_broker_options, add_output_options, add_store_options
     from ..sweep.cli import add_scoring_arguments
 
     parser.add_argument("run_id", metavar="RUN_ID", help='run id, or "latest"')
-    parser.add_argument("--store", metavar="PATH", help="embedded SQLite store (default wattbench.sqlite)")
-    parser.add_argument("--influx", metavar="URL", help="InfluxDB instead of the embedded store")
-    parser.add_argument("--db", metavar="NAME", help="InfluxDB database (wattbench)")
-    parser.add_argument("--html", metavar="FILE", help="write the HTML report here")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
+    add_store_options(parser)
+    add_output_options(parser, html=True, json_stdout=True)
     parser.add_argument("--rescore", action="store_true", help="align and score the stored samples again")
     add_scoring_arguments(parser)
-    add_publish_arguments(parser)
-
-
-def add_publish_arguments(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("publishing the result")
-    g.add_argument("--broker", metavar="HOST:PORT", help="publish the result here, retained")
-    g.add_argument("--mqtt-user", metavar="USER")
-    g.add_argument("--mqtt-password-file", metavar="FILE")
-    g.add_argument("--mqtt-ca", metavar="FILE", help="CA certificate: connect with TLS")
+    add_broker_options(parser, help_broker="publish the result here, retained (as wattbench sweep does)")
 
 
 def _channels(args: argparse.Namespace, store: Any, events: list[dict[str, Any]]) -> Any:
@@ -141,15 +131,11 @@ def open_publisher(args: argparse.Namespace, run: str) -> Any:
     """An MqttSink for --broker, connected before anything is scored; None without --broker."""
     if not getattr(args, "broker", None):
         return None
-    from ..sweep.cli import read_password
+    from ..cli.options import mqtt_password, mqtt_user
     from ..sweep.publish import MqttSink
 
     return MqttSink(
-        args.broker,
-        f"wattbench-report-{run}",
-        args.mqtt_user,
-        read_password(args.mqtt_password_file),
-        args.mqtt_ca,
+        args.broker, f"wattbench-report-{run}", mqtt_user(args), mqtt_password(args), args.mqtt_ca
     )
 
 
@@ -158,18 +144,11 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from ..store import open_store
+    from ..cli.options import open_store_from_args
     from .jsonreport import to_json
     from .table import print_evaluation
 
-    options: dict[str, Any] = {}
-    if args.influx and args.db:
-        options["db"] = args.db
-    try:
-        store = open_store(args.influx or args.store, **options)
-    except Exception as exc:
-        print(f"wattbench report: store: {exc}", file=sys.stderr)
-        return 3
+    store = open_store_from_args(args, create_db=False)
     from ..sweep.publish import SinkError
 
     try:

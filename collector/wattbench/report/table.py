@@ -192,7 +192,11 @@ def report_renderables(
         out.append(concurrency_table(levels, title))
     else:
         out.append(levels_table(levels, ops_label, title))
-    out.append(Text(overall_line(overall, ops_label), style="bold"))
+    if not any(lv.has_power for lv in levels):
+        # No power was measured (an ops-only run): a ratio of 0 would read as a result.
+        out.append(Text(f"∑{ops_label} / ∑power: not measured (no power samples)", style="bold"))
+    else:
+        out.append(Text(overall_line(overall, ops_label), style="bold"))
     facts = []
     if calibrated:
         facts.append(f"calibrated {fmt_count(calibrated)} {ops_label}/s")

@@ -9,6 +9,14 @@ from typing import Any, Protocol
 import numpy as np
 
 
+class StoreError(RuntimeError):
+    """The store cannot be used: not reachable, not there, or not a store."""
+
+
+class StoreMissing(StoreError):
+    """A store that was to be read does not exist (reading never creates one)."""
+
+
 @dataclass
 class Series:
     """Samples of one device channel over a time range, in time order.

@@ -23,20 +23,20 @@ from typing import Any
 import numpy as np
 
 from . import lineproto
-from .base import Series, in_effect
+from .base import Series, StoreError, in_effect
 
 log = logging.getLogger(__name__)
 
 SAMPLE_FLOATS = tuple(sorted(lineproto.SAMPLE_FLOATS))
 
 
-class StoreUnavailable(RuntimeError):
+class StoreUnavailable(StoreError):
     """InfluxDB cannot take the write now (down, timeout, 5xx, auth): keep the data and retry."""
 
     permanent = False
 
 
-class StoreRejected(RuntimeError):
+class StoreRejected(StoreError):
     """InfluxDB refused the data itself (HTTP 400: bad line, field type conflict): retrying cannot help."""
 
     permanent = True

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import lineproto
-from .base import Series, in_effect
+from .base import Series, StoreError, StoreMissing, in_effect
 
 SAMPLE_FLOATS = ("W", "V", "A", "PF", "Hz", "Wh", "T", "RH", "u", "Wmin", "Wmax")
 SAMPLE_COLS = ("dev", "ch", "time", "sub", "s", "f", "n", *SAMPLE_FLOATS)
@@ -99,26 +99,55 @@ class SqliteStore:
     this process, which is cheaper on slow storage."""
 
     def __init__(
-        self, path: str | Path = "wattbench.sqlite", synchronous: str = "FULL", **_ignored: Any
+        self,
+        path: str | Path = "wattbench.sqlite",
+        synchronous: str = "FULL",
+        must_exist: bool = False,
+        **_ignored: Any,
     ) -> None:
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
         if synchronous.upper() not in ("FULL", "NORMAL", "EXTRA", "OFF"):
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, not {synchronous!r}")
-        self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
-        self._db.executescript(SCHEMA)
-        self._add_missing_columns("wb_health", HEALTH_COLS)
-        self._add_missing_columns("wb_phase", PHASE_COLS)
-        self._add_missing_columns("wb_result", RESULT_COLS)
+        if self.path != ":memory:":
+            self._check_path(Path(self.path).expanduser(), must_exist)
+        try:
+            if must_exist and self.path != ":memory:":
+                # mode=rw: SQLite itself refuses to create the file, even if it vanished just now.
+                uri = Path(self.path).expanduser().resolve().as_uri() + "?mode=rw"
+                self._db = sqlite3.connect(
+                    uri, uri=True, check_same_thread=False, isolation_level=None, timeout=30
+                )
+            else:
+                self._db = sqlite3.connect(
+                    self.path, check_same_thread=False, isolation_level=None, timeout=30
+                )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            self._db.executescript(SCHEMA)
+            self._add_missing_columns("wb_health", HEALTH_COLS)
+            self._add_missing_columns("wb_phase", PHASE_COLS)
+            self._add_missing_columns("wb_result", RESULT_COLS)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"store {self.path}: {exc}") from None
         self._lock = threading.RLock()
         self._pending: list[tuple[str, list[tuple[Any, ...]]]] = []
         self._samples: list[tuple[Any, ...]] = []
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
+
+    @staticmethod
+    def _check_path(path: Path, must_exist: bool) -> None:
+        if path.is_dir():
+            raise StoreError(f"store {path} is a folder, not a SQLite file")
+        if must_exist:
+            if not path.exists():
+                raise StoreMissing(f"no store at {path} (give --store or --influx; nothing was created)")
+            return
+        try:
+            path.resolve().parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"store {path}: cannot create its folder: {exc.strerror or exc}") from None
 
     def _add_missing_columns(self, table: str, cols: tuple[str, ...]) -> None:
         """A file written by an older version lacks fields the layout gained since; CREATE TABLE IF NOT

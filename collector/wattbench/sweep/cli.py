@@ -1,9 +1,14 @@
 """`wattbench sweep`: drive this server through graduated loads and score its work per watt.
 
+Before the first phase the sweep checks what it can: the output files can be written, the store is
+there and answers, the broker accepts the connection, the power channels can be chosen without a
+guess, the workload can start. A run without a store measures no power, so it is refused unless
+--ops-only asks for exactly that.
+
 Exit codes: 0 valid run, 1 run complete but invalid (a check failed), 2 bad arguments or configuration
 (also when the power channels cannot be chosen without a guess, see docs/sweep.md), 3 broker or store
-unreachable, 4 the workload could not run, 130 interrupted (a partial result is still published, marked
-invalid).
+unreachable, 4 the workload could not run or failed (the run stops at the failing level, which is
+named), 130 interrupted (a partial result is still published, marked invalid).
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ EXIT_INTERRUPTED = 130
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..cli.options import checked_by
+    from .plan import parse_levels
+
     g = parser.add_argument_group("plan (SPECpower_ssj2008 defaults)")
     g.add_argument(
         "--calibrations", type=int, default=3, metavar="N", help="calibration intervals, 3..10 (3)"
@@ -26,7 +34,12 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--calibration-use", type=int, default=2, metavar="N", help="calibrated = mean of the last N (2)"
     )
-    g.add_argument("--levels", default="100,90,80,70,60,50,40,30,20,10", help="target loads in percent")
+    g.add_argument(
+        "--levels",
+        default="100,90,80,70,60,50,40,30,20,10",
+        type=checked_by(parse_levels, "levels"),
+        help="target loads in percent",
+    )
     g.add_argument("--no-idle", action="store_true", help="leave out the active idle interval")
     g.add_argument("--pre", type=float, default=30.0, metavar="S", help="ramp-up before each window (30)")
     g.add_argument("--measure", type=float, default=240.0, metavar="S", help="measurement window (240)")
@@ -35,6 +48,9 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..cli.options import checked_by
+    from .plan import parse_copies
+
     g = parser.add_argument_group("workload")
     g.add_argument("--workload", choices=["builtin", "command", "concurrency"], help="default builtin")
     g.add_argument("--workload-config", metavar="FILE", help="TOML settings (see the workload's sample.toml)")
@@ -45,17 +61,42 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--ops-report", choices=["stream", "total"], help="command workload: how ops come back")
     g.add_argument("--ops-file", metavar="PATH", help="command workload: read ops from this file")
     g.add_argument("--job", metavar="JOB", help="concurrency: command per copy, or builtin:N (builtin:20000)")
-    g.add_argument("--copies", metavar="LIST", help="concurrency: copy counts (1,2,4,6,8)")
+    g.add_argument(
+        "--copies",
+        metavar="LIST",
+        type=checked_by(parse_copies, "copies"),
+        help="concurrency: copy counts (1,2,4,6,8)",
+    )
 
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..cli.options import checked_by
+    from .channels import parse_channel, parse_offset
+
     g = parser.add_argument_group("scoring and checks")
     g.add_argument(
-        "--channel", action="append", default=[], metavar="DEV/CH[@NODE]", help="power channel (repeat)"
+        "--channel",
+        action="append",
+        default=[],
+        type=checked_by(parse_channel, "channel"),
+        metavar="DEV/CH[@NODE]",
+        help="power channel (repeat)",
     )
-    g.add_argument("--inlet", action="append", default=[], metavar="DEV/CH", help="inlet temperature channel")
     g.add_argument(
-        "--clock-offset", action="append", default=[], metavar="DEV=MS", help="device minus host clock"
+        "--inlet",
+        action="append",
+        default=[],
+        type=checked_by(parse_channel, "channel"),
+        metavar="DEV/CH",
+        help="inlet temperature channel",
+    )
+    g.add_argument(
+        "--clock-offset",
+        action="append",
+        default=[],
+        type=checked_by(parse_offset, "offset"),
+        metavar="DEV=MS",
+        help="device minus host clock",
     )
     g.add_argument(
         "--load-tolerance", type=float, default=0.02, metavar="F", help="actual vs target load (0.02)"
@@ -79,26 +120,31 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("output")
-    g.add_argument("--html", metavar="FILE", help="write the HTML report here")
-    g.add_argument("--json-out", metavar="FILE", help="write the result JSON here")
+    from ..cli.options import add_output_options
+
+    add_output_options(parser, html=True, json_out=True)
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("broker and store")
-    g.add_argument("--broker", metavar="HOST:PORT", help="publish phase events and the result here")
-    g.add_argument("--mqtt-user", metavar="USER")
-    g.add_argument("--mqtt-password-file", metavar="FILE")
-    g.add_argument("--mqtt-ca", metavar="FILE", help="CA certificate: connect with TLS")
-    g.add_argument("--store", metavar="PATH", help="embedded SQLite store the collector writes")
-    g.add_argument("--influx", metavar="URL", help="InfluxDB the collector writes (instead of --store)")
-    g.add_argument("--db", metavar="NAME", help="InfluxDB database (wattbench)")
+    from ..cli.options import add_broker_options, add_store_options
+
+    add_broker_options(parser, help_broker="publish phase events and the result here")
+    group = add_store_options(parser, default_help="none: give the store `wattbench collect` writes")
+    group.add_argument(
+        "--ops-only",
+        action="store_true",
+        help="run without a store: throughput only, power not measured (the run cannot be valid)",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
-    parser.add_argument("--run", metavar="ID", help="run id (default: UTC time and a random suffix)")
+    from ..cli.options import run_id
+
+    parser.add_argument(
+        "--run", metavar="ID", type=run_id, help="run id (default: UTC time and a random suffix)"
+    )
     add_plan_arguments(parser)
     add_workload_arguments(parser)
     add_connection_arguments(parser)
@@ -183,24 +229,20 @@ def workload_from_args(args: argparse.Namespace) -> tuple[str, Any, dict[str, An
     return name, make_workload(name, config), config
 
 
-def open_store_from_args(args: argparse.Namespace) -> Any:
-    if not (args.influx or args.store):
+def sweep_store(args: argparse.Namespace) -> Any:
+    """The collector's store, which must already be there and answer; None for an ops-only run."""
+    from ..cli.options import CliError, default_store, open_store_from_args, store_given
+
+    if getattr(args, "ops_only", False):
+        if store_given(args):
+            raise CliError("--ops-only measures no power: leave out --store/--influx, or --ops-only")
         return None
-    from ..store import open_store
-
-    options: dict[str, Any] = {}
-    if args.influx and args.db:
-        options["db"] = args.db
-    return open_store(args.influx or args.store, **options)
-
-
-def read_password(path: str | None) -> str | None:
-    import os
-
-    if path:
-        with open(path) as f:
-            return f.read().strip()
-    return os.environ.get("WATTBENCH_MQTT_PASSWORD")
+    if not store_given(args):
+        raise CliError(
+            "no store: give --store FILE or --influx URL, where `wattbench collect` writes (its default "
+            f"is {default_store()}), or --ops-only to measure throughput without power"
+        )
+    return open_store_from_args(args, must_exist=True)
 
 
 def emit_outputs(evaluation: Any, args: argparse.Namespace, fetch: Any = None, console: Any = None) -> None:
@@ -235,6 +277,7 @@ def run(args: argparse.Namespace) -> int:
     import logging
     import sys
 
+    from ..cli.options import mqtt_password, mqtt_user
     from ..workloads.base import WorkloadError
     from .channels import ChannelError
     from .driver import new_run_id
@@ -253,16 +296,12 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, WorkloadError) as exc:
         print(f"wattbench sweep: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    try:
-        store = open_store_from_args(args)
-    except Exception as exc:
-        print(f"wattbench sweep: store: {exc}", file=sys.stderr)
-        return EXIT_UNREACHABLE
+    store = sweep_store(args)  # a StoreError ends the command with exit 3, before any phase
     if store is None:
-        log.warning("no --store or --influx: the run measures ops only and cannot be scored for power")
+        log.warning("--ops-only: the run measures throughput only; power is not measured")
     mqtt = None
     if args.broker:
-        mqtt = MqttSettings(args.broker, args.mqtt_user, read_password(args.mqtt_password_file), args.mqtt_ca)
+        mqtt = MqttSettings(args.broker, mqtt_user(args), mqtt_password(args), args.mqtt_ca)
     display = LogDisplay() if args.quiet or not sys.stderr.isatty() else RichDisplay()
     setup = SweepSetup(
         run=args.run or new_run_id(),
@@ -292,10 +331,14 @@ def run(args: argparse.Namespace) -> int:
             store.close()
         return EXIT_UNREACHABLE
     try:
-        emit_outputs(outcome.evaluation, args, store.series if store is not None else None)
+        readable = store is not None and not outcome.store_error
+        emit_outputs(outcome.evaluation, args, store.series if readable else None)
     finally:
         if store is not None:
             store.close()
+    if outcome.store_error:
+        print(f"wattbench sweep: {outcome.store_error}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     if outcome.record.interrupted:
         if outcome.record.interrupted.startswith("workload failed"):
             return EXIT_WORKLOAD

@@ -177,7 +177,12 @@ class Driver:
         """Sleep through one part of a phase, refreshing the view. With until_done, return early (True)
         once the workload says its work is finished."""
         end = self.mono() + seconds
+        failure = getattr(self.workload, "failure", None)
         while True:
+            # A workload that has failed stops the run now, not after every remaining phase.
+            reason = failure() if callable(failure) else None
+            if reason:
+                raise WorkloadError(reason)
             now = self.mono()
             if until_done and self.workload.measure_done():
                 return True

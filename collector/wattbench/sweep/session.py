@@ -12,6 +12,7 @@ from typing import Any
 from .. import compliance as cp
 from .. import score as sc
 from ..align import ChannelSpec
+from ..store.base import StoreError
 from . import channels as chans
 from .driver import Driver, RunRecord
 from .evaluate import Evaluation, evaluate
@@ -82,6 +83,7 @@ class Outcome:
     evaluation: Evaluation
     channels: list[ChannelSpec]
     data_complete: bool
+    store_error: str | None = None  # why the run could not be scored from the store, if it could not
 
 
 def bind_channels(setup: SweepSetup) -> chans.Choice:
@@ -167,11 +169,31 @@ def run_sweep(setup: SweepSetup) -> Outcome:
             channels=[s.key for s in specs],
         )
         record = driver.run()
-        evaluation, specs, complete = score_record(setup, record, specs)
+        store_error = None
+        try:
+            evaluation, specs, complete = score_record(setup, record, specs)
+        except StoreError as exc:
+            # The store went away during the run. What was measured is kept: the result says why it
+            # has no power, and `wattbench report RUN --rescore` scores it once the store is back.
+            store_error = f"the store could not be read after the run: {exc}"
+            log.error("%s", store_error)
+            evaluation = evaluate(
+                record.run,
+                record.events,
+                None,
+                [],
+                {},
+                setup.limits,
+                setup.cost,
+                planned=record.planned,
+                interrupted=record.interrupted or store_error,
+                calibration_use=setup.plan.calibration_use,
+            )
+            specs, complete = list(specs or []), False
         fanout.result(evaluation.result)
     finally:
         fanout.close()
-    return Outcome(record, evaluation, specs, complete)
+    return Outcome(record, evaluation, specs, complete, store_error)
 
 
 def score_record(

@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import threading
@@ -199,6 +200,7 @@ class CommandWorkload:
         self._rate: float | None = None
         self._mark = 0.0
         self._done_before = 0.0  # ops of finished phases, for the live rate
+        self._stopping = False
         # Placeholders are checked once up front so a typo fails before the first phase, not an hour in.
         fill(self.template, self.shell, **dict.fromkeys(PLACEHOLDERS, 1))
 
@@ -223,7 +225,18 @@ class CommandWorkload:
         if path is not None:
             with contextlib.suppress(OSError):
                 path.unlink()  # a count left from an earlier run must not be read as this one's
+        self._stopping = False
         self._proc = CommandProcess(argv, self.shell, self.pattern, self.increment, self.cwd)
+
+    def failure(self) -> str | None:
+        """Why this phase's command failed, once it has exited non-zero on its own (a command stopped
+        by us at the window's end has not failed)."""
+        p = self._proc
+        if p is None or self._stopping or p.running or not p.proc.returncode:
+            return None
+        p.wait_output(1)
+        tail = " | ".join(list(p.stderr_tail)[-3:])
+        return f"the command exited with status {p.proc.returncode}" + (f": {tail}" if tail else "")
 
     def _ops_file_path(self, values: dict[str, Any] | None = None) -> Path | None:
         if not self.ops_file or self._phase is None:
@@ -247,7 +260,15 @@ class CommandWorkload:
 
     # -- Workload protocol
     def open(self) -> None:
-        pass
+        # A program that is not there fails now, before the first phase, not after a ramp-up.
+        if self.shell:
+            return
+        argv = fill(self.template, False, **dict.fromkeys(PLACEHOLDERS, 1))
+        prog = argv[0] if isinstance(argv, list) and argv else ""
+        base = Path(self.cwd) if self.cwd else Path.cwd()
+        found = (base / prog).is_file() if os.sep in prog else shutil.which(prog) is not None
+        if not found:
+            raise WorkloadError(f"cannot start {prog!r}: no such program")
 
     def start_phase(self, phase: Phase, rate: float | None) -> None:
         self._phase = phase
@@ -278,27 +299,24 @@ class CommandWorkload:
                 return 0
             if self._proc.running:
                 log.warning("phase %s: command still running at the window's end; stopping it", self._phase)
+                self._stopping = True
                 self._proc.stop(self.stop_grace_s)
             self._proc.wait_output()
-            if self._proc.proc.returncode:
-                log.warning(
-                    "phase %s: command failed, %s",
-                    self._phase.name if self._phase else "?",
-                    self._proc.describe_failure(),
-                )
+            # A failed command's count is not the level's throughput: the level cannot be scored.
+            reason = self.failure()
+            if reason:
+                raise WorkloadError(reason)
             ops = self._current()
             self._done_before += ops
             return max(0, round(ops))
-        if self._proc is not None and not self._proc.running and self._proc.proc.returncode:
-            log.warning(
-                "phase %s: command exited early, %s",
-                self._phase.name if self._phase else "?",
-                self._proc.describe_failure(),
-            )
+        reason = self.failure()
+        if reason:
+            raise WorkloadError(reason)
         return max(0, round(self._current() - self._mark))
 
     def end_phase(self) -> None:
         if self._proc is not None:
+            self._stopping = True
             if self.report == "stream":
                 self._done_before += self._current()
             self._proc.stop(self.stop_grace_s)
@@ -310,5 +328,6 @@ class CommandWorkload:
 
     def close(self) -> None:
         if self._proc is not None:
+            self._stopping = True
             self._proc.stop(self.stop_grace_s)
             self._proc = None

@@ -1,0 +1,151 @@
+"""The `wattbench` command. Each subcommand lives in its own module and is imported only when used,
+so `wattbench score` does not pay for paho or matplotlib."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import ssl
+import sys
+import traceback
+
+from .. import __version__
+from .options import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    EXIT_WORKLOAD,
+    CliError,
+    Parser,
+    add_verbose,
+    verbosity,
+)
+
+# subcommand -> (module, one-line help). The module provides add_arguments(parser) and run(args) -> int.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": (
+        "wattbench.demo",
+        "run broker, simulated appliance, collector and a short sweep on this machine",
+    ),
+    "appliance": ("wattbench.appliance", "run the firmware on this host as an appliance (simulated meters)"),
+    "collect": ("wattbench.collect", "ingest appliance samples from MQTT into the store"),
+    "status": ("wattbench.status", "show per-device accounting: gaps, duplicates, clock offset, rate"),
+    "sweep": ("wattbench.sweep.cli", "drive the server through graduated loads and score it"),
+    "report": ("wattbench.report.cli", "re-render a stored run as table, JSON and HTML"),
+    "score": ("wattbench.scorefile", "score a per-level table (CSV or JSON) such as a published result"),
+    "flash": ("wattbench.flash", "deploy the firmware and its config to a board with mpremote"),
+    "broker": ("wattbench.broker", "run the embedded MQTT broker on its own"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="wattbench", description="Work per watt, measured.")
+    parser.add_argument("--version", action="version", version=f"wattbench {__version__}")
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more log output (-vv for debug and tracebacks)"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(_module=module)
+        add_verbose(p)
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as exc:
+            # One broken or missing command must not take the others down with it; the cause is
+            # reported when that command is actually used.
+            p.set_defaults(_import_error=f"{exc.__class__.__name__}: {exc}")
+            p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+            continue
+        mod.add_arguments(p)
+    return parser
+
+
+def _known_failure(exc: BaseException) -> tuple[str, int] | None:
+    """(one-line message, exit code) for failures the user can act on; None for a bug."""
+    from ..config import ConfigError
+    from ..store.base import StoreError
+    from ..sweep.publish import SinkError
+    from ..workloads.base import WorkloadError
+
+    if isinstance(exc, CliError):
+        return str(exc), exc.code
+    if isinstance(exc, StoreError):
+        return f"store: {exc}", EXIT_UNREACHABLE
+    if isinstance(exc, ConfigError):
+        return f"configuration: {exc}", EXIT_USAGE
+    if isinstance(exc, WorkloadError):
+        return f"workload: {exc}", EXIT_WORKLOAD
+    if isinstance(exc, SinkError):
+        return str(exc), EXIT_UNREACHABLE
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS: {exc.reason or exc}", EXIT_UNREACHABLE
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror or exc}", 1
+    return None
+
+
+def _quiet_broken_pipe() -> None:
+    """The reader of our output went away (`| head`): send the rest nowhere, so flushing at exit does
+    not fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # while the commands load, before one runs
+        print("wattbench: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    verbose = verbosity(args)
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if getattr(args, "_import_error", None):
+        print(f"wattbench {args.command}: unavailable ({args._import_error})", file=sys.stderr)
+        return 3
+    prefix = f"wattbench {args.command}"
+    try:
+        mod = importlib.import_module(args._module)
+        code = int(mod.run(args) or 0)
+        sys.stdout.flush()
+        return code
+    except KeyboardInterrupt:
+        print(f"{prefix}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+        return EXIT_BROKEN_PIPE
+    except Exception as exc:
+        known = _known_failure(exc)
+        if verbose >= 2:
+            traceback.print_exc()
+        if known is None:
+            if verbose < 2:
+                print(
+                    f"{prefix}: internal error: {exc.__class__.__name__}: {exc} "
+                    "(run with -vv for the traceback)",
+                    file=sys.stderr,
+                )
+            return 1
+        message, code = known
+        print(f"{prefix}: {message}", file=sys.stderr)
+        return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

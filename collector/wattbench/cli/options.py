@@ -1,0 +1,281 @@
+"""Options several subcommands share, declared once so each means the same everywhere: the store
+(--store/--influx/--db, one default path), the broker and its credentials, output files, and -v.
+
+Values are checked while the command line is parsed, so a wrong path or id is a usage error (exit 2)
+before anything runs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any, NoReturn
+
+# Exit codes every subcommand uses for the same kind of failure (see docs/guide.md).
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+EXIT_WORKLOAD = 4
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+
+class CliError(Exception):
+    """A failure the user can act on: shown as one line, the process exits with `code`."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Parser(argparse.ArgumentParser):
+    """A usage error is one line naming the option, not the whole synopsis; --help has that."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+# ---------------------------------------------------------------------------- -v
+
+
+def add_verbose(parser: argparse.ArgumentParser) -> None:
+    """-v on a subcommand counts on top of -v given before it (`wattbench -v sweep -v` is -vv)."""
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        dest="_verbose_sub",
+        action="count",
+        default=0,
+        help="more log output (-vv for debug and tracebacks)",
+    )
+
+
+def verbosity(args: argparse.Namespace) -> int:
+    return int(getattr(args, "verbose", 0) or 0) + int(getattr(args, "_verbose_sub", 0) or 0)
+
+
+# ---------------------------------------------------------------------------- checked values
+
+
+def writable_file(text: str) -> str:
+    """An output file whose folder exists and can be written, checked before any work is done."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty path")
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"folder {str(parent)!r} does not exist")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text} cannot be written (permission denied)")
+    if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"folder {str(parent)!r} cannot be written (permission denied)")
+    return text
+
+
+def readable_file(text: str) -> str:
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text}: no such file")
+    if not os.access(path, os.R_OK):
+        raise argparse.ArgumentTypeError(f"{text}: permission denied")
+    return text
+
+
+@cache
+def _run_id_pattern() -> re.Pattern[str]:
+    import wattbench_schema
+
+    return re.compile(wattbench_schema.load_schema("common")["$defs"]["run_id"]["pattern"])
+
+
+def run_id(text: str) -> str:
+    """A run id as the contract allows it (it becomes an MQTT topic level and a store tag)."""
+    if not _run_id_pattern().match(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a valid run id: 1 to 64 of A-Z a-z 0-9 _ . -, starting with a letter or digit"
+        )
+    return text
+
+
+def checked_by(parse: Any, what: str) -> Any:
+    """An argparse type that runs a parser only to check the text (a ValueError becomes a usage
+    error) and keeps the text, so the command parses it as before."""
+
+    def check(text: str) -> str:
+        try:
+            parse(text)
+        except ValueError as exc:
+            message = str(exc)
+            if "could not convert" in message or "invalid literal" in message:
+                message = f"{text!r} is not a list of numbers"
+            raise argparse.ArgumentTypeError(message) from None
+        return text
+
+    check.__name__ = what  # argparse names the type in its own messages
+    return check
+
+
+def ca_file(text: str) -> str:
+    """A CA certificate file TLS can load: a wrong file fails here, not at the first connect."""
+    import ssl
+
+    readable_file(text)
+    try:
+        ssl.create_default_context(cafile=str(Path(text).expanduser()))
+    except (ssl.SSLError, ValueError, OSError) as exc:
+        raise argparse.ArgumentTypeError(f"{text}: not a PEM CA certificate ({exc})") from None
+    return text
+
+
+def broker_address(text: str) -> str:
+    from ..config import ConfigError, split_broker
+
+    try:
+        split_broker(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def tcp_port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is outside 0..65535")
+    return port
+
+
+def store_path(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("empty path")
+    if "://" in text and not text.startswith(("sqlite://", "http://", "https://")):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give a file path or sqlite:///path (InfluxDB: --influx http(s)://host:port)"
+        )
+    return text
+
+
+def influx_url(text: str) -> str:
+    if not text.startswith(("http://", "https://")) or len(text) <= len("http://"):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected http(s)://host:port")
+    return text
+
+
+# ---------------------------------------------------------------------------- store
+
+
+def default_store() -> str:
+    """The store every command uses when none is given: WATTBENCH_INFLUX_URL or WATTBENCH_STORE, else
+    wattbench.sqlite in the state folder, where `wattbench collect` writes by default."""
+    from ..config import default_state_dir
+
+    env = os.environ
+    if env.get("WATTBENCH_INFLUX_URL"):
+        return env["WATTBENCH_INFLUX_URL"]
+    if env.get("WATTBENCH_STORE"):
+        return env["WATTBENCH_STORE"]
+    state = env.get("WATTBENCH_STATE_DIR")
+    base = Path(state).expanduser() if state else default_state_dir()
+    return str(base / "wattbench.sqlite")
+
+
+DEFAULT_STORE_HELP = (
+    "$WATTBENCH_STORE, else wattbench.sqlite in the state folder, where `wattbench collect` writes"
+)
+
+
+def add_store_options(
+    parser: argparse.ArgumentParser, *, purpose: str = "read", default_help: str = DEFAULT_STORE_HELP
+) -> Any:
+    """purpose "read": the store must already exist; "write": a missing SQLite file is created."""
+    g = parser.add_argument_group("store")
+    where = "must exist, never created" if purpose == "read" else "created if missing"
+    g.add_argument(
+        "--store",
+        metavar="PATH",
+        type=store_path,
+        help=f"embedded SQLite file, {where} (default: {default_help})",
+    )
+    g.add_argument("--influx", metavar="URL", type=influx_url, help="InfluxDB instead of the SQLite file")
+    g.add_argument("--db", metavar="NAME", help="InfluxDB database or bucket (default wattbench)")
+    return g
+
+
+def store_given(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "influx", None) or getattr(args, "store", None))
+
+
+def store_spec(args: argparse.Namespace) -> str:
+    return getattr(args, "influx", None) or getattr(args, "store", None) or default_store()
+
+
+def open_store_from_args(args: argparse.Namespace, *, must_exist: bool = True, **options: Any) -> Any:
+    """Open the store the options name. must_exist (for every reader, and for the sweep, which needs
+    the collector's store) refuses a missing file instead of creating an empty one and checks that
+    InfluxDB answers; failures raise StoreError (exit 3)."""
+    from ..store import open_store
+
+    if getattr(args, "db", None):
+        options.setdefault("db", args.db)
+    return open_store(store_spec(args), must_exist=must_exist, **options)
+
+
+# ---------------------------------------------------------------------------- broker
+
+
+def add_broker_options(
+    parser: argparse.ArgumentParser, *, help_broker: str = "MQTT broker (default 127.0.0.1:1883)"
+) -> None:
+    g = parser.add_argument_group("broker")
+    g.add_argument("--broker", metavar="HOST:PORT", type=broker_address, help=help_broker)
+    g.add_argument("--mqtt-user", metavar="USER", help="MQTT user name (or WATTBENCH_MQTT_USER)")
+    g.add_argument(
+        "--mqtt-password-file",
+        metavar="FILE",
+        type=readable_file,
+        help="file holding the MQTT password (or WATTBENCH_MQTT_PASSWORD)",
+    )
+    g.add_argument("--mqtt-ca", metavar="FILE", type=ca_file, help="CA certificate: connect with TLS")
+
+
+def mqtt_user(args: argparse.Namespace) -> str | None:
+    return getattr(args, "mqtt_user", None) or os.environ.get("WATTBENCH_MQTT_USER") or None
+
+
+def mqtt_password(args: argparse.Namespace) -> str | None:
+    path = getattr(args, "mqtt_password_file", None)
+    if path:
+        try:
+            return Path(path).expanduser().read_text().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CliError(f"cannot read the MQTT password file {path}: {exc}") from None
+    return os.environ.get("WATTBENCH_MQTT_PASSWORD") or None
+
+
+# ---------------------------------------------------------------------------- outputs
+
+
+def add_output_options(
+    parser: argparse.ArgumentParser,
+    *,
+    html: bool = True,
+    json_out: bool = False,
+    json_stdout: bool = False,
+    html_default: str | None = None,
+) -> None:
+    g = parser.add_argument_group("output")
+    if html:
+        shown = f" ({html_default})" if html_default else ""
+        g.add_argument(
+            "--html", metavar="FILE", type=writable_file, default=html_default, help=f"HTML report{shown}"
+        )
+    if json_out:
+        g.add_argument("--json-out", metavar="FILE", type=writable_file, help="write the result JSON here")
+    if json_stdout:
+        g.add_argument("--json", action="store_true", help="print JSON instead of tables")

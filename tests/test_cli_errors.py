@@ -1,0 +1,381 @@
+"""Wrong input to the installed `wattbench` command: every row gets one line naming the problem and
+its documented exit code, never a traceback, and a command that reads never creates a file.
+
+Exit codes (docs/guide.md): 1 invalid, 2 usage or configuration, 3 broker or store unreachable,
+4 workload could not run, 130 interrupted."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import services
+
+WATTBENCH = str(Path(sys.executable).with_name("wattbench"))
+PY = sys.executable
+FAST = ["--quiet", "--pre", "0.2", "--measure", "1", "--post", "0.1", "--gap", "0", "--levels", "100,50"]
+
+
+@dataclass
+class Row:
+    id: str
+    argv: list[str]
+    code: int
+    fragment: str
+    # paths (relative to the test folder) a read must not create
+    not_created: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+ROWS = [
+    # reading never creates a store
+    Row(
+        "report-missing-store",
+        ["report", "latest", "--store", "{tmp}/missing.sqlite"],
+        3,
+        "no store at",
+        ["missing.sqlite"],
+    ),
+    Row(
+        "report-default-store-missing",
+        ["report", "latest"],
+        3,
+        "no store at",
+        ["state/wattbench.sqlite", "wattbench.sqlite"],
+        {"WATTBENCH_STATE_DIR": "{tmp}/state"},
+    ),
+    Row(
+        "status-missing-store",
+        ["status", "--store", "{tmp}/missing.sqlite", "--state-dir", "{tmp}"],
+        3,
+        "no store at",
+        ["missing.sqlite"],
+    ),
+    Row(
+        "status-json-missing-store",
+        ["status", "--json", "--store", "{tmp}/missing.sqlite", "--state-dir", "{tmp}"],
+        3,
+        "no store at",
+        ["missing.sqlite"],
+    ),
+    Row("report-store-is-folder", ["report", "latest", "--store", "{tmp}"], 3, "is a folder"),
+    Row("report-store-not-sqlite", ["report", "latest", "--store", "{tmp}/notes.txt"], 3, "not a database"),
+    Row("report-store-unknown-scheme", ["report", "latest", "--store", "ftp://x/y"], 2, "give a file path"),
+    Row("report-unknown-run", ["report", "nope", "--store", "{store}"], 2, "no run 'nope'"),
+    # services down
+    Row("report-influx-down", ["report", "latest", "--influx", "{down}"], 3, "does not answer"),
+    Row("status-influx-down", ["status", "--influx", "{down}", "--state-dir", "{tmp}"], 3, "does not answer"),
+    Row("sweep-influx-down", ["sweep", "--influx", "{down}", *FAST], 3, "does not answer"),
+    Row(
+        "sweep-broker-down",
+        ["sweep", "--store", "{store}", "--broker", "{down_broker}", *FAST],
+        3,
+        "unreachable",
+    ),
+    # outputs checked before anything runs
+    Row(
+        "report-html-missing-folder",
+        ["report", "latest", "--store", "{store}", "--html", "{tmp}/nope/r.html"],
+        2,
+        "does not exist",
+    ),
+    Row(
+        "sweep-html-missing-folder",
+        ["sweep", "--store", "{store}", "--html", "{tmp}/nope/r.html", *FAST],
+        2,
+        "--html: folder",
+    ),
+    Row(
+        "sweep-json-out-missing-folder",
+        ["sweep", "--store", "{store}", "--json-out", "{tmp}/nope/r.json", *FAST],
+        2,
+        "--json-out: folder",
+    ),
+    Row(
+        "sweep-json-out-is-folder",
+        ["sweep", "--store", "{store}", "--json-out", "{tmp}", *FAST],
+        2,
+        "is a folder",
+    ),
+    Row(
+        "demo-html-missing-folder",
+        ["demo", "--html", "{tmp}/nope/demo.html"],
+        2,
+        "does not exist",
+    ),
+    # arguments
+    Row(
+        "sweep-bad-run-id",
+        ["sweep", "--store", "{store}", "--run", "Bad/Run", *FAST],
+        2,
+        "not a valid run id",
+    ),
+    Row("sweep-no-store", ["sweep", *FAST], 2, "--ops-only"),
+    Row(
+        "sweep-missing-store",
+        ["sweep", "--store", "{tmp}/missing.sqlite", *FAST],
+        3,
+        "no store at",
+        ["missing.sqlite"],
+    ),
+    Row("sweep-ops-only-with-store", ["sweep", "--store", "{store}", "--ops-only", *FAST], 2, "--ops-only"),
+    Row(
+        "sweep-password-file-missing",
+        [
+            "sweep",
+            "--store",
+            "{store}",
+            "--broker",
+            "{down_broker}",
+            "--mqtt-password-file",
+            "{tmp}/pw",
+            *FAST,
+        ],
+        2,
+        "no such file",
+    ),
+    Row(
+        "sweep-bad-levels", ["sweep", "--store", "{store}", "--levels", "100,abc"], 2, "not a list of numbers"
+    ),
+    Row(
+        "sweep-level-above-100", ["sweep", "--store", "{store}", "--levels", "150"], 2, "outside (0 %, 100 %]"
+    ),
+    Row("sweep-bad-copies", ["sweep", "--store", "{store}", "--copies", "x"], 2, "--copies"),
+    Row(
+        "sweep-ca-not-a-certificate",
+        ["sweep", "--store", "{store}", "--broker", "{down_broker}", "--mqtt-ca", "{tmp}/notes.txt", *FAST],
+        2,
+        "not a PEM CA certificate",
+    ),
+    Row("report-bad-channel", ["report", "latest", "--store", "{store}", "--channel", "x"], 2, "bad channel"),
+    Row(
+        "report-bad-clock-offset",
+        ["report", "latest", "--store", "{store}", "--clock-offset", "a=b"],
+        2,
+        "bad clock offset",
+    ),
+    Row("collect-bad-broker", ["collect", "--broker", "127.0.0.1:x"], 2, "not a number"),
+    Row("collect-bad-influx-url", ["collect", "--influx", "influx:8086"], 2, "expected http(s)://"),
+    Row("broker-bad-port", ["broker", "--port", "99999"], 2, "outside 0..65535"),
+    Row("unknown-command", ["nosuch"], 2, "invalid choice"),
+    # the workload
+    Row(
+        "sweep-command-not-found",
+        ["sweep", "--store", "{store}", "--cmd", "{tmp}/no-such-program {{load}}", *FAST],
+        4,
+        "no such program",
+    ),
+    Row(
+        "sweep-command-fails-in-cal1",
+        ["sweep", "--store", "{store}", "--cmd", PY + " -c 'import sys; sys.exit(3)'", *FAST],
+        4,
+        "workload failed during cal1: the command exited with status 3",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def influx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[services.InfluxDB]:
+    try:
+        db = services.InfluxDB(tmp_path_factory.mktemp("influx"))
+    except services.ServiceUnavailable as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(exc))
+    db.start()
+    yield db
+    db.stop()
+
+
+def make_store(path: Path) -> str:
+    from wattbench.store import open_store
+
+    open_store(str(path)).close()
+    return str(path)
+
+
+def wattbench(
+    argv: list[str], tmp: Path, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    full_env = dict(os.environ, **(env or {}))
+    for var in ("WATTBENCH_STORE", "WATTBENCH_INFLUX_URL", "WATTBENCH_STATE_DIR"):
+        if env is None or var not in env:
+            full_env.pop(var, None)
+    full_env.setdefault("XDG_STATE_HOME", str(tmp / "xdg"))
+    return subprocess.run(
+        [WATTBENCH, *argv], capture_output=True, text=True, cwd=tmp, env=full_env, timeout=timeout
+    )
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
+def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> None:
+    down = services.free_port()  # nothing listens there
+    (tmp_path / "notes.txt").write_text("not a database\n")
+    values = {
+        "tmp": str(tmp_path),
+        "store": make_store(tmp_path / "store.sqlite"),
+        "down": f"http://127.0.0.1:{down}",
+        "down_broker": f"127.0.0.1:{down}",
+    }
+    argv = [a.format(**values) for a in row.argv]
+    env = {k: v.format(**values) for k, v in row.env.items()}
+    out = wattbench(argv, tmp_path, env)
+    assert "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == row.code, out.stderr
+    assert row.fragment in out.stderr, out.stderr
+    assert len([line for line in out.stderr.splitlines() if row.fragment in line]) == 1
+    for rel in row.not_created:
+        assert not (tmp_path / rel).exists(), f"{rel} was created by a command that only reads"
+
+
+def test_failed_command_stops_the_run_at_its_level(tmp_path: Path) -> None:
+    """A command that fails in cal1 ends the run there: no second calibration, the level named."""
+    store = make_store(tmp_path / "store.sqlite")
+    result = tmp_path / "result.json"
+    argv = ["sweep", "--store", store, "--run", "failing", "--json-out", str(result), *FAST]
+    argv += ["--cmd", PY + " -c 'import sys; sys.exit(3)'"]
+    out = wattbench(argv, tmp_path)
+    assert out.returncode == 4, out.stderr
+    doc = json.loads(result.read_text())
+    assert doc["valid"] is False
+    complete = next(c for c in doc["checks"] if c["name"] == "complete")
+    assert complete["reason"] == "workload failed during cal1: the command exited with status 3"
+    from wattbench.store import open_store
+
+    s = open_store(store, must_exist=True)
+    try:
+        phases = {e["phase"] for e in s.phases("failing")}
+    finally:
+        s.close()
+    assert phases == {"run", "cal1"}
+
+
+def test_ops_only_run_says_power_was_not_measured(tmp_path: Path) -> None:
+    out = wattbench(["sweep", "--ops-only", *FAST, "--workers", "1"], tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert "∑ops / ∑power: not measured" in out.stdout
+    assert "∑ops / ∑power = 0" not in out.stdout
+
+
+def test_report_reads_where_collect_writes(tmp_path: Path) -> None:
+    """With no --store, `report` opens the file `collect` writes by default, and creates nothing."""
+    from wattbench.config import load_config
+
+    env = {"WATTBENCH_STATE_DIR": str(tmp_path / "state")}
+    collect_default = load_config(env=env).resolved().store_spec()
+    from wattbench.store import open_store
+
+    store = open_store(collect_default)
+    start = {"v": 1, "run": "r1", "n": 0, "t": 1767225600000, "event": "run_start", "phase": "run"}
+    store.write_phase(start)
+    store.write_phase(dict(start, n=1, t=1767225601000, event="run_end"))
+    store.flush()
+    store.close()
+    out = wattbench(["report", "latest", "--json"], tmp_path, env)
+    assert "Traceback" not in out.stderr, out.stderr
+    assert json.loads(out.stdout)["run"] == "r1"
+    assert not (tmp_path / "wattbench.sqlite").exists()
+    out = wattbench(["status", "--verify", "--state-dir", str(tmp_path / "state")], tmp_path, env)
+    assert "Traceback" not in out.stderr and out.returncode in (0, 1), out.stderr
+
+
+def test_report_on_influx_creates_no_database(tmp_path: Path, influx: services.InfluxDB) -> None:
+    out = wattbench(["report", "latest", "--influx", influx.url, "--db", "never_written"], tmp_path)
+    assert "Traceback" not in out.stderr
+    assert out.returncode == 3 and "database not found: never_written" in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    shown = influx._post_query("SHOW DATABASES")
+    names = {v[0] for s in shown["results"][0].get("series", []) for v in s.get("values", [])}
+    assert "never_written" not in names
+
+
+def test_status_json_into_a_closed_pipe(tmp_path: Path) -> None:
+    """`wattbench status --json | head`: the reader leaving early is not an error worth a traceback."""
+    store = make_store(tmp_path / "store.sqlite")
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "xdg"))
+    proc = subprocess.Popen(
+        [WATTBENCH, "status", "--json", "--store", store, "--state-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before the command has written anything
+    err = proc.stderr.read().decode()
+    proc.wait(60)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert proc.returncode == 141
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["-v", "-v", "report"], ["report", "-v", "-v"], ["-v", "report", "-v"], ["report", "-vv"]],
+)
+def test_verbose_before_or_after_the_subcommand(argv: list[str], tmp_path: Path) -> None:
+    """-vv anywhere shows the traceback of a failure that is otherwise one line."""
+    argv = [*argv, "latest", "--store", str(tmp_path / "missing.sqlite")]
+    out = wattbench(argv, tmp_path)
+    assert out.returncode == 3
+    assert "Traceback" in out.stderr and "StoreMissing" in out.stderr
+    assert not (tmp_path / "missing.sqlite").exists()
+
+
+@pytest.mark.timeout(240)
+def test_store_lost_during_the_sweep_keeps_what_was_measured(
+    tmp_path: Path, influx: services.InfluxDB
+) -> None:
+    """InfluxDB stops mid-run: one line and exit 3, and the result (ops, events, the reason) is still
+    written, marked invalid, instead of a traceback that loses the run."""
+    import time
+
+    result = tmp_path / "result.json"
+    argv = ["sweep", "--influx", influx.url, "--db", "lost", "--run", "lost-store", *FAST]
+    argv += ["--workers", "1", "--wait-data", "1", "--json-out", str(result)]
+    full_env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "xdg"))
+    proc = subprocess.Popen(
+        [WATTBENCH, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env
+    )
+    try:
+        time.sleep(3.0)  # the store answered at the start; the run is under way
+        assert proc.poll() is None, proc.communicate()
+        influx.stop()
+        stdout, stderr = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        influx.start()
+    assert "Traceback" not in stderr, stderr
+    assert proc.returncode == 3, stderr
+    assert "the store could not be read after the run" in stderr
+    doc = json.loads(result.read_text())
+    assert doc["valid"] is False
+    complete = next(c for c in doc["checks"] if c["name"] == "complete")
+    assert "the store could not be read after the run" in complete["reason"]
+    assert "∑ops / ∑power: not measured" in stdout
+
+
+@pytest.mark.parametrize("verbose", [[], ["-vv"]])
+def test_a_bug_is_one_line_unless_asked_for_the_traceback(
+    verbose: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import wattbench.broker
+    from wattbench.cli import main
+
+    def broken(args: object) -> int:
+        raise RuntimeError("something unforeseen")
+
+    monkeypatch.setattr(wattbench.broker, "run", broken)
+    assert main(["broker", *verbose]) == 1
+    err = capsys.readouterr().err
+    assert "something unforeseen" in err
+    if verbose:
+        assert "Traceback" in err
+    else:
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1
