@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import services
@@ -193,10 +194,28 @@ def influx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[services.Influx
     db.stop()
 
 
-def make_store(path: Path) -> str:
+def make_store(path: Path | str, **options: Any) -> str:
+    """A store as `wattbench collect` leaves it beside one live appliance: its metadata (one server-power
+    channel) and a sample of now, so a sweep binds to that channel before its first phase."""
+    import time
+
     from wattbench.store import open_store
 
-    open_store(str(path)).close()
+    now = int(time.time() * 1000)
+    store = open_store(str(path), **options)
+    meta = {
+        "v": 1,
+        "dev": "bench",
+        "fw": "0.1.0",
+        "board": "host",
+        "channels": [{"c": "psu", "meter": "sim", "q": ["W"], "hz": 1, "role": "power", "node": "srv1"}],
+    }
+    store.write_meta(meta, now - 60_000)
+    store.write_samples(
+        "bench", [{"s": i, "t": now - 5_000 + 1_000 * i, "c": "psu", "W": 100.0} for i in range(5)]
+    )
+    store.flush()
+    store.close()
     return str(path)
 
 
@@ -280,7 +299,7 @@ def test_report_reads_where_collect_writes(tmp_path: Path) -> None:
     store.close()
     out = wattbench(["report", "latest", "--json"], tmp_path, env)
     assert "Traceback" not in out.stderr, out.stderr
-    assert json.loads(out.stdout)["run"] == "r1"
+    assert json.loads(out.stdout)["result"]["run"] == "r1"
     assert not (tmp_path / "wattbench.sqlite").exists()
     out = wattbench(["status", "--verify", "--state-dir", str(tmp_path / "state")], tmp_path, env)
     assert "Traceback" not in out.stderr and out.returncode in (0, 1), out.stderr
@@ -336,6 +355,7 @@ def test_store_lost_during_the_sweep_keeps_what_was_measured(
     import time
 
     result = tmp_path / "result.json"
+    make_store(influx.url, db="lost")  # the appliance the sweep binds to, as the collector stored it
     argv = ["sweep", "--influx", influx.url, "--db", "lost", "--run", "lost-store", *FAST]
     argv += ["--workers", "1", "--wait-data", "1", "--json-out", str(result)]
     full_env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "xdg"))
