@@ -259,10 +259,18 @@ SHORT = ["--calibrations", "3", "--levels", "100", "--no-idle", "--pre", "0", "-
 SHORT += ["--post", "0", "--gap", "0", "--workers", "1", "--quiet", "--wait-data", "1"]
 
 
+def _store(tmp_path: Path) -> list[str]:
+    """The store the collector writes: a sweep refuses to run without one (unless --ops-only) and never
+    creates it."""
+    path = tmp_path / "wb.sqlite"
+    SqliteStore(path).close()
+    return ["--store", str(path)]
+
+
 @pytest.mark.services
 @pytest.mark.timeout(180)
 def test_sweep_without_channel_refuses_two_live_appliances(
-    mosquitto: Any, capsys: pytest.CaptureFixture[str]
+    mosquitto: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from wattbench.cli import main
 
@@ -270,7 +278,17 @@ def test_sweep_without_channel_refuses_two_live_appliances(
     apps = [_appliance(mosquitto, "bench-a", 150.0), _appliance(mosquitto, "bench-b", 50.0)]
     tap = PhaseTap(mosquitto)
     try:
-        code = main(["sweep", "--broker", f"{mosquitto.host}:{mosquitto.port}", "--run", "two-live", *SHORT])
+        code = main(
+            [
+                "sweep",
+                "--broker",
+                f"{mosquitto.host}:{mosquitto.port}",
+                "--run",
+                "two-live",
+                *SHORT,
+                *_store(tmp_path),
+            ]
+        )
     finally:
         for app in apps:
             app.stop(timeout=10)
@@ -287,7 +305,7 @@ def test_sweep_without_channel_refuses_two_live_appliances(
 @pytest.mark.services
 @pytest.mark.timeout(180)
 def test_sweep_without_channel_binds_the_one_live_appliance_power_only(
-    mosquitto: Any, capsys: pytest.CaptureFixture[str]
+    mosquitto: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from wattbench.cli import main
 
@@ -296,7 +314,17 @@ def test_sweep_without_channel_binds_the_one_live_appliance_power_only(
     app = _appliance(mosquitto, "bench-a", 150.0, [aux])
     tap = PhaseTap(mosquitto)
     try:
-        code = main(["sweep", "--broker", f"{mosquitto.host}:{mosquitto.port}", "--run", "one-live", *SHORT])
+        code = main(
+            [
+                "sweep",
+                "--broker",
+                f"{mosquitto.host}:{mosquitto.port}",
+                "--run",
+                "one-live",
+                *SHORT,
+                *_store(tmp_path),
+            ]
+        )
     finally:
         app.stop(timeout=10)
         tap.close()
@@ -310,7 +338,7 @@ def test_sweep_without_channel_binds_the_one_live_appliance_power_only(
 @pytest.mark.services
 @pytest.mark.timeout(180)
 def test_sweep_refuses_a_named_channel_that_is_not_server_power_or_is_offline(
-    mosquitto: Any, capsys: pytest.CaptureFixture[str]
+    mosquitto: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from wattbench.cli import main
 
@@ -321,10 +349,20 @@ def test_sweep_refuses_a_named_channel_that_is_not_server_power_or_is_offline(
     broker = f"{mosquitto.host}:{mosquitto.port}"
     try:
         other = main(
-            ["sweep", "--broker", broker, "--channel", "bench-a/sim", "--channel", "bench-a/aux", *SHORT]
+            [
+                "sweep",
+                "--broker",
+                broker,
+                "--channel",
+                "bench-a/sim",
+                "--channel",
+                "bench-a/aux",
+                *SHORT,
+                *_store(tmp_path),
+            ]
         )
         other_err = capsys.readouterr().err
-        offline = main(["sweep", "--broker", broker, "--channel", "old-c/psu", *SHORT])
+        offline = main(["sweep", "--broker", broker, "--channel", "old-c/psu", *SHORT, *_store(tmp_path)])
         offline_err = capsys.readouterr().err
     finally:
         app.stop(timeout=10)
