@@ -212,6 +212,57 @@ def test_same_messages_under_micropython(tmp_path: Path) -> None:
         assert got == _configs(vec.payload), vec.name
 
 
+HASS_STATE_SCRIPT = """
+import sys, json
+sys.path.append("/lib")
+from wattbench_fw import hass
+rows = json.loads(%(rows)r)
+state = hass.HassState(["psu1", "psu2"], stale_rows=3)
+out = []
+for row in rows:
+    state.observe(row)
+    out.append(json.loads(state.payload()))
+print("RESULT" + json.dumps(out))
+"""
+
+
+@pytest.mark.micropython
+def test_hass_state_same_under_micropython(tmp_path: Path) -> None:
+    import services
+
+    try:
+        node = services.node_binary()
+        module = services.micropython_module()
+    except services.ServiceUnavailable as exc:
+        pytest.skip(str(exc))
+    t = 1763713200000
+    rows = [
+        {"s": 1, "t": t, "c": "psu1", "W": 150.0, "Wh": 1007.125},
+        {"s": 2, "t": t + 500, "c": "psu2", "f": 256},
+        {"s": 3, "t": t + 1000, "c": "psu1", "W": 150.0, "Wh": 1007.1666},
+        {"s": 4, "t": t + 1000, "c": "psu2", "f": 1},
+        {"s": 5, "t": t + 1500, "c": "psu2", "f": 2},
+        {"s": 6, "t": t + 2000, "c": "psu2", "W": 3.5, "Wh": 2.0},
+        {"s": 7, "t": None, "c": "psu1", "W": 1.0, "Wh": 5000.0},
+    ]
+    expected = []
+    state = hass.HassState(["psu1", "psu2"], stale_rows=3)
+    for row in rows:
+        state.observe(row)
+        expected.append(json.loads(state.payload()))
+    assert expected[4]["psu2"]["a"] == "offline" and expected[5]["psu2"]["a"] == "online"
+    runner = tmp_path / "run.mjs"
+    runner.write_text(
+        MICROPYTHON_RUNNER % {"module": json.dumps(module.as_uri()), "firmware": json.dumps(str(FIRMWARE))}
+    )
+    script = tmp_path / "state.py"
+    script.write_text(HASS_STATE_SCRIPT % {"rows": json.dumps(rows)})
+    proc = subprocess.run([node, str(runner), str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
+    assert json.loads(line[len("RESULT") :]) == expected
+
+
 # ------------------------------------------------------------------ end to end, through a real broker
 
 
