@@ -21,6 +21,7 @@ from wattbench_fw import hass
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "schema" / "ext" / "hass_sensor.schema.json").read_text())
+STATE_SCHEMA = json.loads((REPO / "schema" / "ext" / "hass_state.schema.json").read_text())
 FIRMWARE = REPO / "firmware" / "wattbench_fw"
 METAS = [v for v in contract.vectors("valid") if v.schema == "meta"]
 SAMPLES = [v for v in contract.vectors("valid") if v.schema == "samples"]
@@ -31,6 +32,11 @@ TOPIC_RX = re.compile(r"^homeassistant/sensor/([A-Za-z0-9_-]+/)?[A-Za-z0-9_-]+/c
 def _validator() -> jsonschema.Draft202012Validator:
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
     return jsonschema.Draft202012Validator(SCHEMA)
+
+
+def _state_validator() -> jsonschema.Draft202012Validator:
+    jsonschema.Draft202012Validator.check_schema(STATE_SCHEMA)
+    return jsonschema.Draft202012Validator(STATE_SCHEMA)
 
 
 def _configs(meta: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -409,6 +415,9 @@ def test_hass_state_counts_only_what_this_boot_measured() -> None:
     state.observe({"s": 2, "t": 1763713201000, "c": "psu1", "W": 150.0, "Wh": 107.25})
     state.observe({"s": 3, "t": 1763713201000, "c": "psu2", "f": 256})
     doc = json.loads(state.payload())
+    assert not list(_state_validator().iter_errors(doc))
+    assert list(_state_validator().iter_errors({"psu1": {"a": "online", "e": 1.0}})), "e without r"
+    assert list(_state_validator().iter_errors({"psu1": {"a": "up"}}))
     assert doc["psu1"] == {"a": "online", "e": 0.25, "r": 1763713200000}
     assert doc["psu2"] == {"a": "online"}, "one failed read is not yet an outage"
     env = _ha_env()
@@ -501,6 +510,10 @@ def test_unclean_restart_gives_home_assistant_no_phantom_energy(mosquitto, tmp_p
         probe.loop_stop()
         probe.disconnect()
 
+    validator = _state_validator()
+    for topic, raw in received:
+        if topic == hass.state_topic("hass-cut"):
+            assert not list(validator.iter_errors(json.loads(raw))), raw
     boots: dict[int, list[float]] = {}
     for topic, raw in received:
         if topic == contract.topic_for("samples", dev="hass-cut"):
