@@ -56,8 +56,9 @@ fi
 # venv: 2025.4.4 is the newest release that installs on Python 3.13.0. The pins are the requirements
 # of the MQTT integration and of the integrations Home Assistant always sets up (frontend, recorder,
 # backup, network, hardware, person's image upload, isal), so the test can start it with --skip-pip
-# and nothing is fetched while tests run. A missing interpreter is reported, not fatal: the other
-# services are still provisioned, and the test says what is missing (a failure in CI, a skip elsewhere).
+# and nothing is fetched while tests run. A missing interpreter or a failed install is reported, not
+# fatal: the other services are still provisioned, and the test says what is missing (a failure in
+# CI, a skip elsewhere).
 HASS_VERSION=2025.4.4
 HASS_PYTHON="${WATTBENCH_HASS_PYTHON:-${PYENV_ROOT:-$HOME/.pyenv}/versions/3.13.0/bin/python3.13}"
 HASS_PINS=(
@@ -75,10 +76,14 @@ else
   log "Home Assistant $HASS_VERSION into $hass_venv (first run only; several minutes)"
   t_hass=$(date +%s)
   rm -rf "$hass_venv"
-  "$HASS_PYTHON" -m venv "$hass_venv"
-  "$hass_venv/bin/pip" install -q --disable-pip-version-check "${HASS_PINS[@]}" >/dev/null
-  touch "$hass_marker"
-  log "Home Assistant installed in $(( $(date +%s) - t_hass )) s"
+  # The marker is written last, so an interrupted or failed install is redone on the next run.
+  if "$HASS_PYTHON" -m venv "$hass_venv" \
+    && "$hass_venv/bin/pip" install -q --disable-pip-version-check "${HASS_PINS[@]}" >"$cache/hass-install.log" 2>&1; then
+    touch "$hass_marker"
+    log "Home Assistant installed in $(( $(date +%s) - t_hass )) s"
+  else
+    log "Home Assistant install failed after $(( $(date +%s) - t_hass )) s: see $cache/hass-install.log"
+  fi
 fi
 
 wait $p1
