@@ -83,10 +83,10 @@ def _slug(text):
 
 
 def state_topic(dev, prefix=DISCOVERY_PREFIX):
-    """The Home Assistant-only topic of HassState's payloads. Under the device's discovery node, so
-    the broker rules that let an appliance announce itself also cover it; Home Assistant's discovery
-    ignores topics there that do not end in /config."""
-    return prefix + "/sensor/wattbench_" + dev + "/state"
+    """The Home Assistant-only topic of HassState's payloads. Under the device's own discovery node, so
+    the broker rule that lets an appliance announce itself (homeassistant/+/%u/#) also covers it; Home
+    Assistant's discovery ignores topics there that do not end in /config."""
+    return prefix + "/sensor/" + dev + "/state"
 
 
 def _lookup(channel):
@@ -136,8 +136,11 @@ def device_block(meta):
 
 
 def config_topic(dev, channel, quantity, prefix=DISCOVERY_PREFIX):
+    # The node id is the bare device id, which is also the appliance's MQTT user name: a broker ACL
+    # can then grant each appliance its own discovery configs only (homeassistant/+/%u/#), since
+    # Mosquitto substitutes %u only for a whole topic level.
     suffix = SENSORS[quantity][0]
-    return prefix + "/sensor/wattbench_" + dev + "/" + _object_id(channel) + "_" + suffix + "/config"
+    return prefix + "/sensor/" + dev + "/" + _object_id(channel) + "_" + suffix + "/config"
 
 
 def sensor_config(meta, channel, quantity, device=None, prefix=DISCOVERY_PREFIX):

@@ -308,8 +308,8 @@ def test_appliance_announces_itself_to_home_assistant(mosquitto) -> None:  # typ
 
     everything = _retained(mosquitto.host, mosquitto.port, "homeassistant/#")
     # only our two appliances: on a shared machine a stray one may find the test broker's port
-    configs = {t: v for t, v in everything.items() if "/wattbench_hass-on/" in t}
-    assert not [t for t in everything if "/wattbench_hass-off/" in t], "hass off announces nothing"
+    configs = {t: v for t, v in everything.items() if "/hass-on/" in t}
+    assert not [t for t in everything if "/hass-off/" in t], "hass off announces nothing"
     meta_raw, meta_retained = _retained(
         mosquitto.host, mosquitto.port, contract.topic_for("meta", dev="hass-on")
     )[contract.topic_for("meta", dev="hass-on")]
@@ -334,18 +334,10 @@ def test_appliance_announces_itself_to_home_assistant(mosquitto) -> None:  # typ
 @pytest.mark.services
 def test_switching_discovery_off_removes_the_sensors(mosquitto) -> None:  # type: ignore[no-untyped-def]
     _run_appliance(mosquitto, "hass-flip", True)
-    before = [
-        t
-        for t in _retained(mosquitto.host, mosquitto.port, "homeassistant/#")
-        if "/wattbench_hass-flip/" in t
-    ]
+    before = [t for t in _retained(mosquitto.host, mosquitto.port, "homeassistant/#") if "/hass-flip/" in t]
     assert before, "announced while on"
     _run_appliance(mosquitto, "hass-flip", False)
-    after = [
-        t
-        for t in _retained(mosquitto.host, mosquitto.port, "homeassistant/#")
-        if "/wattbench_hass-flip/" in t
-    ]
+    after = [t for t in _retained(mosquitto.host, mosquitto.port, "homeassistant/#") if "/hass-flip/" in t]
     assert after == [], "empty retained configs delete the sensors once discovery is switched off"
 
 

@@ -268,7 +268,7 @@ def test_signed_batches_and_home_assistant_discovery(mosquitto: services.Mosquit
     }
     assert len(discovery) == len(meta["channels"][0]["q"])  # one sensor per quantity
     # energy reads the Home Assistant-only state topic (see wattbench_fw.hass), the rest the samples
-    hass_state = "homeassistant/sensor/wattbench_sim-signed/state"
+    hass_state = "homeassistant/sensor/sim-signed/state"
     assert {c["state_topic"] for c in discovery.values()} == {
         "wattbench/v1/dev/sim-signed/samples",
         hass_state,
