@@ -56,6 +56,40 @@ if [ ! -f "$cache/npm/node_modules/$MPY_WASM_PKG/micropython.mjs" ]; then
    cd "$cache/npm" && npm install --silent --no-audit --no-fund "$MPY_WASM_PKG" >/dev/null)
 fi
 
+# Home Assistant core for the real-HA integration test (tests/ecosystem/test_hass_real.py), in its own
+# venv: 2025.4.4 is the newest release that installs on Python 3.13.0. The pins are the requirements
+# of the MQTT integration and of the integrations Home Assistant always sets up (frontend, recorder,
+# backup, network, hardware, person's image upload, isal), so the test can start it with --skip-pip
+# and nothing is fetched while tests run. A missing interpreter or a failed install is reported, not
+# fatal: the other services are still provisioned, and the test says what is missing (a failure in
+# CI, a skip elsewhere).
+HASS_VERSION=2025.4.4
+HASS_PYTHON="${WATTBENCH_HASS_PYTHON:-${PYENV_ROOT:-$HOME/.pyenv}/versions/3.13.0/bin/python3.13}"
+HASS_PINS=(
+  "homeassistant==$HASS_VERSION" paho-mqtt==2.1.0 home-assistant-frontend==20250411.0 Pillow==11.1.0
+  SQLAlchemy==2.0.39 fnv-hash-fast==1.4.0 cronsim==2.6 securetar==2025.2.1 ifaddr==0.2.0 isal==1.7.1
+  psutil-home-assistant==0.0.1
+)
+hass_venv="$cache/hass-venv"
+hass_marker="$hass_venv/.wattbench-hass-$HASS_VERSION"
+if [ -f "$hass_marker" ] && [ -x "$hass_venv/bin/hass" ]; then
+  :
+elif [ ! -x "$HASS_PYTHON" ]; then
+  log "Home Assistant skipped: Python 3.13.0 not found at $HASS_PYTHON (pyenv install 3.13.0, or set WATTBENCH_HASS_PYTHON)"
+else
+  log "Home Assistant $HASS_VERSION into $hass_venv (first run only; several minutes)"
+  t_hass=$(date +%s)
+  rm -rf "$hass_venv"
+  # The marker is written last, so an interrupted or failed install is redone on the next run.
+  if "$HASS_PYTHON" -m venv "$hass_venv" \
+    && "$hass_venv/bin/pip" install -q --disable-pip-version-check "${HASS_PINS[@]}" >"$cache/hass-install.log" 2>&1; then
+    touch "$hass_marker"
+    log "Home Assistant installed in $(( $(date +%s) - t_hass )) s"
+  else
+    log "Home Assistant install failed after $(( $(date +%s) - t_hass )) s: see $cache/hass-install.log"
+  fi
+fi
+
 wait $p1
 wait $p2
 log "services ready in $(( $(date +%s) - t0 )) s under $cache"

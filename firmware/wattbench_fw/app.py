@@ -148,10 +148,16 @@ class Appliance:
 
             self.signer = Signer(unhexlify(cfg["hmac_key"]))
         hass_on = cfg.get("hass")
+        self.hass_state = None
         if hass_on is not None:
             # Switched off explicitly: clear the retained configs of earlier boots so the sensors
             # disappear from Home Assistant instead of going stale.
             self.link.extra_retained = self._hass_messages if hass_on else self._hass_removals
+        if hass_on:
+            from wattbench_fw import hass
+
+            self.hass_state = hass.HassState([c["c"] for c in cfg["channels"]])
+            self._hass_topic = hass.state_topic(self.dev)
         self._persist_us = int(cfg["persist_s"] * 1e6)
         self._last_persist = self.t0
 
@@ -233,6 +239,8 @@ class Appliance:
         self.samples += 1
         if row.get("f"):
             self.flagged += 1
+        if self.hass_state is not None:
+            self.hass_state.observe(row)
         if self.on_row is not None:
             self.on_row(row)
         if len(self._rows) >= self.max_rows:
@@ -250,6 +258,10 @@ class Appliance:
         self._batch_start = None
         self.buffer.push(payload, n)
         self.batches += 1
+        if self.hass_state is not None and self.link.up and self.client.connected:
+            # A live view, not stored and forwarded: while the link is down Home Assistant has the
+            # status topic's "offline", and the next batch after reconnecting brings it up to date.
+            self.client.publish(self._hass_topic, self.hass_state.payload(), qos=0, retain=False)
 
     def _flush_pending(self):
         if self._pending and self.sampler.resolve_pending(self._pending):

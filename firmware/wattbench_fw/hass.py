@@ -2,11 +2,25 @@
 
 From the appliance's metadata (the payload it publishes on its meta topic) this builds the retained
 discovery messages that make Home Assistant show each channel's power, energy, voltage, current, power
-factor, frequency, temperature and humidity as sensors of one device. No new topic is needed: every
-sensor reads the samples topic, and its value template picks the newest row of its own channel that
-carries the quantity. A batch without such a row renders an empty string, which Home Assistant ignores
-for numeric sensors, so the sensor keeps its last value instead of dropping to zero. Availability follows
-the retained status topic, whose last will says "offline".
+factor, frequency, temperature and humidity as sensors of one device. Every sensor but energy reads the
+samples topic, and its value template picks the newest row of its own channel that carries the
+quantity. A batch without such a row renders an empty string, which Home Assistant ignores for numeric
+sensors, so the sensor keeps its last value instead of dropping to zero.
+
+Two things the contract's topics cannot tell Home Assistant come on one extra, Home Assistant-only
+topic (state_topic(): under the discovery prefix, not retained, QoS 0, one message per closed batch),
+built by HassState:
+
+- Energy for Home Assistant's statistics. The contract's Wh counter never goes backwards; after an
+  unclean stop it resumes from a saved reservation, which can be above the last value sent. That jump
+  is not energy used, so Home Assistant does not read that counter: its energy sensor (state class
+  total) shows the energy measured since this boot's first reading, with last_reset at that reading.
+  A restart is then a new cycle that starts at zero, and Home Assistant's sum only ever grows by
+  measured increments.
+- Per-channel availability. A channel whose reads fail STALE_ROWS times in a row is "offline", and
+  back "online" with its next good read, so its sensors go unavailable instead of keeping the last good
+  value. Every sensor also follows the retained status topic, whose last will says "offline"; it is
+  available only while both say so (availability_mode all).
 
 Pure code for MicroPython and CPython: nothing here touches the network.
 """
@@ -18,12 +32,14 @@ from wattbench_fw.contract import topic
 DISCOVERY_PREFIX = "homeassistant"
 MANUFACTURER = "wattbench"
 
+# A channel is unavailable after this many failed reads in a row (rows without values).
+STALE_ROWS = 3
+
 # quantity: (object id suffix, name, device_class, unit, state_class, display precision)
-# The Wh counter never decreases across reboots and meter resets (contract), which is exactly what
-# total_increasing promises Home Assistant's energy statistics.
+# Energy is "total" with a last_reset: the value is the energy measured since this boot's first reading.
 SENSORS = {
     "W": ("power", "power", "power", "W", "measurement", 1),
-    "Wh": ("energy", "energy", "energy", "Wh", "total_increasing", 1),
+    "Wh": ("energy", "energy", "energy", "Wh", "total", 3),
     "V": ("voltage", "voltage", "voltage", "V", "measurement", 1),
     "A": ("current", "current", "current", "A", "measurement", 3),
     "PF": ("power_factor", "power factor", "power_factor", None, "measurement", 3),
@@ -53,6 +69,41 @@ METER_NAMES = {
 def _object_id(text):
     # Discovery topic levels allow [a-zA-Z0-9_-]; channel ids may also hold dots.
     return text.replace(".", "_")
+
+
+def _slug(text):
+    """Home Assistant's entity id form of text: lower case, runs of other characters as one "_"."""
+    out = []
+    for ch in text.lower():
+        if ("a" <= ch <= "z") or ("0" <= ch <= "9"):
+            out.append(ch)
+        elif out and out[-1] != "_":
+            out.append("_")
+    return "".join(out).strip("_")
+
+
+def state_topic(dev, prefix=DISCOVERY_PREFIX):
+    """The Home Assistant-only topic of HassState's payloads. Under the device's own discovery node, so
+    the broker rule that lets an appliance announce itself (homeassistant/+/%u/#) also covers it; Home
+    Assistant's discovery ignores topics there that do not end in /config."""
+    return prefix + "/sensor/" + dev + "/state"
+
+
+def _lookup(channel):
+    # The channel's entry of a HassState payload; absent entries render as empty (ignored).
+    return "{% set c = value_json['" + channel + "'] if '" + channel + "' in value_json else {} %}"
+
+
+def energy_template(channel):
+    return _lookup(channel) + "{{ c.e if c.e is defined else '' }}"
+
+
+def last_reset_template(channel):
+    return _lookup(channel) + "{{ (c.r / 1000) | timestamp_utc if c.r is defined else '' }}"
+
+
+def channel_availability_template(channel):
+    return _lookup(channel) + "{{ c.a if c.a is defined else '' }}"
 
 
 def value_template(channel, quantity):
@@ -92,14 +143,17 @@ def config_topic(dev, channel, quantity, prefix=DISCOVERY_PREFIX):
     return prefix + "/sensor/" + dev + "/" + _object_id(channel) + "_" + suffix + "/config"
 
 
-def sensor_config(meta, channel, quantity, device=None):
+def sensor_config(meta, channel, quantity, device=None, prefix=DISCOVERY_PREFIX):
     """The discovery payload (a dict) of one sensor."""
     dev = meta["dev"]
     suffix, label, device_class, unit, state_class, precision = SENSORS[quantity]
+    uid = "wattbench_" + dev + "_" + _object_id(channel) + "_" + suffix
     cfg = {
         "name": channel + " " + label,
-        "unique_id": "wattbench_" + dev + "_" + _object_id(channel) + "_" + suffix,
-        "object_id": "wattbench_" + dev + "_" + _object_id(channel) + "_" + suffix,
+        "unique_id": uid,
+        # Releases before 2025.10 ignore this key and name the entity after device and sensor name,
+        # which gives the same id; object_id is not sent, as 2025.10 deprecates it.
+        "default_entity_id": "sensor." + _slug(uid),
         "state_topic": topic("samples", dev),
         "value_template": value_template(channel, quantity),
         "device_class": device_class,
@@ -111,11 +165,22 @@ def sensor_config(meta, channel, quantity, device=None):
                 "value_template": "{{ value_json.state }}",
                 "payload_available": "online",
                 "payload_not_available": "offline",
-            }
+            },
+            {
+                "topic": state_topic(dev, prefix),
+                "value_template": channel_availability_template(channel),
+                "payload_available": "online",
+                "payload_not_available": "offline",
+            },
         ],
+        "availability_mode": "all",
         "device": device if device is not None else device_block(meta),
         "origin": {"name": "wattbench", "sw_version": meta["fw"]},
     }
+    if quantity == "Wh":
+        cfg["state_topic"] = state_topic(dev, prefix)
+        cfg["value_template"] = energy_template(channel)
+        cfg["last_reset_value_template"] = last_reset_template(channel)
     if unit is not None:
         cfg["unit_of_measurement"] = unit
     return cfg
@@ -137,7 +202,7 @@ def messages(meta, prefix=DISCOVERY_PREFIX):
     A generator, so a board builds one payload at a time instead of holding them all."""
     device = device_block(meta)
     for channel, quantity in sensors(meta):
-        payload = json.dumps(sensor_config(meta, channel, quantity, device))
+        payload = json.dumps(sensor_config(meta, channel, quantity, device, prefix))
         yield config_topic(meta["dev"], channel, quantity, prefix), payload.encode()
 
 
@@ -146,3 +211,64 @@ def removals(meta, prefix=DISCOVERY_PREFIX):
     which is what switching discovery off in the config should do."""
     for channel, quantity in sensors(meta):
         yield config_topic(meta["dev"], channel, quantity, prefix), b""
+
+
+class HassState:
+    """What Home Assistant reads on state_topic(): per channel the energy measured since this boot's
+    first reading ("e", Wh, and "r", that reading's UTC ms, for last_reset) and availability ("a").
+
+    observe() takes every contract row the appliance publishes; payload() gives the JSON to send.
+    """
+
+    def __init__(self, channels, stale_rows=STALE_ROWS):
+        self.stale_rows = max(1, int(stale_rows))
+        self.ch = {}
+        for c in channels:
+            # [consecutive failed rows, first Wh of this boot, its t, newest Wh]
+            self.ch[c] = [0, None, None, None]
+
+    def observe(self, row):
+        st = self.ch.get(row.get("c"))
+        if st is None or row.get("t") is None:
+            return
+        good = False
+        for q in ORDER:
+            if q in row:
+                good = True
+                break
+        if not good:
+            st[0] += 1
+            return
+        st[0] = 0
+        wh = row.get("Wh")
+        if wh is not None:
+            if st[1] is None:
+                # Whatever the counter carried into this boot (a saved reservation included) is
+                # the zero of this cycle: only what is measured from here on counts.
+                st[1] = wh
+                st[2] = row["t"]
+            st[3] = wh
+
+    def available(self, channel):
+        """False once the channel's last STALE_ROWS reads have all failed."""
+        st = self.ch[channel]
+        return st[0] < self.stale_rows
+
+    def energy(self, channel):
+        """Wh measured since this boot's first energy reading, or None before it."""
+        st = self.ch[channel]
+        if st[1] is None:
+            return None
+        return round(max(0.0, st[3] - st[1]), 6)
+
+    def payload(self):
+        doc = {}
+        for c in self.ch:
+            st = self.ch[c]
+            entry = {"a": "online" if st[0] < self.stale_rows else "offline"}
+            e = self.energy(c)
+            if e is not None:
+                entry["e"] = e
+                entry["r"] = st[2]
+            doc[c] = entry
+        return json.dumps(doc).encode()

@@ -263,6 +263,14 @@ def test_signed_batches_and_home_assistant_discovery(mosquitto: services.Mosquit
         schema.jsonschema_validator("samples").validate(schema.strict_loads(raw))
     meta = [schema.strict_loads(p) for t, p, _ in seen if t.endswith("/meta")][-1]
     assert meta["hmac"] is True
-    discovery = {t: json.loads(p) for t, p, _ in seen if t.startswith("homeassistant/")}
+    discovery = {
+        t: json.loads(p) for t, p, _ in seen if t.startswith("homeassistant/") and t.endswith("/config")
+    }
     assert len(discovery) == len(meta["channels"][0]["q"])  # one sensor per quantity
-    assert all(c["state_topic"] == "wattbench/v1/dev/sim-signed/samples" for c in discovery.values())
+    # energy reads the Home Assistant-only state topic (see wattbench_fw.hass), the rest the samples
+    hass_state = "homeassistant/sensor/sim-signed/state"
+    assert {c["state_topic"] for c in discovery.values()} == {
+        "wattbench/v1/dev/sim-signed/samples",
+        hass_state,
+    }
+    assert any(t == hass_state for t, _, _ in seen), "the appliance publishes it"

@@ -398,7 +398,7 @@ def test_shipped_mosquitto_files_carry_everything_and_refuse_spoofing(tmp_path: 
         assert sweep.returncode in (0, 1), f"sweep did not complete: {sweep.returncode}\n{sweep.stderr}"
 
         def discovered() -> set[str]:
-            return {t for t, _ in ha.topics(r"homeassistant/.*")}
+            return {t for t, _ in ha.topics(r"homeassistant/.*/config")}
 
         wait_for(lambda: discovered() >= expected_discovery, 30, "discovery configs")
         wait_for(lambda: runs.topics(rf"wattbench/v1/run/{run}/result"), 30, "the run's result")

@@ -96,6 +96,8 @@ class SimMeter:
         acc=0.005,
         missed_every=0,
         crc_every=0,
+        fail_from_s=None,
+        fail_for_s=0,
         clock=None,
     ):
         if not isinstance(model, str) or model not in MODELS:
@@ -123,6 +125,9 @@ class SimMeter:
         self.acc = number("acc", acc, 0, 1)
         self.missed_every = integer("missed_every", missed_every, 0, 1000000000)
         self.crc_every = integer("crc_every", crc_every, 0, 1000000000)
+        # An outage: every read from fail_from_s for fail_for_s seconds (meter clock) times out.
+        self.fail_from_s = None if fail_from_s is None else float(number("fail_from_s", fail_from_s, 0, 1e9))
+        self.fail_for_s = float(number("fail_for_s", fail_for_s, 0, 1e9))
         if clock is not None and not callable(clock):
             raise ValueError("clock must be a function returning seconds")
         if clock is None:
@@ -183,6 +188,8 @@ class SimMeter:
         if self.crc_every and self.reads % self.crc_every == 0:
             raise CRCError("simulated CRC error")
         t = self.clock()
+        if self.fail_from_s is not None and self.fail_from_s <= t < self.fail_from_s + self.fail_for_s:
+            raise NoReply("simulated outage")
         w = max(0.0, self.power_at(t) + self._noise())
         if self._last is not None:
             self._wh += self._last[1] * (t - self._last[0]) / 3600.0
