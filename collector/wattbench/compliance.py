@@ -56,7 +56,6 @@ class Limits:
             raise ValueError(f"min_inlet_c must be {lo:g}..{hi:g} °C, got {self.min_inlet_c!r}")
 
 
-
 @dataclass(frozen=True)
 class Check:
     name: str
