@@ -331,6 +331,9 @@ def read_json(text: str) -> Table:
     )
 
 
+_NOT_PLAIN = frozenset("# \t\r\n\f\v")
+
+
 class _Lines:
     """The data lines of a CSV file: comments and blank lines left out, the published figure picked
     up from its comment, and the number of the line last handed out kept for messages."""
@@ -344,6 +347,11 @@ class _Lines:
         for lineno, line in enumerate(self.f, start=1):
             if "\x00" in line:
                 raise TableError(f"not a text file (line {lineno} holds NUL bytes)")
+            if line[0] not in _NOT_PLAIN:
+                # the usual data line: no need to strip it to know it is neither blank nor a comment
+                self.lineno = lineno
+                yield line
+                continue
             stripped = line.strip()
             if stripped.startswith("#"):
                 m = _PUBLISHED_COMMENT.search(stripped)
@@ -376,36 +384,125 @@ def read_csv(f: IO[str]) -> Table:
     i_actual = header.index("actual") if "actual" in header else None
     width = len(header)
     cols = _Columns(names if per_node else ())
+
+    def one_row(lineno: int, rec: list[str]) -> None:
+        where = f"line {lineno}"
+        if len(rec) > width:
+            raise TableError(f"{where}: more fields than the header has")
+        rec = rec + [""] * (width - len(rec))
+        parts = {
+            names[j]: _power(rec[k], f"{where} {header[k]}")
+            for j, k in enumerate(power_cols)
+            if rec[k].strip()
+        }
+        if not parts:
+            raise TableError(f"{where}: no power value")
+        power = next(iter(parts.values())) if len(parts) == 1 else math.fsum(parts.values())
+        if len(parts) > 1:
+            power = _power(power, f"{where} power")
+        if len(ops_cols) == 1:
+            k = ops_cols[0]
+            ops = _ops(rec[k], f"{where} {header[k]}") if rec[k].strip() else 0.0
+        else:
+            ops = _ops(
+                math.fsum(_ops(rec[k], f"{where} {header[k]}") for k in ops_cols if rec[k].strip()),
+                f"{where} ops",
+            )
+        target = parse_load(rec[i_target] or None, f"{where} target")
+        actual = parse_actual(rec[i_actual], f"{where} actual") if i_actual is not None else math.nan
+        cols.add(lineno, target, ops, power, parts if per_node else {}, actual, where)
+
+    # One figure per row (no per-node columns): parse a block of rows at a time with numpy, and fall
+    # back to one_row for a block that does not parse cleanly, so that every refusal and its message
+    # come from one place.
+    simple = len(power_cols) == 1 and len(ops_cols) == 1 and not per_node
+    block: list[list[str]] = []
+    block_lines = array("q")
+
+    def flush() -> None:
+        if not (
+            simple
+            and _fast_block(cols, block, block_lines, width, i_target, ops_cols[0], power_cols[0], i_actual)
+        ):
+            for lineno, rec in zip(block_lines, block, strict=True):
+                one_row(lineno, rec)
+        block.clear()
+        del block_lines[:]
+
     try:
         for rec in reader:
-            where = f"line {lines.lineno}"
-            if len(rec) > width:
-                raise TableError(f"{where}: more fields than the header has")
-            rec += [""] * (width - len(rec))
-            parts = {
-                names[j]: _power(rec[k], f"{where} {header[k]}")
-                for j, k in enumerate(power_cols)
-                if rec[k].strip()
-            }
-            if not parts:
-                raise TableError(f"{where}: no power value")
-            power = next(iter(parts.values())) if len(parts) == 1 else math.fsum(parts.values())
-            if len(parts) > 1:
-                power = _power(power, f"{where} power")
-            if len(ops_cols) == 1:
-                k = ops_cols[0]
-                ops = _ops(rec[k], f"{where} {header[k]}") if rec[k].strip() else 0.0
-            else:
-                ops = _ops(
-                    math.fsum(_ops(rec[k], f"{where} {header[k]}") for k in ops_cols if rec[k].strip()),
-                    f"{where} ops",
-                )
-            target = parse_load(rec[i_target] or None, f"{where} target")
-            actual = parse_actual(rec[i_actual], f"{where} actual") if i_actual is not None else math.nan
-            cols.add(lines.lineno, target, ops, power, parts if per_node else {}, actual, where)
+            block.append(rec)
+            block_lines.append(lines.lineno)
+            if len(block) >= BLOCK_ROWS:
+                flush()
+        flush()
     except csv.Error as exc:
         raise TableError(f"line {lines.lineno}: {exc}") from None
     return Table.from_columns(cols, "line", lines.published)
+
+
+BLOCK_ROWS = 16384
+
+
+def _fractions(text: np.ndarray, above: float) -> np.ndarray:
+    """Loads written "40%", "40" or "0.4" as fractions; raises ValueError where one is not a number.
+    A figure without "%" is a percentage when it is above `above`."""
+    pct = np.char.endswith(text, "%")
+    x = np.char.rstrip(text, "%").astype(np.float64)
+    return np.where(pct | (x > above), x / 100.0, x)
+
+
+def _fast_block(
+    cols: _Columns,
+    block: list[list[str]],
+    lines: array,  # type: ignore[type-arg]
+    width: int,
+    i_target: int,
+    i_ops: int,
+    i_power: int,
+    i_actual: int | None,
+) -> bool:
+    """Add a block of rows whose every field parses and passes as it is; False (nothing added) when
+    any row needs a closer look."""
+    if not block or any(len(r) != width for r in block):
+        return False
+    try:
+        ops = np.array([r[i_ops] for r in block], dtype=np.float64)
+        power = np.array([r[i_power] for r in block], dtype=np.float64)
+        tt = np.char.lower(np.char.strip(np.array([r[i_target] for r in block], dtype=str)))
+        idle = np.isin(tt, list(_IDLE_WORDS))
+        target = np.full(len(block), np.nan)
+        if not idle.all():
+            target[~idle] = _fractions(tt[~idle], 1.0)
+        actual = np.full(len(block), np.nan)
+        if i_actual is not None:
+            at = np.char.strip(np.array([r[i_actual] for r in block], dtype=str))
+            given = at != ""
+            if given.any():
+                actual[given] = _fractions(at[given], 1.5)
+    except ValueError:
+        return False
+    idle |= target == 0.0
+    target[idle] = np.nan
+    loads = ~idle
+    with np.errstate(invalid="ignore"):
+        ok = (
+            np.isfinite(ops).all()
+            and np.isfinite(power).all()
+            and (ops >= 0).all()
+            and (ops <= MAX_OPS).all()
+            and (power >= MIN_POWER_W).all()
+            and (power <= MAX_POWER_W).all()
+            and ((target[loads] > 0) & (target[loads] <= 1.0)).all()
+            and not (ops[idle] > 0).any()
+            and not ((actual < 0) | (actual > MAX_ACTUAL) | np.isinf(actual)).any()
+        )
+    if not ok:
+        return False
+    for col, values in ((cols.target, target), (cols.ops, ops), (cols.power, power), (cols.actual, actual)):
+        col.frombytes(values.astype(np.float64).tobytes())
+    cols.where.extend(lines)
+    return True
 
 
 def read_table(path: Path) -> Table:
