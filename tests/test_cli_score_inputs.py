@@ -125,7 +125,8 @@ def _run(tmp_path: Path, args: tuple[str, ...], content: str | bytes | None, suf
         path.write_text(content)
     before = sorted(p.name for p in tmp_path.iterdir())
     env = {**os.environ, "COLUMNS": "120"}
-    argv = [WATTBENCH, cmd, *([str(path)] if cmd == "score" else []), *args]
+    lead = {"score": [str(path)], "report": ["latest", "--store", str(tmp_path / "runs.sqlite")]}
+    argv = [WATTBENCH, cmd, *lead.get(cmd, []), *args]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert sorted(p.name for p in tmp_path.iterdir()) == before, "a read created a file"
     return proc
@@ -169,6 +170,27 @@ def test_sweep_option_out_of_range_is_refused_before_the_run(
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and fragment in lines[0], proc.stderr
+
+
+REPORT_CASES = [
+    (("--rescore", "--load-tolerance", "-1"), "load_tolerance"),
+    (("--max-uncertainty", "2"), "max_uncertainty"),
+    (("--max-skew", "0"), "max_skew_ms"),
+    (("--min-inlet", "nan"), "min_inlet_c"),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"), REPORT_CASES, ids=lambda x: " ".join(x) if isinstance(x, tuple) else ""
+)
+def test_report_limit_out_of_range_is_refused_before_the_store_is_opened(
+    tmp_path: Path, args: tuple[str, ...], fragment: str
+) -> None:
+    proc = _run(tmp_path, args, None, "", cmd="report")
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0] and lines[0].startswith("wattbench report: "), proc.stderr
 
 
 # --- tables that score, but not as a SPECpower_ssj2008 result -------------------------------------

@@ -93,9 +93,17 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from ..store import open_store
+    from ..sweep.cli import cost_from_args, limits_from_args
     from .jsonreport import to_json
     from .table import print_report
 
+    try:
+        # out-of-range limits are refused before the store is opened, not after a re-score has begun
+        limits_from_args(args)
+        cost_from_args(args)
+    except ValueError as exc:
+        print(f"wattbench report: {exc}", file=sys.stderr)
+        return 2
     options: dict[str, Any] = {}
     if args.influx and args.db:
         options["db"] = args.db
