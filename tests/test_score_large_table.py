@@ -70,3 +70,49 @@ def test_long_table_json_has_every_row_and_validates(tmp_path: Path) -> None:
     assert doc["overall"] == float(exact)
     assert doc["comparable"] is False and doc["nonstandard_levels"] == 10_000 - 10
     assert list(contract.jsonschema_validator("score").iter_errors(doc)) == []
+
+
+VARIED = """target,actual,ops,power
+100%,99.6%,617957,236
+ 90% ,90.3,560266,222.5
+0.8,0.804,498387,207
+70,,435441,1e2
+60.0%,60%,372068,176
+0.5,,310402,162
+Active Idle,,0,72.2
+"""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        VARIED,
+        VARIED.replace("0.804", "nan"),
+        VARIED.replace("Active Idle,,0", "Active Idle,,5"),
+        VARIED.replace("1e2", "0"),
+        VARIED.replace("0.5,,", "150%,,"),
+        VARIED.replace("0.5,,", "100,,"),
+    ],
+    ids=["valid", "nan actual", "idle ops", "zero power", "target 150%", "repeated level"],
+)
+def test_block_reader_agrees_with_the_row_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    """Plain rows are parsed a block at a time with numpy; the result, or the refusal, must be the row
+    reader's exactly."""
+    from wattbench import scorefile as sf
+
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+
+    def read() -> object:
+        try:
+            t = sf.read_table(path)
+        except sf.TableError as exc:
+            return str(exc)
+        return [a.tolist() for a in (t.target, t.ops, t.power, t.actual, t.where)]
+
+    fast = read()
+    monkeypatch.setattr(sf, "_fast_block", lambda *a: False)
+    slow = read()
+    assert repr(fast) == repr(slow)

@@ -496,6 +496,7 @@ def _fast_block(
             and ((target[loads] > 0) & (target[loads] <= 1.0)).all()
             and not (ops[idle] > 0).any()
             and not ((actual < 0) | (actual > MAX_ACTUAL) | np.isinf(actual)).any()
+            and (i_actual is None or not np.isnan(actual[given]).any())
         )
     if not ok:
         return False
