@@ -72,6 +72,8 @@ CASES = [
         ".json",
     ),
     Case("field too long", (), "target,ops,power\n100%," + "9" * 200_000 + ",5\n", 2, "line 2"),
+    Case("column twice", (), "target,ops,power:a,power:a\n100%,5,10,10\n", 2, "power:a more than once"),
+    Case("total beside its parts", (), "target,ops,power,power:a\n100%,5,20,10\n", 2, "both power and"),
     Case("row without target", (), "target,ops,power\n,5,10\n", 2, "line 2 target"),
     Case("short row", (), "target,ops,power\n100%\n", 2, "line 2"),
     # the published figure to compare with

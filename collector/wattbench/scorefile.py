@@ -378,6 +378,13 @@ def read_csv(f: IO[str]) -> Table:
         raise TableError(
             f"CSV header needs target, ops (or ops:<node>) and power (or power:<node>); got {header[:20]}"
         )
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:
+        raise TableError(f"CSV header names {', '.join(twice)[:80]} more than once")
+    for name in ("power", "ops"):
+        if name in header and any(h.startswith(f"{name}:") for h in header):
+            # a total next to its parts would be summed with them: counted twice
+            raise TableError(f"CSV header has both {name} and {name}:<node>; give one or the other")
     per_node = any(":" in header[k] for k in power_cols)
     names = [header[k].split(":", 1)[1] if ":" in header[k] else header[k] for k in power_cols]
     i_target = header.index("target")
