@@ -1,6 +1,6 @@
-"""Bad input to `wattbench score` (and the plan and limit options of `sweep`), through the installed
-entry point: each gets a one-line reason and the documented exit code, never a traceback. Tables that
-score but are not comparable with SPECpower_ssj2008 results say so, and `--json` output validates
+"""Bad input to `wattbench score` (and the plan and limit options of `sweep` and `report`), through the
+installed entry point: each gets a one-line reason and the documented exit code, never a traceback. Tables
+that score but are not comparable with SPECpower_ssj2008 results say so, and `--json` output validates
 against its schema."""
 
 from __future__ import annotations
