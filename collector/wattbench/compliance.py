@@ -17,6 +17,19 @@ from .score import LevelScore
 MAX_CHECKS = 256  # the result schema's limit
 
 
+# A server's inlet air: below freezing or above 50 °C no data-centre class allows, so a minimum outside
+# this range is a typo or a unit mix-up, not a stricter or looser rule.
+INLET_RANGE_C = (0.0, 50.0)
+
+
+def _in_range(name: str, value: float, low: float, high: float, what: str) -> None:
+    """value strictly between low and high, and finite."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    if not (math.isfinite(value) and low < value < high):
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+
+
 @dataclass(frozen=True)
 class Limits:
     load_tolerance: float = 0.02  # unconfirmed
@@ -32,6 +45,15 @@ class Limits:
     def __post_init__(self) -> None:
         if self.load_mode not in ("relative", "points"):
             raise ValueError("load_mode is 'relative' or 'points'")
+        # A limit out of these ranges either fails every run or passes every run; both would make the
+        # check say nothing, so they are refused before anything is measured.
+        _in_range("load_tolerance", self.load_tolerance, 0.0, 1.0, "a fraction above 0 and below 1")
+        _in_range("min_rate_hz", self.min_rate_hz, 0.0, math.inf, "readings per second above 0")
+        _in_range("max_uncertainty", self.max_uncertainty, 0.0, 1.0, "a fraction above 0 and below 1")
+        _in_range("max_skew_ms", self.max_skew_ms, 0.0, math.inf, "milliseconds above 0")
+        lo, hi = INLET_RANGE_C
+        if not (math.isfinite(self.min_inlet_c) and lo <= self.min_inlet_c <= hi):
+            raise ValueError(f"min_inlet_c must be {lo:g}..{hi:g} °C, got {self.min_inlet_c!r}")
 
 
 @dataclass(frozen=True)
@@ -71,21 +93,34 @@ def check_load(level: LevelScore, limits: Limits) -> Check | None:
     return Check(name, ok, reason, level.phase)
 
 
+def required_readings(duration_s: float, min_rate_hz: float) -> int:
+    """Readings a window must hold: one per whole reading period (one per whole second at 1/s), less
+    the one that the window's edges can cost a meter reading exactly at the minimum rate (a reading on
+    an edge is not inside), and never fewer than one: a window without a reading has no power."""
+    return max(1, math.floor(duration_s * min_rate_hz + 1e-9) - 1)
+
+
 def check_sample_rate(wp: WindowPower, limits: Limits) -> Check:
-    """At least min_rate_hz usable samples per second on every power channel. A window of D seconds
-    can hold one reading fewer than D at exactly 1/s depending on where its edges fall."""
+    """At least min_rate_hz usable samples per second on every power channel (required_readings)."""
     phase = wp.window.phase
     if not wp.power:
         return Check("sample_rate", False, "no power channel", phase)
-    need = math.floor(wp.window.duration_s * limits.min_rate_hz) - 1
+    duration = wp.window.duration_s
+    need = required_readings(duration, limits.min_rate_hz)
+    per_s = max(duration, 1e-9)
     bad = []
     for c in wp.power:
         if c.n < need:
-            bad.append(f"{c.spec.key} {c.n / max(wp.window.duration_s, 1e-9):.2f}/s")
+            bad.append(f"{c.spec.key} {c.n / per_s:.2f}/s ({c.n} readings in {duration:.3g} s)")
     if bad:
-        return Check("sample_rate", False, f"below {limits.min_rate_hz:g}/s: " + ", ".join(bad[:8]), phase)
-    lowest = min(c.n for c in wp.power) / max(wp.window.duration_s, 1e-9)
-    return Check("sample_rate", True, f"lowest {lowest:.2f}/s", phase)
+        return Check(
+            "sample_rate",
+            False,
+            f"below {limits.min_rate_hz:g}/s, {need} needed: " + ", ".join(bad[:8]),
+            phase,
+        )
+    lowest = min(c.n for c in wp.power)
+    return Check("sample_rate", True, f"lowest {lowest / per_s:.2f}/s ({lowest} readings)", phase)
 
 
 def check_gaps(wp: WindowPower) -> Check:

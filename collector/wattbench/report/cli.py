@@ -145,12 +145,19 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from ..cli.options import open_store_from_args
+    from ..sweep.cli import cost_from_args, limits_from_args
+    from ..sweep.publish import SinkError
     from .jsonreport import to_json
     from .table import print_evaluation
 
+    try:
+        # out-of-range limits are refused before the store is opened, not after a re-score has begun
+        limits_from_args(args)
+        cost_from_args(args)
+    except ValueError as exc:
+        print(f"wattbench report: {exc}", file=sys.stderr)
+        return 2
     store = open_store_from_args(args, create_db=False)
-    from ..sweep.publish import SinkError
-
     try:
         sink = open_publisher(args, args.run_id)
     except (SinkError, OSError) as exc:

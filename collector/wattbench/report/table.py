@@ -287,6 +287,70 @@ def render_evaluation(evaluation: Any, width: int = 140) -> str:
     return console.export_text()
 
 
+def summary_levels_table(
+    head: Sequence[LevelScore],
+    tail: Sequence[LevelScore],
+    omitted: int,
+    total_ops: float,
+    total_power: float,
+    overall: float,
+    loads: int,
+    ops_label: str = "ops",
+    title: str | None = None,
+) -> Any:
+    """The table of a very long run: its first and last rows, a line saying how many are not shown,
+    and a totals row (Σ ops over the target loads, Σ power over every row, and their ratio), so the
+    terminal gets a dozen lines instead of a million."""
+    table = levels_table(head, ops_label, title)
+    for col in table.columns:
+        col.overflow = "fold"  # a total cut short with an ellipsis would read as a different number
+    table.add_row(*(["⋮"] * len(table.columns)), style="dim")
+    for lv in tail:
+        ratio = 0.0 if lv.kind == "idle" and lv.has_power else lv.ratio
+        table.add_row(
+            target_label(lv),
+            "" if lv.kind == "idle" else fmt_pct(lv.actual),
+            fmt_count(lv.ops),
+            fmt_watts(lv.W),
+            fmt_count(ratio),
+        )
+    table.add_section()
+    table.add_row(
+        f"∑ {loads:,} target loads",
+        "",
+        fmt_count(total_ops),
+        fmt_watts(total_power),
+        fmt_count(overall),
+        style="bold",
+    )
+    return table
+
+
+def print_summary_report(
+    console: Console,
+    head: Sequence[LevelScore],
+    tail: Sequence[LevelScore],
+    omitted: int,
+    total_ops: float,
+    total_power: float,
+    overall: float,
+    loads: int,
+    ops_label: str = "ops",
+    title: str | None = None,
+) -> None:
+    """print_report for a table too long to draw row by row."""
+    from rich.text import Text
+
+    console.print(
+        summary_levels_table(head, tail, omitted, total_ops, total_power, overall, loads, ops_label, title)
+    )
+    console.print(Text(overall_line(overall, ops_label), style="bold"))
+    console.print(
+        f"{len(head) + len(tail) + omitted:,} rows; the first {len(head)} and last {len(tail)} are shown, "
+        f"{omitted:,} are not (--json prints every row)"
+    )
+
+
 def print_report(console: Console, *args: Any, **kwargs: Any) -> None:
     for r in report_renderables(*args, **kwargs):
         console.print(r)

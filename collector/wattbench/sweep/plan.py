@@ -137,18 +137,34 @@ def specpower_plan(
     calibration_use: int = DEFAULT_CALIBRATION_USE,
 ) -> Plan:
     """Calibration intervals, target loads (fractions, in the order given) and active idle."""
+    _whole("calibrations", calibrations)
+    _whole("calibration_use", calibration_use)
     if not MIN_CALIBRATIONS <= calibrations <= MAX_CALIBRATIONS:
         raise ValueError(
             f"calibration intervals must be {MIN_CALIBRATIONS}..{MAX_CALIBRATIONS}, got {calibrations}"
         )
+    # Never clamped: a calibrated throughput averaged over fewer intervals than asked for is not the
+    # figure the user meant to compare against.
+    if not 1 <= calibration_use <= calibrations:
+        raise ValueError(
+            f"calibration_use must be 1..{calibrations} (the calibration intervals), got {calibration_use}"
+        )
     if not levels:
         raise ValueError("at least one target load is needed")
+    for x in levels:
+        if not 0.0 < x <= 1.0:
+            raise ValueError(f"target load {x!r} is outside (0, 1] of the calibrated throughput")
     timing = timing or Timing()
     phases = [Phase(f"cal{i + 1}", "calibration", timing) for i in range(calibrations)]
     phases += [Phase(level_name(x), "target", timing, target=float(x)) for x in levels]
     if idle:
         phases.append(Phase("idle", "idle", timing, target=0.0))
-    return Plan(tuple(phases), calibration_use=min(calibration_use, calibrations))
+    return Plan(tuple(phases), calibration_use=calibration_use)
+
+
+def _whole(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
 
 
 def concurrency_plan(
@@ -199,6 +215,8 @@ def parse_copies(text: str) -> tuple[int, ...]:
 
 def calibrated_rate(rates: Iterable[float], use_last: int = DEFAULT_CALIBRATION_USE) -> float:
     """Mean of the last `use_last` calibration rates: the first interval usually runs low (warm-up)."""
+    if isinstance(use_last, bool) or not isinstance(use_last, int) or use_last < 1:
+        raise ValueError(f"use_last must be a whole number >= 1, got {use_last!r}")
     values = [float(r) for r in rates]
     if not values:
         raise ValueError("no calibration intervals measured")
