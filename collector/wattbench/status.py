@@ -366,6 +366,7 @@ def render(doc: dict[str, Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
     import logging
+    import sys
 
     from .config import ConfigError
 
@@ -376,7 +377,8 @@ def run(args: argparse.Namespace) -> int:
         log.error("configuration: %s", exc)
         return 2
     except StoreUnreachable as exc:
-        log.error("%s", exc)
+        # the same one-line form as every other command's store error
+        print(f"wattbench status: {exc}", file=sys.stderr)
         return 3
     if args.json:
         print(json.dumps(doc, indent=1))
