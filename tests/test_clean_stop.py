@@ -229,3 +229,22 @@ def test_collector_stops_cleanly_and_loses_nothing(tmp_path: Path, mosquitto: An
         if collector.poll() is None:
             collector.kill()
         reader.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_every_command_stops_on_sigterm_and_sigint_like_ctrl_c(tmp_path: Path, sig: signal.Signals) -> None:
+    """Commands without a stop loop of their own (demo, report, status, score) end on SIGTERM, and on
+    SIGINT inherited as ignored, as Ctrl-C ends them: exit 130, one line, their own clean-up run. The
+    demo used to die at once on SIGTERM (its broker, collector and appliance never stopped) and to
+    ignore SIGINT when started in the background."""
+    log = tmp_path / "demo.log"
+    proc = start(["demo", "--quiet", "--html", str(tmp_path / "demo.html")], log)
+    try:
+        wait_for(lambda: "sweep" in log.read_text(errors="replace"), 120, "the demo's sweep to start")
+        code = stop_with(proc, sig, log)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = log.read_text(errors="replace")
+    assert code == 130, text
+    assert "Traceback" not in text, text

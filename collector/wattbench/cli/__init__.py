@@ -12,6 +12,7 @@ import sys
 import traceback
 
 from .. import __version__
+from ..signals import interrupt_on_stop_signals
 from .options import (
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
@@ -119,6 +120,10 @@ def _main(argv: list[str] | None) -> int:
         print(f"wattbench {args.command}: unavailable ({args._import_error})", file=sys.stderr)
         return 3
     prefix = f"wattbench {args.command}"
+    # SIGTERM (systemd, containers, kill) and a SIGINT inherited as ignored (a background job of a
+    # non-interactive shell) end every command as Ctrl-C does; the long-running ones (appliance,
+    # collect, broker) install their own stop handlers in run().
+    interrupt_on_stop_signals()
     try:
         mod = importlib.import_module(args._module)
         code = int(mod.run(args) or 0)

@@ -266,13 +266,6 @@ def emit_outputs(evaluation: Any, args: argparse.Namespace, fetch: Any = None, c
         console.print(f"HTML report: {args.html}")
 
 
-def _stop_on_sigterm() -> None:
-    """SIGTERM (a service manager, kill) ends the run the way Ctrl-C does: cleanly, result published."""
-    from ..signals import interrupt_on_stop_signals
-
-    interrupt_on_stop_signals()
-
-
 def run(args: argparse.Namespace) -> int:
     import logging
     import sys
@@ -317,7 +310,6 @@ def run(args: argparse.Namespace) -> int:
         wait_data_s=args.wait_data,
         announce=lambda line: print(f"wattbench sweep: {line}", file=sys.stderr),
     )
-    _stop_on_sigterm()
     try:
         outcome = run_sweep(setup)
     except ChannelError as exc:
