@@ -64,7 +64,10 @@ def test_a_doubled_ram_buffer_is_caught(firmware: Path) -> None:
 
 def test_an_allocation_over_the_limit_is_caught(firmware: Path) -> None:
     """A batch of 12 KB (one allocation) on the esp32 profile breaks the single-allocation limit."""
-    board = {"batch": {"max_rows": 500, "max_bytes": 12288, "interval_ms": 60000}}
+    board = {
+        "batch": {"max_rows": 500, "max_bytes": 12288, "interval_ms": 60000},
+        "buffer": {"ram_bytes": 16384},
+    }
     r = rig.run_profile("esp32", False, firmware, minutes=8, board_override=board)
     found = rig.problems(r, rig.ENFORCED)
     assert any("allocation of" in p for p in found), rig.table([r])
