@@ -60,14 +60,21 @@ def run_micropython(
     heapsize: int = 16 * 1024 * 1024,
     timeout: float = 120.0,
     files: dict[str, str] | None = None,
+    firmware: Path = FIRMWARE,
+    stdout_lines: list[str] | None = None,
+    repeat: str | None = None,
 ) -> list[Any]:
+    """`firmware` may be a tree of .mpy files compiled from the package (with its .json files);
+    `stdout_lines` receives the program's other output lines; `repeat` runs again and again as its
+    own top-level call (the only place this build frees garbage) while the global AGAIN is true."""
     job = {
         "module": MODULE.as_uri(),
-        "mounts": [[str(FIRMWARE), "/lib/wattbench_fw"], [str(MOCKS), "/lib"]],
+        "mounts": [[str(firmware), "/lib/wattbench_fw"], [str(MOCKS), "/lib"]],
         "files": files or {},
         "data": data,
         "code": PRELUDE + code,
         "heapsize": heapsize,
+        "repeat": repeat,
     }
     proc = subprocess.run(
         ["node", str(RUNNER)], input=json.dumps(job), capture_output=True, text=True, timeout=timeout
@@ -79,6 +86,8 @@ def run_micropython(
             results.append(json.loads(line[1:]))
         else:
             other.append(line)
+    if stdout_lines is not None:
+        stdout_lines.extend(other)
     if proc.returncode != 0:
         raise MicroPythonError(
             f"MicroPython failed (exit {proc.returncode}):\n{proc.stderr}\n{chr(10).join(other)}"

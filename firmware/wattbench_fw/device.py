@@ -1,6 +1,5 @@
 """Entry point on a board: load /config.json over /board.json, arm the watchdog, run forever."""
 
-from wattbench_fw import config as config_mod
 from wattbench_fw import port
 from wattbench_fw.app import Appliance
 from wattbench_fw.clock import Clock, SntpClient
@@ -34,9 +33,48 @@ def safe_mode(cfg):
     return machine.Pin(pin, machine.Pin.IN, machine.Pin.PULL_UP).value() == 0
 
 
-def main(config_path=CONFIG_PATH, board_path=BOARD_PATH):
+class Device:
+    """The booted appliance and what its loop services besides it: Wi-Fi, SNTP, LED, watchdog."""
+
+    def __init__(self, cfg, app, wifi, clock, mono, sntp, led, wdt):
+        self.cfg = cfg
+        self.app = app
+        self.wifi = wifi
+        self.clock = clock
+        self.mono = mono
+        self.sntp = sntp
+        self.led = led
+        self.wdt = wdt
+        self.next_sync = mono.now()
+
+    def turn(self):
+        """One loop turn: a slice of appliance work, the watchdog, Wi-Fi and clock upkeep, then idle."""
+        app = self.app
+        wait = app.step()
+        self.wdt.feed()
+        if self.led is not None:
+            self.led.value(1 if app.link.up else 0)
+        mono = self.mono
+        if self.wifi.service() and mono.now() >= self.next_sync:
+            ntp = self.cfg["ntp"]
+            try:
+                self.sntp.sync(self.clock, mono)
+                ok = self.clock.synced
+            except Exception as exc:  # noqa: BLE001 - DNS, timeout, bad packet: retry later
+                app.last_error = "ntp: %r" % (exc,)
+                ok = False
+            self.wdt.feed()
+            interval = ntp["interval_s"] if ok and self.clock.syncs > 3 else ntp["first_interval_s"]
+            self.next_sync = mono.now() + int(interval * 1e6)
+        app.idle(wait)
+
+
+def boot(config_path=CONFIG_PATH, board_path=BOARD_PATH):
+    """Load the configuration, set the drivers up and arm the watchdog: the Device, or None when the
+    configuration is unusable or the safe pin is held (the REPL stays free)."""
     import machine
 
+    from wattbench_fw import config as config_mod
     from wattbench_fw.board import make_drivers
     from wattbench_fw.wifi import Wifi
 
@@ -46,6 +84,9 @@ def main(config_path=CONFIG_PATH, board_path=BOARD_PATH):
     except Exception as exc:  # noqa: BLE001 - report and stay in the REPL, no watchdog armed
         print("wattbench: config error:", exc)
         return None
+    finally:
+        config_mod = None
+        port.release("wattbench_fw.config")  # the checks run once; their code is not needed again
     if safe_mode(cfg):
         print("wattbench: safe pin held, not starting")
         return None
@@ -57,6 +98,8 @@ def main(config_path=CONFIG_PATH, board_path=BOARD_PATH):
     )
     sntp = SntpClient(ntp["host"], timeout_ms=ntp["timeout_ms"])
     drivers, _ = make_drivers(cfg)
+    make_drivers = None
+    port.release("wattbench_fw.board")
     app = Appliance(
         cfg, drivers, clock, mono=mono, net_up=wifi.up, rssi=wifi.rssi, ssl_context=ssl_context(cfg["broker"])
     )
@@ -68,22 +111,14 @@ def main(config_path=CONFIG_PATH, board_path=BOARD_PATH):
             led = machine.Pin(cfg["led"], machine.Pin.OUT)
         except (ValueError, TypeError):
             led = None
-    next_sync = mono.now()
     app.start()  # driver setup may talk to slow meters: arm the watchdog after it
     wdt = machine.WDT(timeout=cfg["wdt_ms"])
+    return Device(cfg, app, wifi, clock, mono, sntp, led, wdt)
+
+
+def main(config_path=CONFIG_PATH, board_path=BOARD_PATH):
+    device = boot(config_path, board_path)
+    if device is None:
+        return
     while True:
-        wait = app.step()
-        wdt.feed()
-        if led is not None:
-            led.value(1 if app.link.up else 0)
-        if wifi.service() and mono.now() >= next_sync:
-            try:
-                sntp.sync(clock, mono)
-                ok = clock.synced
-            except Exception as exc:  # noqa: BLE001 - DNS, timeout, bad packet: retry later
-                app.last_error = "ntp: %r" % (exc,)
-                ok = False
-            wdt.feed()
-            interval = ntp["interval_s"] if ok and clock.syncs > 3 else ntp["first_interval_s"]
-            next_sync = mono.now() + int(interval * 1e6)
-        app.idle(wait)
+        device.turn()

@@ -192,6 +192,19 @@ def collect():
         pass
 
 
+def release(name):
+    """Forget a module used only now and then (config checks at boot, discovery after a connect), so
+    its code, which MicroPython keeps in RAM unless the package is frozen, can be collected; the next
+    import loads it again. Only on MicroPython: a host has the RAM, and tests hold module references."""
+    if not MICROPYTHON:
+        return
+    sys.modules.pop(name, None)
+    parent, _, child = name.rpartition(".")
+    pkg = sys.modules.get(parent)
+    if pkg is not None and child in pkg.__dict__:
+        delattr(pkg, child)
+
+
 def isfinite(x):
     # math.isfinite is missing on some small ports; NaN != NaN and inf - inf is NaN.
     return x == x and (x - x) == 0

@@ -110,6 +110,18 @@ def test_flash_dry_run_plans_files_and_command(tmp_path: Path, capsys: pytest.Ca
     assert "-m mpremote connect /dev/ttyUSB0" in out and "fs cp -r" in out and "+ reset" in out
 
 
+def test_flash_compiles_to_mpy_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    """Compiling on the board costs RAM: .mpy is the default, --no-mpy copies the sources."""
+    args = ["flash", "--port", "/dev/ttyUSB0", "--board", "esp32", "--config"]
+    args += [str(FIRMWARE / "config.example.json"), "--dry-run"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "/lib/wattbench_fw/app.mpy" in out and "/lib/wattbench_fw/app.py" not in out
+    assert main([*args, "--no-mpy"]) == 0
+    out = capsys.readouterr().out
+    assert "/lib/wattbench_fw/app.py" in out and ".mpy" not in out
+
+
 def test_flash_stage_layout(tmp_path: Path) -> None:
     config = json.loads((FIRMWARE / "config.example.json").read_text())
     plan = flash.stage(tmp_path, config, flash.board_profile("esp32-psram"), mpy=False)

