@@ -18,6 +18,7 @@ package(
         "encode.py",
         "errors.py",
         "hass.py",
+        "hass_state.py",
         "link.py",
         "meters/__init__.py",
         "meters/ina226/__init__.py",

@@ -156,10 +156,12 @@ class Appliance:
             # disappear from Home Assistant instead of going stale.
             self.link.extra_retained = self._hass_messages if hass_on else self._hass_removals
         if hass_on:
-            from wattbench_fw import hass
+            # Only the small runtime half: the discovery module is loaded for each round of
+            # announcements and released after it (_hass).
+            from wattbench_fw import hass_state
 
-            self.hass_state = hass.HassState([c["c"] for c in cfg["channels"]])
-            self._hass_topic = hass.state_topic(self.dev)
+            self.hass_state = hass_state.HassState([c["c"] for c in cfg["channels"]])
+            self._hass_topic = hass_state.state_topic(self.dev)
         self._persist_us = int(cfg["persist_s"] * 1e6)
         self._last_persist = self.t0
 

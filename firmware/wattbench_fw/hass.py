@@ -9,7 +9,7 @@ sensors, so the sensor keeps its last value instead of dropping to zero.
 
 Two things the contract's topics cannot tell Home Assistant come on one extra, Home Assistant-only
 topic (state_topic(): under the discovery prefix, not retained, QoS 0, one message per closed batch),
-built by HassState:
+built by HassState (in hass_state.py):
 
 - Energy for Home Assistant's statistics. The contract's Wh counter never goes backwards; after an
   unclean stop it resumes from a saved reservation, which can be above the last value sent. That jump
@@ -29,11 +29,11 @@ import json
 
 from wattbench_fw.contract import topic
 
-DISCOVERY_PREFIX = "homeassistant"
-MANUFACTURER = "wattbench"
+# The runtime half (what the appliance sends on every batch) lives in its own small module, so this
+# discovery code can be unloaded after boot on a board (app.py) while the state keeps running.
+from wattbench_fw.hass_state import DISCOVERY_PREFIX, QUANTITIES, STALE_ROWS, HassState, state_topic  # noqa: F401
 
-# A channel is unavailable after this many failed reads in a row (rows without values).
-STALE_ROWS = 3
+MANUFACTURER = "wattbench"
 
 # quantity: (object id suffix, name, device_class, unit, state_class, display precision)
 # Energy is "total" with a last_reset: the value is the energy measured since this boot's first reading.
@@ -47,7 +47,7 @@ SENSORS = {
     "T": ("temperature", "temperature", "temperature", "°C", "measurement", 1),
     "RH": ("humidity", "humidity", "humidity", "%", "measurement", 0),
 }
-ORDER = ("W", "Wh", "V", "A", "PF", "Hz", "T", "RH")
+ORDER = QUANTITIES
 
 BOARD_NAMES = {
     "esp32": "ESP32",
@@ -80,13 +80,6 @@ def _slug(text):
         elif out and out[-1] != "_":
             out.append("_")
     return "".join(out).strip("_")
-
-
-def state_topic(dev, prefix=DISCOVERY_PREFIX):
-    """The Home Assistant-only topic of HassState's payloads. Under the device's own discovery node, so
-    the broker rule that lets an appliance announce itself (homeassistant/+/%u/#) also covers it; Home
-    Assistant's discovery ignores topics there that do not end in /config."""
-    return prefix + "/sensor/" + dev + "/state"
 
 
 def _lookup(channel):
@@ -211,64 +204,3 @@ def removals(meta, prefix=DISCOVERY_PREFIX):
     which is what switching discovery off in the config should do."""
     for channel, quantity in sensors(meta):
         yield config_topic(meta["dev"], channel, quantity, prefix), b""
-
-
-class HassState:
-    """What Home Assistant reads on state_topic(): per channel the energy measured since this boot's
-    first reading ("e", Wh, and "r", that reading's UTC ms, for last_reset) and availability ("a").
-
-    observe() takes every contract row the appliance publishes; payload() gives the JSON to send.
-    """
-
-    def __init__(self, channels, stale_rows=STALE_ROWS):
-        self.stale_rows = max(1, int(stale_rows))
-        self.ch = {}
-        for c in channels:
-            # [consecutive failed rows, first Wh of this boot, its t, newest Wh]
-            self.ch[c] = [0, None, None, None]
-
-    def observe(self, row):
-        st = self.ch.get(row.get("c"))
-        if st is None or row.get("t") is None:
-            return
-        good = False
-        for q in ORDER:
-            if q in row:
-                good = True
-                break
-        if not good:
-            st[0] += 1
-            return
-        st[0] = 0
-        wh = row.get("Wh")
-        if wh is not None:
-            if st[1] is None:
-                # Whatever the counter carried into this boot (a saved reservation included) is
-                # the zero of this cycle: only what is measured from here on counts.
-                st[1] = wh
-                st[2] = row["t"]
-            st[3] = wh
-
-    def available(self, channel):
-        """False once the channel's last STALE_ROWS reads have all failed."""
-        st = self.ch[channel]
-        return st[0] < self.stale_rows
-
-    def energy(self, channel):
-        """Wh measured since this boot's first energy reading, or None before it."""
-        st = self.ch[channel]
-        if st[1] is None:
-            return None
-        return round(max(0.0, st[3] - st[1]), 6)
-
-    def payload(self):
-        doc = {}
-        for c in self.ch:
-            st = self.ch[c]
-            entry = {"a": "online" if st[0] < self.stale_rows else "offline"}
-            e = self.energy(c)
-            if e is not None:
-                entry["e"] = e
-                entry["r"] = st[2]
-            doc[c] = entry
-        return json.dumps(doc).encode()
