@@ -88,15 +88,20 @@ def levels_table(levels: Sequence[LevelScore], ops_label: str = "ops", title: st
     for i, head in enumerate(column_heads(ops_label)):
         table.add_column(head, justify="right" if i else "left")
     for lv in levels:
-        ratio = 0.0 if lv.kind == "idle" and lv.has_power else lv.ratio
-        table.add_row(
-            target_label(lv),
-            "" if lv.kind == "idle" else fmt_pct(lv.actual),
-            fmt_count(lv.ops),
-            fmt_watts(lv.W),
-            fmt_count(ratio),
-        )
+        table.add_row(*level_cells(lv))
     return table
+
+
+def level_cells(lv: LevelScore) -> tuple[str, str, str, str, str]:
+    """One row of the SPECpower table."""
+    ratio = 0.0 if lv.kind == "idle" and lv.has_power else lv.ratio
+    return (
+        target_label(lv),
+        "" if lv.kind == "idle" else fmt_pct(lv.actual),
+        fmt_count(lv.ops),
+        fmt_watts(lv.W),
+        fmt_count(ratio),
+    )
 
 
 def concurrency_table(levels: Sequence[LevelScore], title: str | None = None) -> Any:
@@ -306,14 +311,7 @@ def summary_levels_table(
         col.overflow = "fold"  # a total cut short with an ellipsis would read as a different number
     table.add_row(*(["⋮"] * len(table.columns)), style="dim")
     for lv in tail:
-        ratio = 0.0 if lv.kind == "idle" and lv.has_power else lv.ratio
-        table.add_row(
-            target_label(lv),
-            "" if lv.kind == "idle" else fmt_pct(lv.actual),
-            fmt_count(lv.ops),
-            fmt_watts(lv.W),
-            fmt_count(ratio),
-        )
+        table.add_row(*level_cells(lv))
     table.add_section()
     table.add_row(
         f"∑ {loads:,} target loads",
