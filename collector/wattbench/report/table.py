@@ -295,7 +295,6 @@ def render_evaluation(evaluation: Any, width: int = 140) -> str:
 def summary_levels_table(
     head: Sequence[LevelScore],
     tail: Sequence[LevelScore],
-    omitted: int,
     total_ops: float,
     total_power: float,
     overall: float,
@@ -303,7 +302,7 @@ def summary_levels_table(
     ops_label: str = "ops",
     title: str | None = None,
 ) -> Any:
-    """The table of a very long run: its first and last rows, a line saying how many are not shown,
+    """The table of a very long run: its first and last rows, a ⋮ row where the others are left out,
     and a totals row (Σ ops over the target loads, Σ power over every row, and their ratio), so the
     terminal gets a dozen lines instead of a million."""
     table = levels_table(head, ops_label, title)
@@ -339,9 +338,7 @@ def print_summary_report(
     """print_report for a table too long to draw row by row."""
     from rich.text import Text
 
-    console.print(
-        summary_levels_table(head, tail, omitted, total_ops, total_power, overall, loads, ops_label, title)
-    )
+    console.print(summary_levels_table(head, tail, total_ops, total_power, overall, loads, ops_label, title))
     console.print(Text(overall_line(overall, ops_label), style="bold"))
     console.print(
         f"{len(head) + len(tail) + omitted:,} rows; the first {len(head)} and last {len(tail)} are shown, "
