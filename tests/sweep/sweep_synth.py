@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -201,3 +202,13 @@ def specpower_phases(
         out.append((f"l{pct}", "target", pct / 100, round(cal_rate * pct / 100 * measure_s)))
     out.append(("idle", "idle", 0.0, 0))
     return out
+
+
+def wait(pred: Callable[[], Any], timeout: float = 20.0) -> bool:
+    """Poll pred until it is true (True) or the timeout passes (False)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return False

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sweep_synth import wait
 
 from wattbench.sweep.plan import Phase, Timing
 from wattbench.workloads.base import WorkloadError
@@ -16,15 +17,6 @@ from wattbench.workloads.command.runner import CommandWorkload
 PY = shlex.quote(sys.executable)
 T = Timing(pre_s=0.1, measure_s=1.0, post_s=0.1, gap_s=0.0)
 L50 = Phase("l50", "target", T, target=0.5)
-
-
-def wait(pred, timeout: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_total_mode_command_exiting_non_zero_fails_the_level() -> None:

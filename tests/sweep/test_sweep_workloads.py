@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sweep_synth import wait
 
 from wattbench.sweep.plan import Phase, Timing
 from wattbench.workloads import NAMES, load_config, make_workload, sample_config
@@ -21,15 +22,6 @@ T = Timing(pre_s=0.1, measure_s=1.0, post_s=0.1, gap_s=0.0)
 CAL = Phase("cal1", "calibration", T)
 L50 = Phase("l50", "target", T, target=0.5)
 IDLE = Phase("idle", "idle", T, target=0.0)
-
-
-def wait(pred, timeout: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_transaction_is_deterministic_real_work() -> None:
