@@ -76,8 +76,10 @@ def _pct(x: float) -> str:
     return f"{x * 100:.2f}%"
 
 
-def check_load(level: LevelScore, limits: Limits) -> Check | None:
-    """Actual load against the target, for target loads only."""
+def check_load(level: LevelScore, limits: Limits, calibration_spread: float | None = None) -> Check | None:
+    """Actual load against the target, for target loads only. A failure names the calibration spread
+    (sweep.plan.calibration_spread) when it is beyond the tolerance itself: then the machine's own speed
+    moved, and pacing could not have held the level."""
     if level.kind != "target" or level.target is None:
         return None
     name = "load_within_2pct" if limits.load_tolerance == 0.02 else "load_within_tolerance"
@@ -90,6 +92,8 @@ def check_load(level: LevelScore, limits: Limits) -> Check | None:
     ok = abs(dev) <= limits.load_tolerance + 1e-12
     unit = "of target" if limits.load_mode == "relative" else "points"
     reason = f"actual {_pct(level.actual)} vs target {_pct(level.target)} ({dev * 100:+.2f}% {unit}, limit ±{limits.load_tolerance * 100:g}%)"
+    if not ok and calibration_spread is not None and calibration_spread > limits.load_tolerance:
+        reason += f"; calibration intervals differed by {calibration_spread * 100:.1f}%"
     return Check(name, ok, reason, level.phase)
 
 
@@ -248,6 +252,7 @@ def check_run(
     interrupted: str | None = None,
     limits: Limits | None = None,
     clock_steps: Mapping[str, int] | None = None,
+    calibration_spread: float | None = None,
 ) -> list[Check]:
     """Every check of a run: completeness and clock skew once, the rest per scored window."""
     limits = limits or Limits()
@@ -255,7 +260,7 @@ def check_run(
     checks.append(check_skew(offsets_ms, limits, clock_steps))
     by_phase = {wp.window.phase: wp for wp in aligned}
     for lv in levels:
-        c = check_load(lv, limits)
+        c = check_load(lv, limits, calibration_spread)
         if c:
             checks.append(c)
         wp = by_phase.get(lv.phase)

@@ -220,10 +220,14 @@ def _where(phase: str | None, levels: dict[str, Any]) -> str:
     return phase or "the run"
 
 
-def verdict(evaluation: Any) -> str:
-    """The demo's verdict on one line: VALID, or INVALID and every failed check, where and by how much."""
+def verdict(evaluation: Any, load_tolerance: float = 0.02) -> str:
+    """The demo's verdict on one line: VALID, or INVALID and every failed check, where and by how much,
+    and, when a load was missed and the calibration intervals were further apart than the tolerance,
+    that the machine's own speed moved (the likely cause on a shared or virtual machine)."""
     if evaluation.valid:
         return "VALID"
+    from .sweep.plan import calibration_spread
+
     levels = {lv.phase: lv for lv in evaluation.levels}
     parts = []
     for c in evaluation.checks:
@@ -242,5 +246,12 @@ def verdict(evaluation: Any) -> str:
             )
         else:
             parts.append(f"{c.name} failed ({c.reason})" if c.reason else f"{c.name} failed")
+    spread = calibration_spread([r for _, r in evaluation.calibration])
+    load_missed = any(not c.ok and c.name.startswith("load_within") for c in evaluation.checks)
+    if load_missed and spread is not None and spread > load_tolerance:
+        parts.append(
+            f"this machine's throughput differed by {spread * 100:.1f} % between the calibration "
+            f"intervals used, so no level can be held within ±{load_tolerance * 100:g} %"
+        )
     text = "; ".join(parts) or "the result is marked invalid"
     return "INVALID: " + " ".join(text.split())

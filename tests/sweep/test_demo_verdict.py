@@ -20,7 +20,7 @@ def _evaluation(valid: bool, checks: list[Check]) -> SimpleNamespace:
         LevelScore("l60", "target", 0.6, 8_400.0, 200.0, actual=0.6),
         LevelScore("idle", "idle", 0.0, 0.0, 60.0),
     ]
-    return SimpleNamespace(valid=valid, levels=levels, checks=checks, result={"valid": valid})
+    return SimpleNamespace(valid=valid, levels=levels, checks=checks, result={"valid": valid}, calibration=[])
 
 
 def test_valid_run() -> None:
@@ -74,3 +74,23 @@ def test_a_busy_machine_is_named_before_the_run() -> None:
     assert demo_busy(0.2, 2) is None and demo_busy(0.5, 2) is None and demo_busy(3.0, 16) is None
     note = demo_busy(7.8, 2)
     assert note is not None and "load average 7.8 on 2 cores" in note and "INVALID" in note
+
+
+def test_an_unsteady_calibration_is_named_once_as_the_likely_cause() -> None:
+    checks = [
+        Check(
+            "load_within_2pct",
+            False,
+            "actual 77.20% vs target 100.00% (-22.80% of target, limit ±2%); calibration intervals "
+            "differed by 18.3%",
+            "l100",
+        ),
+    ]
+    ev = _evaluation(False, checks)
+    ev.calibration = [("cal1", 9000.0), ("cal2", 9800.0), ("cal3", 11_800.0)]
+    line = verdict(ev)
+    assert line.startswith("INVALID: load_within_2pct failed at 100 % (77.2 % of calibrated); ")
+    assert line.endswith(
+        "this machine's throughput differed by 18.5 % between the calibration intervals used, "
+        "so no level can be held within ±2 %"
+    )

@@ -223,3 +223,24 @@ def test_no_store_gives_ops_only() -> None:
     contract.validate_result(ev.result)
     assert ev.result["levels"] == [] and not ev.valid
     assert math.isnan(ev.levels[0].W) and ev.levels[0].ops == pytest.approx(3000.0)
+
+
+def test_calibration_spread_is_over_the_intervals_used() -> None:
+    from wattbench.sweep.plan import calibration_spread
+
+    assert calibration_spread([50.0, 90.0, 110.0]) == pytest.approx(0.2)  # last two: (110-90)/100
+    assert calibration_spread([50.0, 90.0, 110.0], 3) == pytest.approx(60.0 / (250.0 / 3))
+    assert calibration_spread([100.0]) is None  # one interval says nothing about steadiness
+    assert calibration_spread([]) is None
+
+
+def test_a_failed_load_says_when_the_machine_was_not_steady_in_calibration() -> None:
+    lv = sc.LevelScore("l100", "target", 1.0, ops=1.0, W=1.0, actual=0.87)
+    unsteady = cp.check_load(lv, cp.Limits(), calibration_spread=0.183)
+    assert unsteady is not None and not unsteady.ok
+    assert "calibration intervals differed by 18.3%" in unsteady.reason
+    steady = cp.check_load(lv, cp.Limits(), calibration_spread=0.004)
+    assert steady is not None and not steady.ok and "calibration" not in steady.reason
+    passed = sc.LevelScore("l90", "target", 0.9, ops=1.0, W=1.0, actual=0.9)
+    ok = cp.check_load(passed, cp.Limits(), calibration_spread=0.183)
+    assert ok is not None and ok.ok and "calibration" not in ok.reason

@@ -13,7 +13,7 @@ from .. import align as al
 from .. import clocktrack as ct
 from .. import compliance as cp
 from .. import score as sc
-from .plan import DEFAULT_CALIBRATION_USE, calibrated_rate
+from .plan import DEFAULT_CALIBRATION_USE, calibrated_rate, calibration_spread
 
 
 @dataclass
@@ -129,7 +129,8 @@ def evaluate(
 
     levels = [_level(wp, calibrated) for wp in aligned]
     summary = sc.summarize(levels, run_energy, cost)
-    checks = cp.check_run(levels, aligned, measured, planned, interrupted, limits, steps)
+    spread = calibration_spread([r for _, r in cal], calibration_use)
+    checks = cp.check_run(levels, aligned, measured, planned, interrupted, limits, steps, spread)
     if fetch is not None:
         checks = cp.fit([cp.check_channels(aligned, channel_problems), *checks])
     result = build_result(

@@ -222,3 +222,17 @@ def calibrated_rate(rates: Iterable[float], use_last: int = DEFAULT_CALIBRATION_
         raise ValueError("no calibration intervals measured")
     tail = values[-min(use_last, len(values)) :]
     return sum(tail) / len(tail)
+
+
+def calibration_spread(rates: Iterable[float], use_last: int = DEFAULT_CALIBRATION_USE) -> float | None:
+    """How far apart the calibration rates that make the calibrated throughput are: (max - min) / mean
+    of the last `use_last`. A machine whose speed moves by more than the load tolerance between them (a
+    busy host under a virtual machine, frequency scaling, thermal limits) cannot hold a level within that
+    tolerance however well the workload is paced, and a failed load check says so. None from fewer than
+    two intervals."""
+    values = [float(r) for r in rates]
+    tail = values[-min(use_last, len(values)) :] if values else []
+    if len(tail) < 2:
+        return None
+    mean = sum(tail) / len(tail)
+    return (max(tail) - min(tail)) / mean if mean > 0 else None
