@@ -1,12 +1,16 @@
 """The collector service: MQTT in, validated and accounted records out to the store, nothing lost.
 
+This module is the thread shell: it opens the store and the spool, connects, runs the threads and
+stops them. The durability policy is the Writer's (ingest/writer.py), the status file StateFile's
+(ingest/state.py).
+
 Three threads:
 - paho's network thread puts each message into the inbox, with the connection generation it came on;
 - the ingest thread validates and accounts messages (Pipeline) and hands batches to the writer; while
   the writer is busy the next batch grows, so batches size themselves to the store's pace;
-- the writer thread commits each batch to the store, or to the spool when the store is down, and only
-  then acknowledges the batch's messages to the broker. It replays the spool, in order, once the store
-  answers again.
+- the writer thread has the Writer commit each batch to the store, or to the spool when the store is
+  down, and only then acknowledges the batch's messages to the broker. Between batches it lets the
+  Writer replay the spool, in order, once the store answers again.
 
 A message is therefore acknowledged only when its data is durable (store or spool). Killed at any
 point, the collector loses nothing: the broker redelivers what was not acknowledged, and the store's
@@ -17,25 +21,27 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import queue
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import wattbench_schema as contract
 
 from ..config import CollectorConfig
-from . import records as rec
+from ..spool import Spool, SpoolError
 from .pipeline import Batch, Pipeline
-from .validate import Validator, dumps
+from .state import StateFile
+from .validate import Validator
+from .writer import NotDurable, Writer, WriterStats
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 log = logging.getLogger("wattbench.collect")
-
-STATE_VERSION = 1
 
 Message = tuple[int, int, int, str, bytes, int]
 
@@ -67,25 +73,12 @@ class Commit:
     final: bool = False
 
 
-@dataclass
-class WriterStats:
-    commits: int = 0
-    stored_samples: int = 0
-    spooled_frames: int = 0
-    spooled_samples: int = 0
-    replayed_frames: int = 0
-    replayed_samples: int = 0
-    deadletter_frames: int = 0
-    acked: int = 0
-    store_errors: int = 0
-    last_store_error: str = ""
-    outages: list[dict[str, Any]] = field(default_factory=list)
-
-
 class Collector:
-    """Run with start() / stop(), or use as a context manager. Thread-safe figures: counters(), status()."""
+    """Run with start() / stop(), or use as a context manager. Thread-safe figures: counters(), devices()."""
 
-    def __init__(self, config: CollectorConfig | None = None, store: Any = None, **overrides: Any) -> None:
+    def __init__(
+        self, config: CollectorConfig | None = None, store: Store | None = None, **overrides: Any
+    ) -> None:
         from ..config import ConfigError
 
         cfg = config or CollectorConfig()
@@ -95,19 +88,19 @@ class Collector:
             setattr(cfg, key, value)
         self.config = cfg.resolved()
         self._given_store = store
-        self.store: Any = store
-        self.spool: Any = None
-        self.deadletter: Any = None
+        self.store: Store | None = store
+        self.spool: Spool | None = None
+        self.deadletter: Spool | None = None
+        self.writer: Writer | None = None
         self.link: Any = None
         self.pipeline = Pipeline(
             self.config.id,
             Validator(verifier=self._verifier()),
             track_gaps=not self.config.share or self.config.share_by_topic,
         )
-        self.stats = WriterStats()
+        self.acked = 0
         self.error: CollectorError | None = None
         self.started_ms = 0
-        self.store_down = False
         # (connection generation, packet id, qos, topic, payload, receive time ms)
         self._inbox: deque[Message] = deque()
         self._pool: Any = None
@@ -120,8 +113,8 @@ class Collector:
         self._pipeline_lock = threading.Lock()
         self._next_health = 0.0
         self._warned_repeats: dict[str, int] = {}
-        self._next_retry = 0.0
-        self.state_path = Path(self.config.state_dir) / f"collector-{self.config.id}.json"
+        self.state_file = StateFile(self.config.state_dir, self.config.id)
+        self.state_path = self.state_file.path
 
     def _verifier(self) -> Any:
         from ..config import ConfigError
@@ -141,19 +134,19 @@ class Collector:
 
     def start(self) -> Collector:
         """Open the store and spool, connect, subscribe. Raises CollectorError when that fails."""
-        from ..spool import Spool, SpoolError
         from .mqtt import BrokerRefused, MqttLink, probe_protocol
 
         cfg = self.config
         log.info("collector %s starting: %s", cfg.id, json.dumps(cfg.describe()))
         try:
             Path(cfg.state_dir).mkdir(parents=True, exist_ok=True)
-            self.spool = Spool(cfg.spool_dir)
-            self.deadletter = Spool(Path(cfg.spool_dir) / "deadletter")
+            self.spool = spool = Spool(cfg.spool_dir)
+            self.deadletter = deadletter = Spool(Path(cfg.spool_dir) / "deadletter")
         except (SpoolError, OSError) as exc:
             raise CollectorError(f"spool unusable: {exc}", EXIT_STORAGE) from None
         if self.store is None:
             self.store = self._open_store()
+        self.writer = Writer(self.store, spool, deadletter, retry_s=cfg.retry_s)
         self._restore_state()
         self._start_pool()
         self.started_ms = now_ms()
@@ -214,7 +207,7 @@ class Collector:
             log.warning("validation processes unavailable (%s); validating in-process", exc)
             self._pool = None
 
-    def _open_store(self) -> Any:
+    def _open_store(self) -> Store:
         from ..store import open_store
 
         spec = self.config.store_spec()
@@ -470,146 +463,45 @@ class Collector:
     # ------------------------------------------------------------------ writer thread
 
     def _writer_loop(self) -> None:
+        writer = self.writer
+        assert writer is not None  # start() makes it before this thread runs
         while True:
             try:
                 commit = self._commits.get(timeout=0.2)
             except queue.Empty:
                 commit = None
             if commit is not None:
-                self._commit(commit)
+                self._commit(writer, commit)
                 if commit.final:
-                    if not self.spool.empty:
-                        self._replay(budget_s=2.0)
+                    if writer.spooled:
+                        writer.replay(budget_s=2.0, yield_to=self._commit_waiting)
                     return
-            if not self.spool.empty and time.monotonic() >= self._next_retry and self._commits.empty():
-                self._replay(budget_s=1.0)
+            if writer.replay_due() and self._commits.empty():
+                writer.replay(budget_s=1.0, yield_to=self._commit_waiting)
             if self.error is not None:
                 return
 
-    def _commit(self, commit: Commit) -> None:
-        from ..spool import SpoolError
+    def _commit_waiting(self) -> bool:
+        return not self._commits.empty()
 
-        records = commit.batch.records
-        if records:
-            if self.spool.empty and not self.store_down:
-                exc = self._try_store(records, commit.batch.samples)
-                if exc is not None:
-                    if getattr(exc, "permanent", False):
-                        self._deadletter(records, exc)
-                    else:
-                        self._store_failed(exc)
-                        self._spool(records, commit.batch.samples, SpoolError)
-            else:
-                self._spool(records, commit.batch.samples, SpoolError)
-        self.stats.commits += 1
+    def _commit(self, writer: Writer, commit: Commit) -> None:
+        try:
+            writer.write(commit.batch)
+        except NotDurable as exc:
+            # Neither store nor spool can keep the data: acknowledge nothing and stop, so the broker
+            # keeps every unacknowledged message for the next start.
+            raise CollectorError(str(exc), EXIT_STORAGE) from None
         if commit.snapshot is not None:
             self._write_state(commit.snapshot)
         acked = 0
         for gen, mid, qos in commit.acks:
             if self.link.ack(gen, mid, qos):
                 acked += 1
-        self.stats.acked += acked
+        self.acked += acked
 
-    def _spool(self, records: list[rec.Record], samples: int, spool_error: type[Exception]) -> None:
-        try:
-            self.spool.append(rec.encode(records))
-        except spool_error as exc:
-            # The spool is full (or broken). New batches go to its tail only to keep the replay in
-            # order; storage is idempotent and keyed by time, so when the store can take this batch
-            # now, writing it ahead of the older spooled ones loses nothing.
-            if self._store_directly(records, samples):
-                log.warning("spool full (%s): batch written straight to the store", exc)
-                return
-            # Neither store nor spool can keep the data: acknowledge nothing and stop, so the broker
-            # keeps every unacknowledged message for the next start.
-            raise CollectorError(f"{exc}; stopping without acknowledging", EXIT_STORAGE) from None
-        self.stats.spooled_frames += 1
-        self.stats.spooled_samples += samples
-
-    def _store_directly(self, records: list[rec.Record], samples: int) -> bool:
-        if self.store_down and time.monotonic() < self._next_retry:
-            return False
-        exc = self._try_store(records, samples)
-        if exc is not None:
-            self._store_failed(exc)
-            return False
-        return True
-
-    def _try_store(self, records: list[rec.Record], samples: int) -> Exception | None:
-        """Write and flush; on failure drop the half-sent writes and return the error."""
-        try:
-            rec.apply(self.store, records)
-            self.store.flush()
-        except Exception as exc:  # any store failure means "not stored"; callers decide what next
-            self._discard_pending()
-            return exc
-        self.stats.stored_samples += samples
-        return None
-
-    def _discard_pending(self) -> None:
-        discard = getattr(self.store, "discard", None)
-        if discard is not None:
-            discard()
-
-    def _store_failed(self, exc: Exception) -> None:
-        self.stats.store_errors += 1
-        self.stats.last_store_error = str(exc)
-        self._next_retry = time.monotonic() + self.config.retry_s
-        if not self.store_down:
-            self.store_down = True
-            self.stats.outages.append({"start_ms": now_ms(), "error": str(exc)})
-            log.warning("store unavailable (%s): spooling to %s until it is back", exc, self.config.spool_dir)
-
-    def _deadletter(self, records: list[rec.Record], exc: Exception) -> None:
-        self.stats.deadletter_frames += 1
-        log.error(
-            "the store refused %d records for good (%s); kept in %s/deadletter for inspection",
-            len(records),
-            exc,
-            self.config.spool_dir,
-        )
-        try:
-            self.deadletter.append(rec.encode(records))
-        except OSError as err:
-            log.error("cannot keep refused records: %s", err)
-
-    def _replay(self, budget_s: float) -> None:
-        deadline = time.monotonic() + budget_s
-        while not self.spool.empty and time.monotonic() < deadline:
-            frames = self.spool.read(max_bytes=4 << 20)
-            if not frames:
-                return
-            samples = 0
-            try:
-                for frame in frames:
-                    if frame.payload:
-                        samples += rec.apply(self.store, rec.decode(frame.payload))
-                self.store.flush()
-            except Exception as exc:
-                self._discard_pending()
-                if getattr(exc, "permanent", False):
-                    for frame in frames:
-                        if frame.payload:
-                            self._deadletter(rec.decode(frame.payload), exc)
-                else:
-                    self._store_failed(exc)
-                    return
-            self.spool.commit(frames[-1].end)
-            self.stats.replayed_frames += len(frames)
-            self.stats.replayed_samples += samples
-            if self.store_down:
-                self.store_down = False
-                if self.stats.outages:
-                    self.stats.outages[-1]["end_ms"] = now_ms()
-                log.warning("store is back: replaying the spool in order")
-            if self.spool.empty:
-                log.warning(
-                    "spool drained: %d frames (%d samples) replayed in all",
-                    self.stats.replayed_frames,
-                    self.stats.replayed_samples,
-                )
-            if not self._commits.empty():
-                return  # new data waits; it goes to the spool's tail and the replay resumes next round
+    @property
+    def store_down(self) -> bool:
+        return self.writer is not None and self.writer.store_down
 
     def _spool_figures(self) -> tuple[int, float]:
         sp = self.spool
@@ -622,58 +514,33 @@ class Collector:
     def _restore_state(self) -> None:
         if not self.config.restore_state:
             return
-        try:
-            doc = json.loads(self.state_path.read_text())
-        except (OSError, ValueError):
-            return
-        if doc.get("state_version") != STATE_VERSION or doc.get("id") != self.config.id:
-            return
-        accounts = doc.get("accounts") or {}
-        if isinstance(accounts, dict):
+        accounts = self.state_file.accounts()
+        if accounts is not None:
             self.pipeline.accounts.restore(accounts)
             log.info("resumed accounting for %d device(s) from %s", len(accounts), self.state_path)
 
     def _write_state(self, snapshot: dict[str, Any]) -> None:
         spool_bytes, spool_age = self._spool_figures()
-        doc = {
-            "state_version": STATE_VERSION,
-            "id": self.config.id,
-            "pid": os.getpid(),
-            "t": snapshot["t"],
-            "written_ms": now_ms(),
-            "started_ms": self.started_ms,
-            "config": self.config.describe(),
-            "connected": bool(self.link is not None and self.link.connected.is_set()),
-            "store_down": self.store_down,
-            "spool": {"dir": self.config.spool_dir, "bytes": spool_bytes, "age_s": spool_age},
-            "counters": snapshot["counters"],
-            "writer": self._writer_figures(),
-            "meta": snapshot.get("meta", {}),
-            "rejects": self.pipeline.last_rejects[-10:],
-            "accounts": snapshot["accounts"],
-        }
-        tmp = self.state_path.with_suffix(".tmp")
-        try:
-            tmp.write_bytes(dumps(doc))
-            os.replace(tmp, self.state_path)
-        except OSError as exc:
-            log.warning("cannot write the status file %s: %s", self.state_path, exc)
+        self.state_file.write(
+            {
+                "t": snapshot["t"],
+                "written_ms": now_ms(),
+                "started_ms": self.started_ms,
+                "config": self.config.describe(),
+                "connected": bool(self.link is not None and self.link.connected.is_set()),
+                "store_down": self.store_down,
+                "spool": {"dir": self.config.spool_dir, "bytes": spool_bytes, "age_s": spool_age},
+                "counters": snapshot["counters"],
+                "writer": self._writer_figures(),
+                "meta": snapshot.get("meta", {}),
+                "rejects": self.pipeline.last_rejects[-10:],
+                "accounts": snapshot["accounts"],
+            }
+        )
 
     def _writer_figures(self) -> dict[str, Any]:
-        s = self.stats
-        return {
-            "commits": s.commits,
-            "acked": s.acked,
-            "stored_samples": s.stored_samples,
-            "spooled_frames": s.spooled_frames,
-            "spooled_samples": s.spooled_samples,
-            "replayed_frames": s.replayed_frames,
-            "replayed_samples": s.replayed_samples,
-            "deadletter_frames": s.deadletter_frames,
-            "store_errors": s.store_errors,
-            "last_store_error": s.last_store_error,
-            "outages": s.outages[-5:],
-        }
+        figures = self.writer.figures() if self.writer is not None else WriterStats().figures()
+        return {"commits": figures.pop("commits"), "acked": self.acked, **figures}
 
     # ------------------------------------------------------------------ figures
 

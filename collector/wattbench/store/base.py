@@ -60,6 +60,9 @@ class Store(Protocol):
     def flush(self) -> None:
         """Block until everything written so far is durable."""
 
+    def discard(self) -> None:
+        """Forget writes not yet flushed (after a failed flush the caller keeps its own copy)."""
+
     def series(
         self, dev: str, ch: str, start_ms: int, end_ms: int, fields: tuple[str, ...] = ("W",)
     ) -> Series:
