@@ -259,6 +259,28 @@ def test_a_refused_batch_goes_to_the_dead_letters_once(rig: Rig, caplog: pytest.
     assert rig.store.count_samples() == 10 and rig.store.refusals == 1
 
 
+def test_a_refused_frame_in_the_spool_is_dead_lettered_not_retried(rig: Rig) -> None:
+    rig.store.down = True
+    good_before = batch(("bench-a", rows(30)))
+    poison = batch((POISON, rows(5)))
+    good_after = batch(("bench-b", rows(20)))
+    for b in (good_before, poison, good_after):
+        rig.writer.write(b)
+    rig.store.down = False
+    rig.clock.advance(RETRY_S)
+    rig.writer.replay(budget_s=5.0)
+    refusals = rig.store.refusals
+    rig.clock.advance(RETRY_S)
+    rig.writer.replay(budget_s=5.0)
+    assert rig.store.refusals == refusals, "a refused frame is not tried again"
+    assert rig.spool.empty and not rig.writer.store_down
+    assert frames(rig.deadletter) == [poison.records]
+    # Only the refused batch is kept aside: the batches spooled around it are in the store.
+    assert rig.store.count_samples("bench-a") == 30 and rig.store.count_samples("bench-b") == 20
+    s = rig.writer.stats
+    assert (s.deadletter_frames, s.replayed_frames, s.replayed_samples) == (1, 3, 50)
+
+
 def test_unwritable_dead_letters_are_reported_not_fatal(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
     shutil.rmtree(rig.deadletter.dir)
     with caplog.at_level(logging.ERROR, logger="wattbench.collect"):

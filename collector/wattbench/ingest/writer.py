@@ -6,7 +6,8 @@
 - Every `retry_s` the spool is replayed from its oldest frame; once the store takes it, the replay
   goes on in order until the spool is empty, then batches go straight to the store again.
 - A write the store refuses for good (its error says `permanent`) cannot be retried: its records are
-  kept in the dead-letter spool for inspection instead of blocking everything behind them.
+  kept in the dead-letter spool for inspection instead of blocking everything behind them. In a
+  replay the refused batch is found by going on batch by batch, so only it is set aside.
 - When the spool cannot be written either (disk full), the batch goes straight to the store if that
   is back; if not, NotDurable is raised and the caller must not acknowledge the batch.
 
@@ -203,8 +204,9 @@ class Writer:
         yield_to() is asked after every step; when it answers true the replay stops there (new
         batches are waiting) and resumes at the next call."""
         deadline = self.clock.monotonic() + budget_s
+        chunk_bytes = REPLAY_CHUNK_BYTES
         while not self.spool.empty and self.clock.monotonic() < deadline:
-            frames = self.spool.read(max_bytes=REPLAY_CHUNK_BYTES)
+            frames = self.spool.read(max_bytes=chunk_bytes)
             if not frames:
                 return
             samples = 0
@@ -215,13 +217,20 @@ class Writer:
                 self.store.flush()
             except Exception as exc:
                 self.store.discard()
-                if is_permanent(exc):
-                    for frame in frames:
-                        if frame.payload:
-                            self._deadletter(rec.decode(frame.payload), exc)
-                else:
+                if not is_permanent(exc):
                     self._store_failed(exc)
                     return
+                refused = [frame for frame in frames if frame.payload]
+                if len(refused) > 1:
+                    # A frame is one batch, which the store takes or refuses as a whole, as it does
+                    # on a direct write: go on frame by frame so that only the refused batch is set
+                    # aside, not the good ones spooled around it.
+                    chunk_bytes = 1
+                    continue
+                for frame in refused:
+                    self._deadletter(rec.decode(frame.payload), exc)
+                samples = 0  # none of it is in the store
+                chunk_bytes = REPLAY_CHUNK_BYTES
             self.spool.commit(frames[-1].end)
             self.stats.replayed_frames += len(frames)
             self.stats.replayed_samples += samples
