@@ -37,6 +37,8 @@ class StateFile:
             doc = json.loads(self.path.read_text())
         except (OSError, ValueError):
             return None
+        if not isinstance(doc, dict):
+            return None
         if doc.get("state_version") != STATE_VERSION or doc.get("id") != self.collector_id:
             return None
         accounts = doc.get("accounts") or {}
