@@ -3,9 +3,12 @@ store later, unchanged. A record is (kind, body) with a JSON-ready body."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .validate import dumps, loads
+
+if TYPE_CHECKING:
+    from ..store.base import Store
 
 Record = tuple[str, Any]
 
@@ -38,7 +41,7 @@ def reject(collector: str, notice: dict[str, Any]) -> Record:
     return ("reject", {"collector": collector, "notice": notice})
 
 
-def apply(store: Any, records: list[Record]) -> int:
+def apply(store: Store, records: list[Record]) -> int:
     """Hand the records to the store's write methods (not flushed); return the sample rows written."""
     n = 0
     for kind, body in records:
