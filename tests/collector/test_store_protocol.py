@@ -3,7 +3,7 @@
 - mypy checks that both stores (and the in-memory test store) are a `Store`, and that the code holding a
   store calls nothing the protocol does not promise;
 - every protocol method has the same parameters and defaults in both stores;
-- no code asks a store which methods it has (getattr/hasattr probing);
+- no code asks a store which methods it has (getattr/hasattr probing) or holds a store as Any;
 - both stores give the same answers to the accounting reads (health, clock offsets, sequence check,
   rejects), the InfluxDB one against the real InfluxDB 1.8.
 """
@@ -130,35 +130,44 @@ def test_every_protocol_method_has_the_protocols_parameters(impl: type) -> None:
 
 
 PROBE = re.compile(r"\b(?:getattr|hasattr)\(\s*(?:self\.)?_?store\b")
-# The collector's writer still asks its store for discard(); it calls it directly once the collector's
-# durability code is split out. Remove this entry (and its xfail test) then.
+UNTYPED = re.compile(r"\b_?store\s*:\s*Any\b")
+# The collector still asks its store for discard() and holds it as Any; it calls the protocol directly
+# once its durability code is split out. Remove this entry (and its xfail test) then.
 NOT_YET = {"ingest/collector.py"}
 
 
-def _probes() -> dict[str, list[str]]:
+def _hits(pattern: re.Pattern[str]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         for n, line in enumerate(path.read_text().splitlines(), 1):
-            if PROBE.search(line):
+            if pattern.search(line):
                 found.setdefault(path.relative_to(PACKAGE).as_posix(), []).append(f"{n}: {line.strip()}")
     return found
 
 
-def test_the_probe_pattern_finds_probes() -> None:
+def test_the_patterns_find_probes_and_untyped_stores() -> None:
     for text in ('getattr(store, "health", None)', "hasattr(self.store, 'x')", "getattr(self._store, n)"):
         assert PROBE.search(text), text
     assert not PROBE.search('getattr(exc, "permanent", False)')
     assert not PROBE.search("getattr(args, 'store', None)")
+    for text in ("def f(store: Any) -> None:", "    store: Any = None", "self.store: Any = store"):
+        assert UNTYPED.search(text), text
+    assert not UNTYPED.search("store: Store | None = None")
 
 
 def test_no_code_asks_a_store_which_methods_it_has() -> None:
-    probes = {path: hits for path, hits in _probes().items() if path not in NOT_YET}
+    probes = {path: hits for path, hits in _hits(PROBE).items() if path not in NOT_YET}
     assert not probes, f"call the Store protocol's methods instead: {probes}"
+
+
+def test_no_code_holds_a_store_as_any() -> None:
+    untyped = {path: hits for path, hits in _hits(UNTYPED).items() if path not in NOT_YET}
+    assert not untyped, f"type it as wattbench.store.Store: {untyped}"
 
 
 @pytest.mark.xfail(strict=True, reason="the collector's writer still probes its store for discard()")
 def test_the_collector_does_not_probe_its_store() -> None:
-    assert not {path: hits for path, hits in _probes().items() if path in NOT_YET}
+    assert not {path: hits for path, hits in _hits(PROBE).items() if path in NOT_YET}
 
 
 # ---------------------------------------------------------------------- the same answers from both
