@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -126,8 +126,8 @@ def gather(args: argparse.Namespace) -> dict[str, Any]:
             raise StoreUnreachable(f"store {out['store']}: {exc}") from None
         try:
             try:
-                out["health"] = store.health() if hasattr(store, "health") else []
-                if args.verify and hasattr(store, "sequence_check"):
+                out["health"] = store.health()
+                if args.verify:
                     out["verify"] = store.sequence_check()
             finally:
                 store.close()
@@ -160,7 +160,7 @@ INT_FIELDS = (
 FLOAT_FIELDS = ("rate_hz", "clk_age", "clk_err", "spool_age")
 
 
-def _is_num(v: Any) -> bool:
+def _is_num(v: Any) -> TypeGuard[int | float]:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 

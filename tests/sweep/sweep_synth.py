@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from wattbench.store.base import Series, in_effect
+from wattbench.store.base import OffsetPoint, SequenceCheck, Series, StoredReject, in_effect
 
 RUN = "20260101T000000Z-test"
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -69,13 +69,16 @@ class SeriesFetch:
 
 
 class MemoryStore:
-    """The Store protocol in memory, for tests of code that reads and writes through a store."""
+    """The Store protocol in memory, for tests of code that reads and writes through a store. Writes
+    take effect at once (nothing is ever pending)."""
 
     def __init__(self) -> None:
         self.rows: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
         self.events: dict[str, dict[int, dict[str, Any]]] = {}
         self.results: dict[str, dict[str, Any]] = {}
         self.metas: list[tuple[int, dict[str, Any]]] = []
+        self.healths: dict[tuple[str, str, int], dict[str, Any]] = {}
+        self.rejected: dict[tuple[str, str, int], StoredReject] = {}
 
     def write_samples(self, dev: str, samples: list[dict[str, Any]]) -> None:
         for s in samples:
@@ -90,11 +93,20 @@ class MemoryStore:
     def write_status(self, status: dict[str, Any], t_ms: int) -> None:
         pass
 
-    def write_health(self, collector: str, dev: str, fields: dict[str, Any], t_ms: int) -> None:
-        pass
+    def write_health(self, collector: str, dev: str, fields: dict[str, float | int], t_ms: int) -> None:
+        self.healths[(dev, collector, int(t_ms))] = dict(fields)
 
     def write_reject(self, collector: str, reject: dict[str, Any]) -> None:
-        pass
+        t = int(reject["t"])
+        self.rejected[(reject["reason"], collector, t)] = StoredReject(
+            reason=reject["reason"],
+            collector=collector,
+            t=t,
+            topic=reject.get("topic"),
+            dev=reject.get("dev"),
+            detail=reject.get("detail"),
+            size=reject.get("size"),
+        )
 
     def write_meta(self, meta: dict[str, Any], t_ms: int) -> None:
         self.metas.append((int(t_ms), dict(meta)))
@@ -102,8 +114,17 @@ class MemoryStore:
     def meta_history(self, start_ms: int, end_ms: int) -> list[tuple[int, dict[str, Any]]]:
         return in_effect(sorted((m for m in self.metas if m[0] <= end_ms), key=lambda m: m[0]), start_ms)
 
+    def pending(self) -> int:
+        return 0
+
+    def discard(self) -> None:
+        pass
+
     def flush(self) -> None:
         pass
+
+    def ping(self) -> bool:
+        return True
 
     def series(
         self, dev: str, ch: str, start_ms: int, end_ms: int, fields: tuple[str, ...] = ("W",)
@@ -129,6 +150,43 @@ class MemoryStore:
 
     def count_samples(self, dev: str | None = None) -> int:
         return sum(len(v) for k, v in self.rows.items() if dev is None or k[0] == dev)
+
+    def sequence_check(self, dev: str | None = None) -> list[SequenceCheck]:
+        seqs: dict[str, list[int]] = {}
+        for (d, _), rows in self.rows.items():
+            if not dev or d == dev:
+                seqs.setdefault(d, []).extend(int(r["s"]) for r in rows.values() if r.get("s") is not None)
+        return [
+            SequenceCheck(
+                dev=d,
+                count=len(s),
+                first=min(s, default=None),
+                last=max(s, default=None),
+                missing=(max(s) - min(s) + 1 - len(s)) if s else 0,
+            )
+            for d, s in sorted(seqs.items())
+        ]
+
+    def health(self) -> list[dict[str, Any]]:
+        latest: dict[tuple[str, str], int] = {}
+        for dev, coll, t in self.healths:
+            latest[(dev, coll)] = max(t, latest.get((dev, coll), t))
+        return [
+            {"dev": dev, "collector": coll, "t": t, **self.healths[(dev, coll, t)]}
+            for (dev, coll), t in sorted(latest.items())
+        ]
+
+    def offset_history(self, devices: Sequence[str], start_ms: int, end_ms: int) -> list[OffsetPoint]:
+        return [
+            OffsetPoint(
+                dev=dev, collector=coll, t=t, offset_ms=float(f["offset_ms"]), clk_steps=f.get("clk_steps")
+            )
+            for (dev, coll, t), f in sorted(self.healths.items(), key=lambda kv: (kv[0][2], kv[0][:2]))
+            if dev in devices and start_ms <= t <= end_ms and f.get("offset_ms") is not None
+        ]
+
+    def rejects(self, limit: int = 50) -> list[StoredReject]:
+        return sorted(self.rejected.values(), key=lambda r: -r["t"])[:limit]
 
     def close(self) -> None:
         pass

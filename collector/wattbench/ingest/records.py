@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .validate import dumps, loads
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store.base import Store
 
 Record = tuple[str, Any]
 

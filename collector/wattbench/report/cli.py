@@ -14,7 +14,13 @@ result could not be stored or published; it is still shown).
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ..clocktrack import OffsetSource
+    from ..store.base import Store
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_broker_options(parser, help_broker="publish the result here, retained (as wattbench sweep does)")
 
 
-def _channels(args: argparse.Namespace, store: Any, events: list[dict[str, Any]]) -> Any:
+def _channels(args: argparse.Namespace, store: Store, events: list[dict[str, Any]]) -> Any:
     """The run's channels (a sweep.channels.Choice): those named here, else those the run named, else
     the power channels the stored metadata gives for the run; roles always from the stored metadata."""
     from ..sweep import channels as chans
@@ -48,7 +54,7 @@ def _channels(args: argparse.Namespace, store: Any, events: list[dict[str, Any]]
     return chans.from_store(store, span[0], span[1], named)
 
 
-def load(args: argparse.Namespace, store: Any) -> tuple[Any, str] | str:
+def load(args: argparse.Namespace, store: Store) -> tuple[Any, str] | str:
     """(evaluation, run id), or an error message."""
     from ..sweep import channels as chans
     from ..sweep.cli import cost_from_args, limits_from_args, offsets_from_args
@@ -67,7 +73,7 @@ def load(args: argparse.Namespace, store: Any) -> tuple[Any, str] | str:
         return f"no run {run!r} in the store (recent runs: {recent})"
     choice = _channels(args, store, events) if events else chans.Choice()
     specs = choice.specs
-    offsets = offsets_from_args(args)
+    offsets: Mapping[str, OffsetSource] | None = offsets_from_args(args)
     deadband = 0.0
     if offsets is None:
         span = run_span(events) or (None, None)
@@ -99,7 +105,7 @@ def finished(events: list[dict[str, Any]]) -> bool:
     return any(e.get("event") in ("run_end", "run_abort") for e in events)
 
 
-def keep_result(args: argparse.Namespace, store: Any, ev: Any, sink: Any) -> tuple[str | None, bool]:
+def keep_result(args: argparse.Namespace, store: Store, ev: Any, sink: Any) -> tuple[str | None, bool]:
     """Store a result scored here and publish it (sink: an MqttSink or None), the way a sweep does.
     A stored result is published again as it is. Returns what the user should be told, if anything,
     and whether storing or publishing failed."""

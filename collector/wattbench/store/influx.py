@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from . import lineproto
-from .base import Series, StoreError, in_effect
+from .base import OffsetPoint, SequenceCheck, Series, StoredReject, StoreError, in_effect
 
 log = logging.getLogger(__name__)
 
@@ -173,8 +173,9 @@ class InfluxStore:
 
             self._client = InfluxDBClient(
                 url=self.url,
-                token=self._token_value() or None,
-                org=self.org or ("-" if self.major == 1 else None),
+                # None: no token, no org; the client takes it although its annotations say str.
+                token=self._token_value() or None,  # type: ignore[arg-type]
+                org=self.org or ("-" if self.major == 1 else None),  # type: ignore[arg-type]
                 timeout=(5_000, int(self.timeout_s * 1000)),
                 enable_gzip=self.gzip,
                 verify_ssl=self.verify_ssl,
@@ -440,7 +441,7 @@ class InfluxStore:
         rows = self.query(f'SELECT count("s") FROM wb_sample{where}')
         return int(sum(r.get("count") or 0 for r in rows))
 
-    def sequence_check(self, dev: str | None = None) -> list[dict[str, Any]]:
+    def sequence_check(self, dev: str | None = None) -> list[SequenceCheck]:
         """Per device: samples stored, first and last sequence number, and how many numbers in
         between have no sample. Sequence numbers span all channels of a device, so this is the
         store's own answer to 'did everything arrive exactly once'."""
@@ -450,19 +451,24 @@ class InfluxStore:
         for r in rows:
             count, first, last = int(r["count"] or 0), r["min"], r["max"]
             span = (last - first + 1) if count else 0
-            out.append(
-                {"dev": r["dev"], "count": count, "first": first, "last": last, "missing": span - count}
-            )
+            out.append(SequenceCheck(dev=r["dev"], count=count, first=first, last=last, missing=span - count))
         return sorted(out, key=lambda d: d["dev"])
 
     def health(self) -> list[dict[str, Any]]:
         """The latest wb_health point of every (device, collector)."""
         rows = self.query('SELECT * FROM wb_health GROUP BY "dev","collector" ORDER BY time DESC LIMIT 1')
+        out = []
         for r in rows:
-            r["t"] = r.pop("time")
-        return rows
+            # SELECT * gives every field of the measurement, null where this point has none; such a
+            # field is left out, as the SQLite store leaves it out.
+            row = {k: v for k, v in r.items() if v is not None and k != "time"}
+            row["t"] = r["time"]
+            out.append(row)
+        # Series come back in tag-key order (collector before dev).
+        out.sort(key=lambda r: (r["dev"], r["collector"]))
+        return out
 
-    def offset_history(self, devices: Sequence[str], start_ms: int, end_ms: int) -> list[dict[str, Any]]:
+    def offset_history(self, devices: Sequence[str], start_ms: int, end_ms: int) -> list[OffsetPoint]:
         """Every wb_health clock offset of the given devices in the span, oldest first."""
         if not devices:
             return []
@@ -471,19 +477,34 @@ class InfluxStore:
             f'SELECT "offset_ms","clk_steps" FROM wb_health WHERE ({which}) '
             f'AND time >= {int(start_ms)}ms AND time <= {int(end_ms)}ms GROUP BY "dev","collector"'
         )
-        out = []
-        for r in rows:
-            if r.get("offset_ms") is not None:
-                r["t"] = r.pop("time")
-                out.append(r)
-        out.sort(key=lambda r: r["t"])
+        out = [
+            OffsetPoint(
+                dev=r["dev"],
+                collector=r["collector"],
+                t=r["time"],
+                offset_ms=r["offset_ms"],
+                clk_steps=r.get("clk_steps"),
+            )
+            for r in rows
+            if r.get("offset_ms") is not None
+        ]
+        out.sort(key=lambda r: (r["t"], r["dev"], r["collector"]))
         return out
 
-    def rejects(self, limit: int = 50) -> list[dict[str, Any]]:
+    def rejects(self, limit: int = 50) -> list[StoredReject]:
         rows = self.query(f"SELECT * FROM wb_reject ORDER BY time DESC LIMIT {int(limit)}")
-        for r in rows:
-            r["t"] = r.pop("time")
-        return rows
+        return [
+            StoredReject(
+                reason=str(r.get("reason") or ""),
+                collector=str(r.get("collector") or ""),
+                t=r["time"],
+                topic=r.get("topic"),
+                dev=r.get("dev"),
+                detail=r.get("detail"),
+                size=r.get("size"),
+            )
+            for r in rows
+        ]
 
     def close(self) -> None:
         with self._lock:

@@ -129,8 +129,9 @@ def phase_fields(event: dict[str, Any]) -> dict[str, Any]:
     fields = {k: event.get(k) for k in LAYOUT["wb_phase"]["fields"] if k != "doc"}
     # A field holds no list: the channels a run names are kept as one comma-separated string (the
     # DEV/CH pattern has no comma), and InfluxStore.phases splits them again.
-    if isinstance(fields.get("channels"), list):
-        fields["channels"] = ",".join(fields["channels"])
+    channels = fields.get("channels")
+    if isinstance(channels, list):
+        fields["channels"] = ",".join(channels)
     fields["doc"] = doc_field(event)
     return fields
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import lineproto
-from .base import Series, StoreError, StoreMissing, in_effect
+from .base import OffsetPoint, SequenceCheck, Series, StoredReject, StoreError, StoreMissing, in_effect
 
 SAMPLE_FLOATS = ("W", "V", "A", "PF", "Hz", "Wh", "T", "RH", "u", "Wmin", "Wmax")
 SAMPLE_COLS = ("dev", "ch", "time", "sub", "s", "f", "n", *SAMPLE_FLOATS)
@@ -264,7 +264,10 @@ class SqliteStore:
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
-            return self._db.execute(sql, args).fetchall()
+            try:
+                return self._db.execute(sql, args).fetchall()
+            except sqlite3.Error as exc:  # damaged, locked past the timeout, unreadable
+                raise StoreError(f"store {self.path}: {exc}") from None
 
     def series(
         self, dev: str, ch: str, start_ms: int, end_ms: int, fields: tuple[str, ...] = ("W",)
@@ -326,14 +329,16 @@ class SqliteStore:
             return int(self._rows("SELECT COUNT(*) FROM wb_sample")[0][0])
         return int(self._rows("SELECT COUNT(*) FROM wb_sample WHERE dev = ?", (dev,))[0][0])
 
-    def sequence_check(self, dev: str | None = None) -> list[dict[str, Any]]:
+    def sequence_check(self, dev: str | None = None) -> list[SequenceCheck]:
         """Per device: samples stored, first and last sequence number, numbers with no sample."""
         where, args = ("WHERE dev = ?", (dev,)) if dev else ("", ())
         rows = self._rows(
             f"SELECT dev, COUNT(*), MIN(s), MAX(s) FROM wb_sample {where} GROUP BY dev ORDER BY dev", args
         )
         return [
-            {"dev": d, "count": c, "first": lo, "last": hi, "missing": (hi - lo + 1 - c) if c else 0}
+            SequenceCheck(
+                dev=d, count=c, first=lo, last=hi, missing=(hi - lo + 1 - c) if c and lo is not None else 0
+            )
             for d, c, lo, hi in rows
         ]
 
@@ -350,28 +355,31 @@ class SqliteStore:
             row["t"] = row.pop("time")
         return out
 
-    def offset_history(self, devices: Sequence[str], start_ms: int, end_ms: int) -> list[dict[str, Any]]:
+    def offset_history(self, devices: Sequence[str], start_ms: int, end_ms: int) -> list[OffsetPoint]:
         """Every wb_health clock offset of the given devices in the span, oldest first."""
         if not devices:
             return []
         marks = ", ".join("?" for _ in devices)
         rows = self._rows(
             "SELECT dev, collector, time, offset_ms, clk_steps FROM wb_health "
-            f"WHERE dev IN ({marks}) AND time >= ? AND time <= ? AND offset_ms IS NOT NULL ORDER BY time",
+            f"WHERE dev IN ({marks}) AND time >= ? AND time <= ? AND offset_ms IS NOT NULL "
+            "ORDER BY time, dev, collector",
             (*devices, int(start_ms), int(end_ms)),
         )
-        cols = ("dev", "collector", "t", "offset_ms", "clk_steps")
-        return [dict(zip(cols, r, strict=True)) for r in rows]
+        return [
+            OffsetPoint(dev=d, collector=c, t=t, offset_ms=off, clk_steps=steps)
+            for d, c, t, off, steps in rows
+        ]
 
-    def rejects(self, limit: int = 50) -> list[dict[str, Any]]:
-        cols = ("reason", "collector", "time", "topic", "dev", "detail", "size")
+    def rejects(self, limit: int = 50) -> list[StoredReject]:
         rows = self._rows(
-            f"SELECT {', '.join(cols)} FROM wb_reject ORDER BY time DESC LIMIT ?", (int(limit),)
+            "SELECT reason, collector, time, topic, dev, detail, size FROM wb_reject ORDER BY time DESC LIMIT ?",
+            (int(limit),),
         )
-        out = [dict(zip(cols, r, strict=True)) for r in rows]
-        for row in out:
-            row["t"] = row.pop("time")
-        return out
+        return [
+            StoredReject(reason=r, collector=c, t=t, topic=topic, dev=dev, detail=detail, size=size)
+            for r, c, t, topic, dev, detail, size in rows
+        ]
 
     def close(self) -> None:
         with self._lock:

@@ -17,10 +17,13 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..align import ChannelSpec
 from ..clocktrack import ClockTrack, OffsetSource, window_offset
+
+if TYPE_CHECKING:
+    from ..store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +104,7 @@ def roles_from_metas(docs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str],
     return out
 
 
-def stored_roles(store: Any, start_ms: int, end_ms: int) -> dict[tuple[str, str], KnownRole]:
+def stored_roles(store: Store, start_ms: int, end_ms: int) -> dict[tuple[str, str], KnownRole]:
     """Roles as the store's metadata gave them during the span."""
     return roles_from_metas(doc for _, doc in store.meta_history(int(start_ms), int(end_ms)))
 
@@ -143,7 +146,7 @@ def apply_roles(named: Sequence[ChannelSpec], roles: Mapping[tuple[str, str], Kn
     return out
 
 
-def from_store(store: Any, start_ms: int, end_ms: int, named: Sequence[str] | None = None) -> Choice:
+def from_store(store: Store, start_ms: int, end_ms: int, named: Sequence[str] | None = None) -> Choice:
     """The channels of a stored run. With the run's named channels: those (checked against the stored
     roles), plus inlet probes. Without: every channel with samples in the span whose stored role is power
     or inlet; one that carries power but has no known role is not summed and is a problem."""
@@ -182,7 +185,7 @@ def from_store(store: Any, start_ms: int, end_ms: int, named: Sequence[str] | No
     return out
 
 
-def _has_power(store: Any, dev: str, ch: str, start_ms: int, end_ms: int) -> bool:
+def _has_power(store: Store, dev: str, ch: str, start_ms: int, end_ms: int) -> bool:
     s = store.series(dev, ch, start_ms, end_ms, ("W",))
     return bool(s.values["W"].size) and bool((~_nan(s.values["W"])).any())
 
@@ -270,7 +273,7 @@ def survey(client_factory: Any, listen_s: float = 5.0, quiet: float = 0.5) -> Su
 RECENT_MS = 30_000
 
 
-def survey_store(store: Any, now_ms: int) -> Survey:
+def survey_store(store: Store, now_ms: int) -> Survey:
     """The same survey from the store, for a sweep without a broker: the latest stored metadata, and
     as online the devices whose power channels have samples around now."""
     out = Survey(listened_s=RECENT_MS / 1000)
@@ -354,16 +357,15 @@ def offsets_from_health(rows: Iterable[Mapping[str, Any]], devices: Sequence[str
 
 
 def offsets_from_store(
-    store: Any, devices: Sequence[str], start_ms: int | None = None, end_ms: int | None = None
+    store: Store, devices: Sequence[str], start_ms: int | None = None, end_ms: int | None = None
 ) -> dict[str, OffsetSource]:
     """Each device's clock offset during a run: a ClockTrack from the health points of the run's span
-    (one offset per stretch between clock steps). Without a span, or from a store that keeps only the
-    latest health point, one offset per device."""
-    history = getattr(store, "offset_history", None)
+    (one offset per stretch between clock steps). Without a span, or for a device with no health point
+    in it, one offset per device from its latest health point."""
     out: dict[str, OffsetSource] = {}
-    if start_ms is not None and end_ms is not None and callable(history):
+    if start_ms is not None and end_ms is not None:
         try:
-            rows = history(list(devices), start_ms - RUN_MARGIN_MS, end_ms + RUN_MARGIN_MS)
+            rows = store.offset_history(list(devices), start_ms - RUN_MARGIN_MS, end_ms + RUN_MARGIN_MS)
         except Exception as exc:
             log.warning("could not read clock offsets from the store: %s", exc)
             rows = []
@@ -375,11 +377,8 @@ def offsets_from_store(
                 out[dev] = ClockTrack.from_health(by_dev[dev])
         if len(out) == len(set(devices)):
             return out
-    health = getattr(store, "health", None)
-    if not callable(health):
-        return out
     try:
-        latest = offsets_from_health(health(), [d for d in devices if d not in out])
+        latest = offsets_from_health(store.health(), [d for d in devices if d not in out])
     except Exception as exc:
         log.warning("could not read clock offsets from the store: %s", exc)
         return out
@@ -388,7 +387,7 @@ def offsets_from_store(
 
 
 def wait_for_data(
-    store: Any,
+    store: Store,
     specs: Sequence[ChannelSpec],
     until_ms: int,
     offsets: Mapping[str, OffsetSource],

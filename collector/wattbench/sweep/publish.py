@@ -10,9 +10,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .contract import validate_phase, validate_result
+
+if TYPE_CHECKING:
+    from ..store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +75,7 @@ class MqttSink:
             self.client.tls_set(ca_certs=tls_ca)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
-        self.client.reconnect_delay_set(0.5, 10)
+        self.client.reconnect_delay_set(0.5, 10)  # type: ignore[arg-type]  # seconds; paho takes a float
         try:
             self.client.connect(self.host, self.port, keepalive=30)
         except OSError as exc:
@@ -138,7 +141,7 @@ class StoreSink:
     """Writes phase events and the result straight into the store (idempotent, so it is harmless when
     a collector also stores what was published)."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self.failures = 0
 

@@ -12,7 +12,8 @@ from typing import Any
 from .. import compliance as cp
 from .. import score as sc
 from ..align import ChannelSpec
-from ..store.base import StoreError
+from ..clocktrack import OffsetSource
+from ..store.base import Store, StoreError
 from . import channels as chans
 from .driver import Driver, RunRecord
 from .evaluate import Evaluation, evaluate
@@ -62,7 +63,7 @@ class SweepSetup:
     run: str
     plan: Plan
     workload: Any
-    store: Any = None
+    store: Store | None = None
     mqtt: MqttSettings | None = None
     channels: Sequence[ChannelSpec] | None = None
     offsets_ms: dict[str, float] | None = None
@@ -200,7 +201,7 @@ def score_record(
     setup: SweepSetup, record: RunRecord, specs: list[ChannelSpec] | None
 ) -> tuple[Evaluation, list[ChannelSpec], bool]:
     store = setup.store
-    measured = dict(setup.offsets_ms or {})
+    measured: dict[str, OffsetSource] = dict(setup.offsets_ms or {})
     # Offsets given by the operator are taken as exact; estimated ones pass through the deadband.
     deadband = 0.0 if setup.offsets_ms is not None else setup.deadband_ms
     complete = True
