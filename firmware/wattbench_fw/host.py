@@ -120,7 +120,7 @@ def sim_config(
     **sim_opts,
 ):
     """A complete host-mode config with `channels` simulated meters (named sim, or sim1..simN)."""
-    host, p, tls = broker_address(broker) if isinstance(broker, str) else (*broker, False)
+    host, p, tls = broker_address(broker) if isinstance(broker, str) else (broker[0], broker[1], False)
     names = ["sim"] if channels == 1 else ["sim%d" % (i + 1) for i in range(channels)]
     chans = []
     for i, name in enumerate(names):
