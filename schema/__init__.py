@@ -243,3 +243,12 @@ def vectors(kind: str = "all") -> list[Vector]:
 
 def iter_vectors(schema: str) -> Iterator[Vector]:
     return (v for v in vectors() if v.schema == schema)
+
+
+def broker_address_vectors() -> list[dict[str, Any]]:
+    """The broker-address vectors: each has `input` and `why`, and either `host`, `port` and `tls`
+    or `error`, a phrase the refusal must contain. The host tools and the firmware's host mode
+    parse addresses with separate code (the firmware never imports the host tools); both must
+    read every vector the same way."""
+    doc = json.loads((VECTOR_DIR / "broker-address.json").read_text(encoding="utf-8"))
+    return list(doc["vectors"])

@@ -50,15 +50,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def build_config(args: argparse.Namespace) -> dict[str, Any]:
-    from wattbench_fw.host import parse_broker, sim_config
+    from wattbench_fw.host import broker_address, sim_config
 
     if args.config:
         with open(args.config) as f:
             cfg: dict[str, Any] = json.load(f)
         cfg.setdefault("board", "host")
         if args.broker:
-            host, port = parse_broker(args.broker)
-            cfg.setdefault("broker", {}).update({"host": host, "port": port})
+            host, port, tls = broker_address(args.broker)
+            broker = cfg.setdefault("broker", {})
+            broker.update({"host": host, "port": port})
+            if tls:  # mqtts:// asks for TLS; a plain address leaves the file's choice alone
+                broker["tls"] = True
         if args.dev:
             cfg["dev"] = args.dev
         if args.spool_dir:

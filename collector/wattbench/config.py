@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from .mqttconn import AddressError, BrokerAddress, Settings, parse_broker
+
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 
 
@@ -116,8 +118,9 @@ class CollectorConfig:
             raise ConfigError(f"share group {c.share!r}: letters, digits, '-' and '_' only")
         if c.share and c.protocol == "3.1.1":
             raise ConfigError("shared subscriptions ($share/...) need MQTT 5")
-        host, port = split_broker(c.broker)
-        c.broker = f"{host}:{port}"
+        # Written back in the one canonical form, so that it parses again to the same address (an
+        # IPv6 host keeps its brackets, mqtts:// its scheme).
+        c.broker = str(broker_address(c.broker))
         state = _expand(c.state_dir) if c.state_dir else default_state_dir()
         c.state_dir = str(state)
         c.spool_dir = str(_expand(c.spool_dir)) if c.spool_dir else str(state / "spool" / c.id)
@@ -139,12 +142,26 @@ class CollectorConfig:
         return c
 
     @property
+    def address(self) -> BrokerAddress:
+        return broker_address(self.broker)
+
+    @property
     def host(self) -> str:
-        return split_broker(self.broker)[0]
+        return self.address.host
 
     @property
     def port(self) -> int:
-        return split_broker(self.broker)[1]
+        return self.address.port
+
+    def mqtt_settings(self) -> Settings:
+        """Where and as whom the collector connects."""
+        return Settings(
+            self.address,
+            self.mqtt_user or None,
+            self.mqtt_password or None,
+            self.tls_ca or None,
+            self.tls_insecure,
+        )
 
     @property
     def is_influx(self) -> bool:
@@ -183,24 +200,16 @@ class CollectorConfig:
 
 
 def split_broker(text: str) -> tuple[str, int]:
-    text = text.strip()
-    for prefix in ("mqtt://", "tcp://"):
-        if text.startswith(prefix):
-            text = text[len(prefix) :]
-    if text.startswith("["):  # [ipv6]:port
-        host, _, rest = text[1:].partition("]")
-        port_s = rest.lstrip(":") or "1883"
-    elif text.count(":") == 1:
-        host, port_s = text.split(":")
-    else:
-        host, port_s = text, "1883"
+    """(host, port) of a broker address (rules: wattbench.mqttconn); ConfigError when it breaks them."""
+    address = broker_address(text)
+    return address.host, address.port
+
+
+def broker_address(text: str) -> BrokerAddress:
     try:
-        port = int(port_s)
-    except ValueError:
-        raise ConfigError(f"broker {text!r}: port {port_s!r} is not a number") from None
-    if not host or not 0 < port < 65536:
-        raise ConfigError(f"broker {text!r}: expected host:port")
-    return host, port
+        return parse_broker(text)
+    except AddressError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def redact_url(url: str) -> str:

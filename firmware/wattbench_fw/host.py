@@ -20,17 +20,85 @@ from wattbench_fw.app import Appliance
 from wattbench_fw.clock import HostClock
 from wattbench_fw.errors import ConfigError
 
+_HEX = "0123456789abcdefABCDEF"
+_HOST_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_"
+# scheme -> (TLS, default port)
+_SCHEMES = {"mqtt": (False, 1883), "tcp": (False, 1883), "mqtts": (True, 8883)}
+
+
+def _ipv6(text):
+    addr, pct, zone = text.partition("%")
+    if pct and (not zone or any(ch not in _HOST_CHARS for ch in zone)):
+        return False
+    if not 2 <= addr.count(":") <= 7 or ":::" in addr or addr.count("::") > 1:
+        return False
+    return all(ch in _HEX or ch in ":." for ch in addr)
+
+
+def _port(text, shown):
+    if not text or any(ch not in "0123456789" for ch in text):
+        raise ConfigError("broker %s: port %r is not a number" % (shown, text))
+    p = int(text)
+    if not 1 <= p <= 65535:
+        raise ConfigError("broker %s: port %d is outside 1..65535" % (shown, p))
+    return p
+
+
+def broker_address(text, default_port=1883):
+    """A broker address -> (host, port, tls); ConfigError for anything else.
+
+    The same rules as the host tools (docs/guide.md, "Broker addresses"), written out again here
+    because the firmware never imports them: schema/vectors/broker-address.json holds both to it.
+    'host', 'host:port', '[v6]', '[v6]:port', optionally behind mqtt:// (or tcp://) or mqtts://
+    (TLS, default port 8883); a bare IPv6 address is the host and never carries a port."""
+    shown = repr(text)
+    s = text.strip()
+    if not s:
+        raise ConfigError("broker address is empty")
+    tls, default = False, default_port
+    if "://" in s:
+        scheme, _, s = s.partition("://")
+        if scheme.lower() not in _SCHEMES:
+            raise ConfigError("broker %s: scheme %s:// is not mqtt:// or mqtts://" % (shown, scheme))
+        tls, default = _SCHEMES[scheme.lower()]
+        if s.endswith("/"):
+            s = s[:-1]
+    for ch, what in (("@", "user information"), ("/", "a path"), ("?", "a query"), ("#", "a fragment")):
+        if ch in s:
+            raise ConfigError(
+                "broker %s: %s does not belong in a broker address (give host and port only)" % (shown, what)
+            )
+    if s.startswith("["):
+        end = s.find("]")
+        if end < 0:
+            raise ConfigError("broker %s: '[' without ']'" % shown)
+        host, rest = s[1:end], s[end + 1 :]
+        if not _ipv6(host):
+            raise ConfigError("broker %s: [%s] is not an IPv6 address" % (shown, host))
+        if rest.startswith(":"):
+            return host, _port(rest[1:], shown), tls
+        if rest:
+            raise ConfigError("broker %s: expected ':PORT' after ']', not %r" % (shown, rest))
+        return host, default, tls
+    colons = s.count(":")
+    if colons >= 2:
+        if "]" in s or not _ipv6(s):
+            raise ConfigError("broker %s: not an IPv6 address (write [v6]:port for a port)" % shown)
+        return s, default, tls
+    host, _, port_text = s.partition(":")
+    p = _port(port_text, shown) if colons else default
+    if not host:
+        raise ConfigError("broker %s: no host name" % shown)
+    if any(ch not in _HOST_CHARS for ch in host):
+        raise ConfigError("broker %s: a host name holds only letters, digits, '.', '-' and '_'" % shown)
+    return host, p, tls
+
 
 def parse_broker(text, default_port=1883):
-    """'host', 'host:port' or '[v6]:port' -> (host, port)."""
-    text = text.strip()
-    if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        return host, int(rest[1:]) if rest.startswith(":") else default_port
-    if text.count(":") == 1:
-        host, p = text.split(":")
-        return host, int(p)
-    return text, default_port
+    """'host', 'host:port' or '[v6]:port' -> (host, port); see broker_address, which also says
+    whether mqtts:// asked for TLS."""
+    host, p, _ = broker_address(text, default_port)
+    return host, p
 
 
 def sim_config(
@@ -52,7 +120,7 @@ def sim_config(
     **sim_opts,
 ):
     """A complete host-mode config with `channels` simulated meters (named sim, or sim1..simN)."""
-    host, p = parse_broker(broker) if isinstance(broker, str) else broker
+    host, p, tls = broker_address(broker) if isinstance(broker, str) else (broker[0], broker[1], False)
     names = ["sim"] if channels == 1 else ["sim%d" % (i + 1) for i in range(channels)]
     chans = []
     for i, name in enumerate(names):
@@ -69,7 +137,7 @@ def sim_config(
     cfg = {
         "dev": dev,
         "board": "host",
-        "broker": {"host": host, "port": p, "keepalive": 10},
+        "broker": {"host": host, "port": p, "keepalive": 10, "tls": tls},
         "channels": chans,
         "batch": {"max_rows": 500, "interval_ms": batch_ms, "max_bytes": 65536},
         "backoff": {"min_ms": 250, "max_ms": 4000},

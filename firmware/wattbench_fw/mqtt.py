@@ -200,6 +200,7 @@ class MQTTClient:
         self._sock = None
         self._poll = None
         self._addr = None
+        self._family = 2  # AF_INET; getaddrinfo's answer replaces it
         self._out = []
         self._out_bytes = 0
         self._in = bytearray()
@@ -252,8 +253,11 @@ class MQTTClient:
         self.close()
         self.error = None
         if self._addr is None:
-            self._addr = socket.getaddrinfo(self.host, self.port_no, 0, socket.SOCK_STREAM)[0][-1]
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            # The family comes with the address: an IPv6 broker (host mode, "[::1]:1883") needs an
+            # AF_INET6 socket.
+            info = socket.getaddrinfo(self.host, self.port_no, 0, socket.SOCK_STREAM)[0]
+            self._family, self._addr = info[0], info[-1]
+        sock = socket.socket(self._family, socket.SOCK_STREAM)
         sock.setblocking(False)
         try:
             sock.connect(self._addr)

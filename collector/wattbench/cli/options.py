@@ -132,11 +132,12 @@ def ca_file(text: str) -> str:
 
 
 def broker_address(text: str) -> str:
-    from ..config import ConfigError, split_broker
+    """A broker address that follows the rules in wattbench.mqttconn (docs/guide.md)."""
+    from ..mqttconn import AddressError, parse_broker
 
     try:
-        split_broker(text)
-    except ConfigError as exc:
+        parse_broker(text)
+    except AddressError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 

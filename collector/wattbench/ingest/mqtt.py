@@ -17,6 +17,7 @@ from typing import Any
 
 import wattbench_schema as contract
 
+from .. import mqttconn
 from ..config import CollectorConfig
 
 log = logging.getLogger("wattbench.collect.mqtt")
@@ -48,76 +49,34 @@ def topic_filters(share: str = "") -> list[str]:
 
 
 def probe_protocol(config: CollectorConfig, timeout: float = 5.0) -> str:
-    """ "5" unless the broker answers an MQTT 5 CONNECT with "unsupported protocol version".
-
-    The probe is a separate, clean, property-less connection (some 3.1.1-only brokers cannot even
-    parse v5 properties and never answer); the collector's own persistent session is not touched."""
-    import paho.mqtt.client as mqtt
-
-    answer: list[str] = []
-    done = threading.Event()
-
-    def on_connect(client: Any, userdata: Any, flags: Any, reason: Any, properties: Any = None) -> None:
-        answer.append(str(reason))
-        done.set()
-
-    probe = mqtt.Client(
-        mqtt.CallbackAPIVersion.VERSION2, client_id=f"{config.client_id}-probe"[:64], protocol=mqtt.MQTTv5
-    )
-    if config.mqtt_user:
-        probe.username_pw_set(config.mqtt_user, config.mqtt_password or None)
-    if config.tls_ca:
-        probe.tls_set(ca_certs=config.tls_ca)
-        if config.tls_insecure:
-            probe.tls_insecure_set(True)
-    probe.on_connect = on_connect
-    try:
-        probe.connect(config.host, config.port, keepalive=max(5, int(timeout)))
-    except OSError:
-        return "5"  # unreachable for now: the link's own retries report it
-    probe.loop_start()
-    try:
-        done.wait(timeout)
-    finally:
-        probe.disconnect()
-        probe.loop_stop()
-    return "3.1.1" if answer and answer[0] == "Unsupported protocol version" else "5"
+    """ "5" unless the broker refuses MQTT 5 (see mqttconn.probe_protocol); the collector's own
+    persistent session is not touched."""
+    return mqttconn.probe_protocol(config.mqtt_settings(), f"{config.client_id}-probe", timeout)
 
 
 class MqttLink:
     """protocol: "5" or "3.1.1" (with config.protocol_fallback, see probe_protocol)."""
 
     def __init__(self, config: CollectorConfig, on_message: OnMessage, protocol: str | None = None) -> None:
-        import paho.mqtt.client as mqtt
-
         self.config = config
         self.protocol = protocol or ("3.1.1" if config.protocol == "3.1.1" else "5")
         self._on_message_cb = on_message
-        self._mqtt = mqtt
         self.v5 = self.protocol == "5"
-        kwargs: dict[str, Any] = {
-            "callback_api_version": mqtt.CallbackAPIVersion.VERSION2,
-            "client_id": config.client_id,
-            "protocol": mqtt.MQTTv5 if self.v5 else mqtt.MQTTv311,
-            "manual_ack": True,
-        }
-        if not self.v5:
-            kwargs["clean_session"] = False
-        self.client = mqtt.Client(**kwargs)
+        settings = config.mqtt_settings()
+        self.client = mqttconn.make_client(
+            settings,
+            config.client_id,
+            protocol=self.protocol,
+            persistent=True,
+            manual_ack=True,
+            # Some 3.1.1 brokers (amqtt) keep the session and its queued messages only for a named
+            # client; a broker that allows anonymous access accepts a name without a password.
+            username=None if settings.username or self.v5 else config.client_id,
+        )
         paho_log = logging.getLogger("wattbench.collect.paho")
         if not any(isinstance(f, _QuietShutdown) for f in paho_log.filters):
             paho_log.addFilter(_QuietShutdown())
         self.client.enable_logger(paho_log)
-        if config.mqtt_user:
-            self.client.username_pw_set(config.mqtt_user, config.mqtt_password or None)
-        elif not self.v5:
-            # Some 3.1.1 brokers (amqtt) keep the session and its queued messages only for a named
-            # client; a broker that allows anonymous access accepts a name without a password.
-            self.client.username_pw_set(config.client_id)
-        if config.tls_ca:
-            self.client.tls_set(ca_certs=config.tls_ca)
-            if config.tls_insecure:
-                self.client.tls_insecure_set(True)
         self.client.reconnect_delay_set(1, 30)
         # Outgoing: reject notices only. Let paho keep as many in flight as it likes.
         self.client.max_inflight_messages_set(100)
@@ -138,17 +97,11 @@ class MqttLink:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        props = None
-        kwargs: dict[str, Any] = {}
-        if self.v5:
-            from paho.mqtt.packettypes import PacketTypes
-            from paho.mqtt.properties import Properties
-
-            props = Properties(PacketTypes.CONNECT)
-            props.SessionExpiryInterval = int(self.config.session_expiry_s)
-            props.ReceiveMaximum = int(self.config.receive_maximum)
-            kwargs = {"clean_start": False, "properties": props}
-        self.client.connect_async(self.config.host, self.config.port, self.config.keepalive_s, **kwargs)
+        kwargs = mqttconn.session_connect_args(
+            self.protocol, self.config.session_expiry_s, self.config.receive_maximum
+        )
+        address = self.config.address
+        self.client.connect_async(address.host, address.port, self.config.keepalive_s, **kwargs)
         self.client.loop_start()
 
     def wait_ready(self, timeout: float) -> bool:

@@ -8,7 +8,6 @@ reconnect, and the timestamps travel inside the payloads, so late delivery chang
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -32,19 +31,6 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
-def parse_broker(spec: str) -> tuple[str, int]:
-    """host, host:port or mqtt://host:port -> (host, port)."""
-    text = spec.strip()
-    for prefix in ("mqtt://", "tcp://"):
-        if text.startswith(prefix):
-            text = text[len(prefix) :]
-    host, _, port = text.rpartition(":") if ":" in text else (text, "", "1883")
-    try:
-        return host or "127.0.0.1", int(port)
-    except ValueError:
-        raise SinkError(f"bad broker address {spec!r}: use HOST:PORT") from None
-
-
 class MqttSink:
     """Publishes phase events (QoS 1) and the result (QoS 1, retained) on the run's topics."""
 
@@ -58,47 +44,27 @@ class MqttSink:
         connect_timeout: float = 10.0,
         publish_timeout: float = 5.0,
     ) -> None:
-        import paho.mqtt.client as mqtt
+        from ..mqttconn import AddressError, BrokerError, Settings, open_client
 
-        self.host, self.port = parse_broker(broker)
+        try:
+            settings = Settings.parse(broker, username, password, tls_ca)
+        except AddressError as exc:
+            raise SinkError(str(exc)) from None
+        self.host, self.port = settings.address.host, settings.address.port
+        self.where = settings.address.hostport
         self.publish_timeout = publish_timeout
         self.failures = 0
-        self._connected = threading.Event()
         self._closing = False
-        self._refused: str | None = None
-        self.client = mqtt.Client(
-            mqtt.CallbackAPIVersion.VERSION2, client_id=client_id[:64], protocol=mqtt.MQTTv311
-        )
-        if username:
-            self.client.username_pw_set(username, password)
-        if tls_ca:
-            self.client.tls_set(ca_certs=tls_ca)
-        self.client.on_connect = self._on_connect
-        self.client.on_disconnect = self._on_disconnect
-        self.client.reconnect_delay_set(0.5, 10)  # type: ignore[arg-type]  # seconds; paho takes a float
         try:
-            self.client.connect(self.host, self.port, keepalive=30)
-        except OSError as exc:
-            raise SinkError(
-                f"MQTT broker {self.host}:{self.port} unreachable: {exc.strerror or exc}"
-            ) from None
-        self.client.loop_start()
-        if not self._connected.wait(connect_timeout) or self._refused:
-            self.client.loop_stop()
-            raise SinkError(f"MQTT broker {self.host}:{self.port}: {self._refused or 'no answer to CONNECT'}")
-
-    def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, properties: Any) -> None:
-        if getattr(reason, "is_failure", False):
-            self._refused = f"connection refused ({reason})"
-        self._connected.set()
+            self.client = open_client(settings, client_id[:64], timeout=connect_timeout)
+        except BrokerError as exc:
+            raise SinkError(str(exc)) from None
+        self.client.on_disconnect = self._on_disconnect
 
     def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any, properties: Any) -> None:
-        if self._connected.is_set() and not self._closing:
+        if not self._closing:
             log.warning(
-                "MQTT broker %s:%d disconnected (%s); messages are queued until it is back",
-                self.host,
-                self.port,
-                reason,
+                "MQTT broker %s disconnected (%s); messages are queued until it is back", self.where, reason
             )
 
     def _publish(self, topic: str, payload: dict[str, Any], retain: bool) -> None:

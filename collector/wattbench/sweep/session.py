@@ -33,29 +33,14 @@ class MqttSettings:
 
     def client(self, client_id: str) -> Any:
         """A connected paho client with its loop running (for reading retained metadata)."""
-        import threading
+        from ..mqttconn import AddressError, BrokerError, Settings, open_client
+        from .publish import SinkError
 
-        import paho.mqtt.client as mqtt
-
-        from .publish import SinkError, parse_broker
-
-        host, port = parse_broker(self.broker)
-        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id[:64], protocol=mqtt.MQTTv311)
-        if self.username:
-            c.username_pw_set(self.username, self.password)
-        if self.tls_ca:
-            c.tls_set(ca_certs=self.tls_ca)
-        ready = threading.Event()
-        c.on_connect = lambda *a: ready.set()
         try:
-            c.connect(host, port, keepalive=30)
-        except OSError as exc:
-            raise SinkError(f"MQTT broker {host}:{port} unreachable: {exc.strerror or exc}") from None
-        c.loop_start()
-        if not ready.wait(10):
-            c.loop_stop()
-            raise SinkError(f"MQTT broker {host}:{port}: no answer to CONNECT")
-        return c
+            settings = Settings.parse(self.broker, self.username, self.password, self.tls_ca)
+            return open_client(settings, client_id[:64])
+        except (AddressError, BrokerError) as exc:
+            raise SinkError(str(exc)) from None
 
 
 @dataclass
