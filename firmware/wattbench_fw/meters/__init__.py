@@ -44,6 +44,7 @@ TABLE = (
     ("sim", "meters", "SimMeter", NO_BUS, "simulated"),
     ("ds18b20", "sensors", "DS18B20", ONEWIRE, "DS18B20"),
     ("sht3x", "sensors", "SHT3x", I2C, "SHT3x"),
+    ("simdc", "meters", "SimDC", NO_BUS, "simulated DC rail"),
 )
 KINDS = tuple(r[0] for r in TABLE)
 
