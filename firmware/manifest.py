@@ -3,7 +3,22 @@
 #
 # In your board's manifest:  include("/path/to/wattbench/firmware/manifest.py")
 # The list names every module a board runs (host.py is host-only); tests/firmware/test_manifest.py
-# keeps it complete.
+# keeps it complete. Driver folders are found, not listed, so a new meter needs no line here;
+# MicroPython's manifest tool runs this file from its own directory.
+import os
+
+
+def _drivers(group):
+    top = "wattbench_fw/" + group
+    return tuple(
+        sorted(
+            group + "/" + name + "/__init__.py"
+            for name in os.listdir(top)
+            if os.path.isfile(top + "/" + name + "/__init__.py")
+        )
+    )
+
+
 package(
     "wattbench_fw",
     files=(
@@ -21,22 +36,17 @@ package(
         "hass_state.py",
         "link.py",
         "meters/__init__.py",
-        "meters/ina226/__init__.py",
-        "meters/ina228/__init__.py",
-        "meters/pzem004t/__init__.py",
-        "meters/sim/__init__.py",
-        "meters/wt300/__init__.py",
         "modbus.py",
         "mqtt.py",
         "persist.py",
         "port.py",
         "sampler.py",
         "sensors/__init__.py",
-        "sensors/ds18b20/__init__.py",
-        "sensors/sht3x/__init__.py",
         "serialio.py",
         "sign.py",
         "wifi.py",
-    ),
+    )
+    + _drivers("meters")
+    + _drivers("sensors"),
     opt=2,
 )

@@ -80,9 +80,20 @@ def dumps(payload: Any) -> bytes:
     return json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
 
 
+def meter_kinds() -> tuple[str, ...]:
+    """The meter kinds a meta message may name: the firmware's meter table, the one list of them, so a
+    new meter is its driver folder plus one table row and never a schema edit."""
+    from wattbench_fw.meters import KINDS
+
+    return KINDS
+
+
 @cache
 def load_schema(name: str) -> dict[str, Any]:
-    return json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text())
+    doc: dict[str, Any] = json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text())
+    if name == "meta":
+        doc["properties"]["channels"]["items"]["properties"]["meter"]["enum"] = list(meter_kinds())
+    return doc
 
 
 @cache
@@ -129,7 +140,7 @@ def registry() -> Any:
 
     resources = []
     for path in SCHEMA_DIR.glob("*.schema.json"):
-        doc = json.loads(path.read_text())
+        doc = load_schema(path.name.removesuffix(".schema.json"))
         res = Resource.from_contents(doc)
         resources.append((path.name, res))
         resources.append((doc["$id"], res))

@@ -66,15 +66,6 @@ BUS_TYPES = {
     "onewire": ("type", "pin"),
     "serial": ("type", "port", "baud", "timeout_ms"),
 }
-BUS_FOR_METER = {
-    "pzem004t": ("uart", "serial"),
-    "wt300": ("uart", "serial"),
-    "ina226": ("i2c",),
-    "ina228": ("i2c",),
-    "sht3x": ("i2c",),
-    "ds18b20": ("onewire",),
-    "sim": (),
-}
 
 
 def merge(base, over):
@@ -210,7 +201,7 @@ def _check_channel(i, ch, buses, board):
     opts = ch.setdefault("opts", {})
     if not isinstance(opts, dict):
         raise ConfigError(path + ".opts: must be an object")
-    kinds = BUS_FOR_METER[meter]
+    kinds = meters.row(meter)[3]
     if kinds:
         bus = ch.get("bus")
         if not isinstance(bus, str) or bus not in buses:
@@ -223,8 +214,11 @@ def _check_channel(i, ch, buses, board):
                 "%s.bus: %s needs a %s bus, %r is %s"
                 % (path, meter, " or ".join(kinds), bus, buses[bus]["type"])
             )
-    elif meter == "sim" and board != "host" and opts.get("model") == "cpu":
-        raise ConfigError(path + ".opts.model: the cpu model needs a host")
+    elif board != "host":
+        # A driver may name one option value that works on a host only (the sim meter's cpu model).
+        need = getattr(meters.driver_class(meter), "HOST_ONLY", None)
+        if need and opts.get(need[0]) == need[1]:
+            raise ConfigError("%s.opts.%s: the %s %s needs a host" % (path, need[0], need[1], need[0]))
     # Each driver checks its own options when built; building one without a bus does no I/O, so
     # a bad option stops the configuration here with its path instead of the boot later.
     try:

@@ -2,8 +2,11 @@
 
 The single source of truth is schema/ in the repository (package wattbench_schema). A device cannot
 import it, so this module repeats what the firmware uses, and tests/firmware/test_fw_contract.py
-checks every value here against wattbench_schema.
+checks every value here against wattbench_schema. The one exception is the list of meter kinds: it is
+the firmware's meter table (wattbench_fw.meters.TABLE), which wattbench_schema reads in turn.
 """
+
+from wattbench_fw.meters import KINDS as METERS  # noqa: F401  (re-exported: the contract's meter kinds)
 
 VERSION = 1
 
@@ -45,7 +48,6 @@ UTC_MS_MAX = 4102444800000
 
 CLOCK_SYNC = ("ntp", "host", "free")
 STATUS_REASONS = ("boot", "reconnect", "periodic", "shutdown", "will")
-METERS = ("pzem004t", "ina226", "ina228", "wt300", "sim", "ds18b20", "sht3x")
 BOARDS = ("esp32", "esp32-psram", "picow", "host")
 ROLES = ("power", "inlet", "other")
 MAX_CHANNELS = 16

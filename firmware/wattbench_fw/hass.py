@@ -32,6 +32,7 @@ from wattbench_fw.contract import topic
 # The runtime half (what the appliance sends on every batch) lives in its own small module, so this
 # discovery code can be unloaded after boot on a board (app.py) while the state keeps running.
 from wattbench_fw.hass_state import DISCOVERY_PREFIX, QUANTITIES, STALE_ROWS, HassState, state_topic  # noqa: F401
+from wattbench_fw.meters import row
 
 MANUFACTURER = "wattbench"
 
@@ -54,15 +55,6 @@ BOARD_NAMES = {
     "esp32-psram": "ESP32 (PSRAM)",
     "picow": "Raspberry Pi Pico W",
     "host": "host",
-}
-METER_NAMES = {
-    "pzem004t": "PZEM-004T",
-    "ina226": "INA226",
-    "ina228": "INA228",
-    "wt300": "Yokogawa WT300",
-    "sim": "simulated",
-    "ds18b20": "DS18B20",
-    "sht3x": "SHT3x",
 }
 
 
@@ -115,7 +107,8 @@ def value_template(channel, quantity):
 def device_block(meta):
     meters = []
     for ch in meta["channels"]:
-        name = ch.get("model") or METER_NAMES.get(ch["meter"], ch["meter"])
+        known = row(ch["meter"])
+        name = ch.get("model") or (known[4] if known else ch["meter"])
         if name not in meters:
             meters.append(name)
     board = BOARD_NAMES.get(meta["board"], meta["board"])

@@ -1206,17 +1206,32 @@ def run_state(inp: tuple[bytes | None, bytes | None]) -> str:
 # ====================================================================== meter options from the config
 
 
+@functools.cache
+def meter_option_names(kind: str) -> tuple[str, ...]:
+    """The options a meter's driver takes: the keyword parameters of its constructors, the driver's own
+    first, then those its base classes take through **opts. Read from the driver, so a new meter
+    needs no line here."""
+    import inspect
+
+    from wattbench_fw import meters
+
+    names: list[str] = []
+    for klass in meters.driver_class(kind).__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        for i, p in enumerate(inspect.signature(init).parameters.values()):
+            # The first two are self and the bus, which come from the board, not the config.
+            if i >= 2 and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in names:
+                names.append(p.name)
+    return tuple(names)
+
+
 def gen_meter_opts(src: Source) -> tuple[str, dict[str, Any]]:
-    kind = pick(src, ("pzem004t", "ina226", "ina228", "wt300", "ds18b20", "sht3x", "sim"))
-    names = {
-        "pzem004t": ("addr", "variant", "timeout_ms", "acc"),
-        "ina226": ("addr", "shunt_ohm", "max_a", "current_lsb", "avg", "vbus_ct_us", "vsh_ct_us", "acc"),
-        "ina228": ("addr", "shunt_ohm", "max_a", "adc_range", "avg", "vbus_ct_us", "reset_energy", "acc"),
-        "wt300": ("items", "v_range", "a_range", "element", "timeout_ms", "acc", "eol"),
-        "ds18b20": ("rom",),
-        "sht3x": ("addr",),
-        "sim": ("model", "watts", "amp", "period_s", "steps"),
-    }[kind]
+    from wattbench_fw import meters
+
+    kind = pick(src, meters.KINDS)
+    names = meter_option_names(kind)
     opts: dict[str, Any] = {}
     for _ in range(src.below(4)):
         value = awkward_value(src)

@@ -49,10 +49,11 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     from ..cli.options import checked_by
+    from ..workloads import NAMES
     from .plan import parse_copies
 
     g = parser.add_argument_group("workload")
-    g.add_argument("--workload", choices=["builtin", "command", "concurrency"], help="default builtin")
+    g.add_argument("--workload", choices=NAMES, help="default builtin")
     g.add_argument("--workload-config", metavar="FILE", help="TOML settings (see the workload's sample.toml)")
     g.add_argument("--workers", type=int, metavar="N", help="builtin: worker processes (one per core)")
     g.add_argument(

@@ -2,13 +2,41 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from ..sweep.plan import Phase
 
 
 class WorkloadError(RuntimeError):
     """The workload cannot run (bad command, worker died): the sweep stops with a clear message."""
+
+
+_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def setting(name: str, config: Mapping[str, Any], key: str, kinds: tuple[type, ...], default: Any) -> Any:
+    """config[key], or `default` when absent, if it is one of `kinds`; a WorkloadError naming the key
+    otherwise. TOML keeps types apart, so a wrong one is a mistake in the file: true is not a number, a
+    number is not a command line. An integer passes where a number is asked."""
+    if key not in config:
+        return default
+    value = config[key]
+    allowed = (*kinds, int) if float in kinds else kinds
+    if isinstance(value, bool) != (bool in kinds) or not isinstance(value, allowed):
+        want = " or ".join(_TYPE_NAMES[k] for k in kinds)
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise WorkloadError(f"{name} workload: {key} must be {want}, got {shown}")
+    return value
+
+
+def check_keys(name: str, config: Mapping[str, Any], allowed: Iterable[str]) -> None:
+    """Refuse a setting the workload does not know, naming the ones it does: a typo in a workload file
+    must stop the sweep before it starts, not be ignored for an hour."""
+    known = set(allowed)
+    unknown = set(config) - known
+    if unknown:
+        raise WorkloadError(f"{name} workload: unknown settings {sorted(unknown)}; known: {sorted(known)}")
 
 
 class Workload(Protocol):
@@ -22,6 +50,12 @@ class Workload(Protocol):
     name: str
     window: str
     calibrates: bool
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Workload:
+        """Build the workload from its settings (the keys of its sample.toml, without `workload`);
+        a key it does not own is a WorkloadError."""
+        ...
 
     def open(self) -> None:
         """Start workers; called once before the first phase."""

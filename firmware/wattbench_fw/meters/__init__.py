@@ -10,36 +10,68 @@ plus keyword options, and has:
   MeterError subclass whose .flag says what to put on the sample.
 - info(): extra channel metadata (model, range, acc) for the retained meta message.
 
+Optional class attributes: HOST_ONLY = (option, value) when that option value works in host mode only
+(the configuration check refuses it on a board), and HOST_CLOCK = True when host mode should pass the
+appliance's clock as the `clock` option (simulated meters, so their time follows the sampler's).
+
 Constructors check their options (type and range) and raise ValueError naming the option; they do
 no I/O, so a driver built without a bus checks a configuration. create() turns any refusal into a
-ConfigError and imports a driver only when a channel uses it, which keeps RAM free on small boards.
+ConfigError and imports a driver only when a channel uses it (TABLE below names it), which keeps RAM
+free on small boards.
 """
 
 from wattbench_fw import port
-from wattbench_fw.errors import ConfigError
+
+# The bus types a meter hangs on, named: a row made of literals only would be folded by MicroPython's
+# compiler into one constant whose strings each become a heap object when the module loads (about 100
+# bytes a row on a board); a name in the row keeps its strings shared.
+UART = ("uart", "serial")
+I2C = ("i2c",)
+ONEWIRE = ("onewire",)
+NO_BUS = ()
+
+# Every meter kind, one row each: kind (meta.schema.json channels[].meter), the package its driver folder
+# is in (its module is wattbench_fw.<package>.<kind>), driver class, the bus types it hangs on (NO_BUS:
+# it needs none) and the name shown to people (Home Assistant's device model). Adding a meter is its
+# folder plus one row here: the configuration check, the contract's list of kinds, Home Assistant, the
+# manifest and the tests all read this table. Rows hold names only, so no driver is imported before a
+# channel uses it; the table costs about 600 bytes of RAM on a board.
+TABLE = (
+    ("pzem004t", "meters", "PZEM004T", UART, "PZEM-004T"),
+    ("ina226", "meters", "INA226", I2C, "INA226"),
+    ("ina228", "meters", "INA228", I2C, "INA228"),
+    ("wt300", "meters", "WT300", UART, "Yokogawa WT300"),
+    ("sim", "meters", "SimMeter", NO_BUS, "simulated"),
+    ("ds18b20", "sensors", "DS18B20", ONEWIRE, "DS18B20"),
+    ("sht3x", "sensors", "SHT3x", I2C, "SHT3x"),
+    ("simdc", "meters", "SimDC", NO_BUS, "simulated DC rail"),
+)
+KINDS = tuple(r[0] for r in TABLE)
+
+
+def row(kind):
+    """The table row of a meter kind, or None. Any value may be asked (a config can hold a list). The
+    only accessor: on a board each function costs RAM, so callers index the row (3: buses, 4: name)."""
+    for r in TABLE:
+        if r[0] == kind:
+            return r
+    return None
 
 
 def driver_class(kind):
-    if kind == "pzem004t":
-        from wattbench_fw.meters.pzem004t import PZEM004T as cls
-    elif kind == "ina226":
-        from wattbench_fw.meters.ina226 import INA226 as cls
-    elif kind == "ina228":
-        from wattbench_fw.meters.ina228 import INA228 as cls
-    elif kind == "wt300":
-        from wattbench_fw.meters.wt300 import WT300 as cls
-    elif kind == "sim":
-        from wattbench_fw.meters.sim import SimMeter as cls
-    elif kind == "ds18b20":
-        from wattbench_fw.sensors.ds18b20 import DS18B20 as cls
-    elif kind == "sht3x":
-        from wattbench_fw.sensors.sht3x import SHT3x as cls
-    else:
+    r = row(kind)
+    if r is None:
+        # Imported here, not at the top: errors imports contract, which imports this table.
+        from wattbench_fw.errors import ConfigError
+
         raise ConfigError("unknown meter " + repr(kind))
-    return cls
+    # A non-empty fromlist makes __import__ return the driver's own module (CPython and MicroPython).
+    return getattr(__import__("wattbench_fw." + r[1] + "." + kind, None, None, (r[2],), 0), r[2])
 
 
 def create(kind, bus, opts):
+    from wattbench_fw.errors import ConfigError
+
     cls = driver_class(kind)
     try:
         return cls(bus, **opts)

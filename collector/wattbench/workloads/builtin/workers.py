@@ -24,11 +24,12 @@ import random
 import select
 import signal
 import time
+from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from typing import Any
 
 from ...sweep.plan import Phase
-from ..base import WorkloadError
+from ..base import WorkloadError, check_keys, setting
 from .transaction import OrderGenerator, transaction
 
 # How early a transaction may start: below this, waiting costs more (wake-up latency) than it is worth,
@@ -143,6 +144,11 @@ class BuiltinWorkload:
             raise ValueError("workers must be >= 1")
         if not 0 <= nice <= 19:
             raise ValueError("nice must be 0 to 19")
+        # Checked here, not first in a worker process, where a bad pair would only show as a dead worker.
+        if not 1 <= min_lines <= max_lines:
+            raise ValueError(
+                f"lines per order need 1 <= min_lines <= max_lines, got {min_lines} and {max_lines}"
+            )
         # Above 0, the workers yield the cores to everything else on the machine: for a machine that
         # also runs the broker, collector or appliance (the demo), so the workload cannot starve them.
         self.nice = nice
@@ -154,6 +160,23 @@ class BuiltinWorkload:
         self._conns: list[Connection] = []
         self._counters: Any = None
         self._mark = 0
+
+    SETTINGS = ("workers", "seed", "min_lines", "max_lines", "nice")
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> BuiltinWorkload:
+        check_keys(cls.name, config, cls.SETTINGS)
+        n = {key: setting(cls.name, config, key, (int,), None) for key in cls.SETTINGS}
+        try:
+            return cls(
+                workers=n["workers"] or None,  # 0 or absent: one per core
+                seed=1 if n["seed"] is None else n["seed"],
+                min_lines=5 if n["min_lines"] is None else n["min_lines"],
+                max_lines=25 if n["max_lines"] is None else n["max_lines"],
+                nice=n["nice"] or 0,
+            )
+        except ValueError as exc:
+            raise WorkloadError(f"{cls.name} workload: {exc}") from None
 
     def open(self) -> None:
         self._counters = self._ctx.RawArray("q", self.workers)

@@ -30,11 +30,12 @@ import signal
 import subprocess
 import threading
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from ...sweep.plan import Phase
-from ..base import WorkloadError
+from ..base import WorkloadError, check_keys, setting
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +204,17 @@ class CommandWorkload:
         self._stopping = False
         # Placeholders are checked once up front so a typo fails before the first phase, not an hour in.
         fill(self.template, self.shell, **dict.fromkeys(PLACEHOLDERS, 1))
+
+    SETTINGS = ("run", "report", "shell", "ops_file", "ops_pattern", "increment", "cwd", "stop_grace_s")
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> CommandWorkload:
+        check_keys(cls.name, config, cls.SETTINGS)
+        text, flag, number = (str,), (bool,), (float,)
+        kinds = {"run": text, "report": text, "shell": flag, "ops_file": text, "ops_pattern": text}
+        kinds.update(increment=flag, cwd=text, stop_grace_s=number)
+        given = {key: setting(cls.name, config, key, kinds[key], None) for key in config}
+        return cls(**given)
 
     # -- helpers
     def _values(self, phase: Phase, rate: float | None, duration: float) -> dict[str, Any]:

@@ -10,10 +10,11 @@ import logging
 import shlex
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ...sweep.plan import Phase
-from ..base import WorkloadError
+from ..base import WorkloadError, check_keys, setting
 from ..command.runner import DEFAULT_PATTERN, CommandProcess, fill
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,17 @@ class ConcurrencyWorkload:
 
         self._pattern = re.compile(DEFAULT_PATTERN, re.IGNORECASE)
         fill(self.template, self.shell, load=1, target=1, rate=0, level="c1", duration=1, copy=1, copies=1)
+
+    SETTINGS = ("job", "shell", "cwd")
+    # Read by the sweep's plan (the copies of each phase and the longest window), not by the workload.
+    PLAN_SETTINGS = ("copies", "timeout_s")
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> ConcurrencyWorkload:
+        own = {k: v for k, v in config.items() if k not in cls.PLAN_SETTINGS}
+        check_keys(cls.name, own, cls.SETTINGS)
+        kinds = {"job": (str,), "shell": (bool,), "cwd": (str,)}
+        return cls(**{key: setting(cls.name, own, key, kinds[key], None) for key in own})
 
     def open(self) -> None:
         pass

@@ -77,6 +77,8 @@ class CpuLoad:
 class SimMeter:
     KIND = "sim"
     QUANTITIES = ("W", "V", "A", "PF", "Hz", "Wh")
+    HOST_ONLY = ("model", "cpu")
+    HOST_CLOCK = True
 
     def __init__(
         self,

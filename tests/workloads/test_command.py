@@ -1,4 +1,6 @@
-"""The three workloads, driven directly (no driver, no services)."""
+"""The command workload, driven directly (no driver, no services): stream and total modes, the ops
+file, placeholders, and failures: a command that fails is a failure, not a level with fewer ops; one
+the sweep stops is not."""
 
 from __future__ import annotations
 
@@ -11,59 +13,13 @@ import pytest
 from sweep_synth import wait
 
 from wattbench.sweep.plan import Phase, Timing
-from wattbench.workloads import NAMES, load_config, make_workload, sample_config
 from wattbench.workloads.base import WorkloadError
-from wattbench.workloads.builtin.transaction import OrderGenerator, process, transaction
 from wattbench.workloads.command.runner import CommandWorkload, fill, read_ops_text
-from wattbench.workloads.concurrency.runner import ConcurrencyWorkload
 
 PY = shlex.quote(sys.executable)
 T = Timing(pre_s=0.1, measure_s=1.0, post_s=0.1, gap_s=0.0)
 CAL = Phase("cal1", "calibration", T)
 L50 = Phase("l50", "target", T, target=0.5)
-IDLE = Phase("idle", "idle", T, target=0.0)
-
-
-def test_transaction_is_deterministic_real_work() -> None:
-    a, b = OrderGenerator(7), OrderGenerator(7)
-    oa, ob = a.order(), b.order()
-    assert oa == ob and 5 <= len(oa["lines"]) <= 25
-    assert process(oa) == process(ob)
-    assert isinstance(transaction(OrderGenerator(1)), int)
-
-
-def test_sample_configs_load_and_build() -> None:
-    for name in NAMES:
-        path = sample_config(name)
-        assert path.exists() and (path.parent / "README.md").exists()
-        wl = make_workload(name, load_config(path))
-        assert wl.name == name
-    with pytest.raises(WorkloadError):
-        make_workload("nope")
-    with pytest.raises(WorkloadError):
-        make_workload("command", {"run": "true", "bogus": 1})
-
-
-def test_builtin_counts_and_idles() -> None:
-    wl = make_workload("builtin", {"workers": 1})
-    wl.open()
-    try:
-        wl.start_phase(CAL, None)
-        assert wait(lambda: wl.completed() > 50)
-        wl.start_measure()
-        assert wait(lambda: wl.completed() > wl._mark + 20)
-        assert wl.end_measure() >= 20
-        wl.start_phase(IDLE, 0.0)
-        time.sleep(0.2)  # let an in-flight transaction finish
-        before = wl.completed()
-        time.sleep(0.3)
-        assert wl.completed() == before  # active idle: nothing runs
-        wl.start_phase(L50, 50.0)  # paced: 50 arrivals/s
-        assert wait(lambda: wl.completed() > before + 5)
-    finally:
-        wl.close()
-    assert wl.completed() >= before
-    assert not wl._procs
 
 
 def _counter(path: Path) -> str:
@@ -127,20 +83,67 @@ def test_command_errors_are_clear(tmp_path: Path) -> None:
     assert read_ops_text("x\nops=5\nops=9\n", CommandWorkload("true").pattern) == 9.0
 
 
-def test_concurrency_counts_successful_copies(tmp_path: Path) -> None:
-    wl = ConcurrencyWorkload(f'{PY} -c "import sys; sys.exit(1 if {{copy}} == 2 else 0)"')
-    phase = Phase("c3", "concurrency", T, copies=3)
-    wl.start_phase(phase, None)
+def test_from_config_takes_every_setting_and_refuses_others(tmp_path: Path) -> None:
+    wl = CommandWorkload.from_config(
+        {
+            "run": "true {load}",
+            "report": "total",
+            "shell": False,
+            "ops_file": f"{tmp_path}/{{level}}.ops",
+            "ops_pattern": r"^done (\d+)$",
+            "increment": True,
+            "cwd": str(tmp_path),
+            "stop_grace_s": 1.0,
+        }
+    )
+    assert (wl.report, wl.window, wl.increment, wl.cwd, wl.stop_grace_s) == (
+        "total",
+        "until_done",
+        True,
+        str(tmp_path),
+        1.0,
+    )
+    with pytest.raises(WorkloadError, match=r"^command workload: unknown settings \['bogus'\]; known: "):
+        CommandWorkload.from_config({"run": "true", "bogus": 1})
+
+
+# ---- failures -----------------------------------------------------------------------------------
+
+
+def test_total_mode_command_exiting_non_zero_fails_the_level() -> None:
+    wl = CommandWorkload(
+        f"{PY} -c \"import sys; print('ops: 42'); print('disk full', file=sys.stderr); sys.exit(5)\"",
+        report="total",
+    )
+    wl.start_phase(L50, 10.0)
     wl.start_measure()
     assert wait(wl.measure_done)
-    assert wl.end_measure() == 2  # copy 2 failed
-
-    wl = ConcurrencyWorkload("builtin:30")
-    wl.start_phase(Phase("c2", "concurrency", T, copies=2), None)
-    wl.start_measure()
-    assert wait(wl.measure_done, 60)
-    assert wl.end_measure() == 2
-    wl.start_phase(IDLE, 0.0)
-    wl.start_measure()
-    assert wl.measure_done() and wl.end_measure() == 0
+    with pytest.raises(WorkloadError, match=r"exited with status 5: disk full"):
+        wl.end_measure()  # its 42 ops are not the level's throughput
     wl.close()
+
+
+def test_stream_mode_failure_is_seen_while_the_phase_runs() -> None:
+    wl = CommandWorkload(f'{PY} -c "import sys; sys.exit(2)"')
+    wl.start_phase(L50, 10.0)
+    assert wait(lambda: wl.failure() is not None)
+    assert wl.failure() == "the command exited with status 2"
+    wl.close()
+
+
+def test_a_command_stopped_at_the_window_end_has_not_failed() -> None:
+    wl = CommandWorkload(f'{PY} -c "import time; print(7, flush=True); time.sleep(60)"', report="total")
+    wl.start_phase(L50, 10.0)
+    wl.start_measure()
+    time.sleep(0.5)
+    assert wl.end_measure() == 7  # stopped by SIGTERM, which is ours
+    assert wl.failure() is None
+    wl.close()
+
+
+def test_a_missing_program_fails_before_the_first_phase(tmp_path: Path) -> None:
+    wl = CommandWorkload(f"{tmp_path}/no-such-program {{load}}")
+    with pytest.raises(WorkloadError, match="no such program"):
+        wl.open()
+    CommandWorkload(f"{PY} -c pass").open()  # found on the path or by its full name
+    CommandWorkload("true {load}").open()

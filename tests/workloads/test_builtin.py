@@ -1,6 +1,7 @@
-"""The built-in workload's pacing when a worker falls behind: the backlog of a stall before a window is
-not worked off inside the window, and a worker far behind drops arrivals instead of bursting to catch
-up. Only upper bounds are asserted: a busy machine may make the worker slower, never faster."""
+"""The built-in transactional workload, driven directly (no driver, no services): real, repeatable work,
+counting and active idle, and its pacing when a worker falls behind: the backlog of a stall before a
+window is not worked off inside the window, and a worker far behind drops arrivals instead of bursting
+to catch up. Only upper bounds are asserted: a busy machine may make the worker slower, never faster."""
 
 from __future__ import annotations
 
@@ -13,13 +14,61 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from sweep_synth import wait
 
 from wattbench.sweep.plan import Phase, Timing
+from wattbench.workloads import make_workload
+from wattbench.workloads.base import WorkloadError
 from wattbench.workloads.builtin import workers as builtin_workers
+from wattbench.workloads.builtin.transaction import OrderGenerator, process, transaction
 from wattbench.workloads.builtin.workers import BuiltinWorkload
 
+T = Timing(pre_s=0.1, measure_s=1.0, post_s=0.1, gap_s=0.0)
+CAL = Phase("cal1", "calibration", T)
+IDLE = Phase("idle", "idle", T, target=0.0)
+L50 = Phase("l50", "target", T, target=0.5)
+
+
+def test_transaction_is_deterministic_real_work() -> None:
+    a, b = OrderGenerator(7), OrderGenerator(7)
+    oa, ob = a.order(), b.order()
+    assert oa == ob and 5 <= len(oa["lines"]) <= 25
+    assert process(oa) == process(ob)
+    assert isinstance(transaction(OrderGenerator(1)), int)
+
+
+def test_builtin_counts_and_idles() -> None:
+    wl = make_workload("builtin", {"workers": 1})
+    wl.open()
+    try:
+        wl.start_phase(CAL, None)
+        assert wait(lambda: wl.completed() > 50)
+        wl.start_measure()
+        assert wait(lambda: wl.completed() > wl._mark + 20)
+        assert wl.end_measure() >= 20
+        wl.start_phase(IDLE, 0.0)
+        time.sleep(0.2)  # let an in-flight transaction finish
+        before = wl.completed()
+        time.sleep(0.3)
+        assert wl.completed() == before  # active idle: nothing runs
+        wl.start_phase(L50, 50.0)  # paced: 50 arrivals/s
+        assert wait(lambda: wl.completed() > before + 5)
+    finally:
+        wl.close()
+    assert wl.completed() >= before
+    assert not wl._procs
+
+
+def test_from_config_reads_its_settings_and_refuses_others() -> None:
+    wl = BuiltinWorkload.from_config({"workers": 2, "seed": 7, "min_lines": 3, "max_lines": 4, "nice": 1})
+    assert (wl.workers, wl.seed, wl.min_lines, wl.max_lines, wl.nice) == (2, 7, 3, 4, 1)
+    with pytest.raises(WorkloadError, match=r"^builtin workload: unknown settings \['run'\]; known: "):
+        BuiltinWorkload.from_config({"run": "true"})
+
+
+# ---- pacing when a worker falls behind ----------------------------------------------------------
+
 RATE = 400.0  # arrivals/s for one worker: a small part of a core, so it keeps up when it runs
-L50 = Phase("l50", "target", Timing(pre_s=0.1, measure_s=1.0, post_s=0.1, gap_s=0.0), target=0.5)
 
 
 @pytest.fixture
