@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 
 import pytest
-from mocks.machine import I2C, UART
-from mocks.onewire import OneWire
 
+from wattbench_devkit.mocks.machine import I2C, UART
+from wattbench_devkit.mocks.onewire import OneWire
 from wattbench_fw import contract, modbus
 from wattbench_fw.errors import CRCError, FrameError, NoReply, SensorError
 from wattbench_fw.meters.ina226 import INA226, calibration, config_word
