@@ -17,11 +17,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parent.parent / "tests"
-sys.path[:0] = [str(TESTS), str(TESTS / "firmware")]
-
-import memory_rig as rig  # noqa: E402
-from mpy import micropython_available  # noqa: E402
+try:
+    from wattbench_devkit import memory_rig as rig
+    from wattbench_devkit.mpy import micropython_available
+except ImportError as exc:  # a hint on one line, not a traceback
+    print(
+        f"bench_firmware_memory: {exc}. Install the development kit (in the checkout): python -m pip install -e . -e ./devkit",
+        file=sys.stderr,
+    )
+    sys.exit(2)
 
 
 def main() -> int:

@@ -33,12 +33,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO / "tests" / "collector"))
+try:
+    from wattbench_devkit import services
+    from wattbench_devkit.streams import Publisher, Stream
+except ImportError as exc:  # a hint on one line, not a traceback
+    print(
+        f"bench_ingest: {exc}. Install the development kit (in the checkout): python -m pip install -e . -e ./devkit",
+        file=sys.stderr,
+    )
+    sys.exit(2)
 
-import services  # noqa: E402
-from streams import Publisher, Stream  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 
 class CollectorRun:

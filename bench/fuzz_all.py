@@ -5,7 +5,7 @@
     python bench/fuzz_all.py --only modbus.reply --replay 4711   # one input again, with its traceback
     python bench/fuzz_all.py --engine atheris     # coverage-guided (libFuzzer), if atheris is installed
 
-The targets and their input generators live in tests/fuzz/targets.py and are the same ones the
+The targets and their input generators live in wattbench_devkit.fuzz.targets and are the same ones the
 hypothesis tests drive. Here they run in a plain loop: input i of a parser comes from a Random
 seeded with (seed, parser, i), so any input can be regenerated from its index. Each parser runs in
 its own process. Hangs are caught twice: a per-input SIGALRM timer interrupts Python code, and the
@@ -34,9 +34,6 @@ import traceback
 from collections import Counter
 from pathlib import Path
 from typing import Any
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
 
 PARSER_MODULES = (
     "wattbench_schema",
@@ -69,9 +66,16 @@ if "--atheris-child" in sys.argv:
         for _module in PARSER_MODULES:
             importlib.import_module(_module)
 
-from fuzz import crashes  # noqa: E402
-from fuzz.mutate import RandomSource  # noqa: E402
-from fuzz.targets import TARGETS, remove_scratch  # noqa: E402
+try:
+    from wattbench_devkit.fuzz import crashes
+    from wattbench_devkit.fuzz.mutate import RandomSource
+    from wattbench_devkit.fuzz.targets import TARGETS, remove_scratch
+except ImportError as exc:  # a hint on one line, not a traceback
+    print(
+        f"fuzz_all: {exc}. Install the development kit (in the checkout): python -m pip install -e . -e ./devkit",
+        file=sys.stderr,
+    )
+    sys.exit(2)
 
 DEFAULT_INPUTS = 100_000
 OK_PREFIXES = ("reject:", "error:")

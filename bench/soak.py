@@ -28,10 +28,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-
-import services  # noqa: E402
+try:
+    from wattbench_devkit import services
+except ImportError as exc:  # a hint on one line, not a traceback
+    print(
+        f"soak: {exc}. Install the development kit (in the checkout): python -m pip install -e . -e ./devkit",
+        file=sys.stderr,
+    )
+    sys.exit(2)
 
 
 def run_group(args: argparse.Namespace) -> int:

@@ -63,12 +63,13 @@ GAP_PX = 8
 
 def _helpers() -> tuple[Any, Any, Any]:
     """The test package's demo data, query runner and service starter: one definition of each."""
-    for path in (REPO / "tests", REPO / "tests" / "ecosystem"):
-        if str(path) not in sys.path:
-            sys.path.insert(0, str(path))
+    path = REPO / "tests" / "ecosystem"
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
     import demo_data
     import grafana_queries
-    import services
+
+    from wattbench_devkit import services
 
     return demo_data, grafana_queries, services
 

@@ -24,6 +24,10 @@ if [ -n "${WATTBENCH_FAULTS_REF:-}" ]; then
   ln -s "$src/collector/wattbench" "$out/pkgs/wattbench"
   ln -s "$src/firmware/wattbench_fw" "$out/pkgs/wattbench_fw"
   ln -s "$src/schema" "$out/pkgs/wattbench_schema"
+  # The tests' shared kit of that commit as well (commits before devkit/ existed keep it under tests/).
+  if [ -d "$src/devkit/wattbench_devkit" ]; then
+    ln -s "$src/devkit/wattbench_devkit" "$out/pkgs/wattbench_devkit"
+  fi
   export PYTHONPATH="$out/pkgs${PYTHONPATH:+:$PYTHONPATH}"
   export WATTBENCH_SERVICES="${WATTBENCH_SERVICES:-$root/.services}"
 else

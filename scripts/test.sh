@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: provision the real services, install the package with its
-# test extras, run pytest. Extra arguments go to pytest (e.g. scripts/test.sh -k contract).
+# test extras and the development kit the tests share with bench/ (devkit/), run pytest. Extra
+# arguments go to pytest (e.g. scripts/test.sh -k contract).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -9,7 +10,7 @@ start=$(date +%s)
 bash scripts/provision.sh || { echo "provisioning failed" >&2; exit 1; }
 echo "[test] services provisioned in $(( $(date +%s) - start )) s" >&2
 
-python3 -m pip install -q --disable-pip-version-check -e ".[test,grafana]" 2>&1 | grep -v "Running pip as the 'root' user" >&2
+python3 -m pip install -q --disable-pip-version-check -e ".[test,grafana]" -e ./devkit 2>&1 | grep -v "Running pip as the 'root' user" >&2
 if [ "${PIPESTATUS[0]}" -ne 0 ]; then echo "pip install failed" >&2; exit 1; fi
 
 python3 -m pytest -p no:cacheprovider "$@"

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import services
+from wattbench_devkit import services
 
 
 def _require(make):  # type: ignore[no-untyped-def]

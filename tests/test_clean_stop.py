@@ -182,7 +182,7 @@ def test_appliance_stops_cleanly_and_keeps_its_buffer(
 
 
 def _unused_port() -> int:
-    import services
+    from wattbench_devkit import services
 
     return services.free_port()
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import services
+
+from wattbench_devkit import services
 
 WATTBENCH = str(Path(sys.executable).with_name("wattbench"))
 PY = sys.executable

@@ -61,6 +61,43 @@ def test_wheel_carries_the_board_files(wheel: Path) -> None:
         assert needed in names, f"{needed} is not in the wheel"
 
 
+def test_wheel_holds_the_three_packages_and_nothing_else(wheel: Path) -> None:
+    # The development kit (devkit/) and the tests are for the checkout; users never install them.
+    tops = {name.split("/", 1)[0] for name in zipfile.ZipFile(wheel).namelist()}
+    meta = {t for t in tops if t.endswith(".dist-info")}
+    assert len(meta) == 1
+    assert tops - meta == {"wattbench", "wattbench_fw", "wattbench_schema"}
+
+
+@pytest.fixture(scope="module")
+def devkit_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("devkit-wheel")
+    src = tmp_path_factory.mktemp("devkit-src") / "devkit"
+    shutil.copytree(REPO / "devkit", src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    res = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)])
+    assert res.returncode == 0, res.stderr
+    (whl,) = out.glob("wattbench_devkit-*.whl")
+    return whl
+
+
+def test_devkit_wheel_carries_the_files_its_runners_read(devkit_wheel: Path) -> None:
+    # `pip install ./devkit` (not editable) must work for bench/: the MicroPython runner, the memory
+    # rig's program and the `machine` stand-ins are read as files, not imported.
+    names = set(zipfile.ZipFile(devkit_wheel).namelist())
+    for needed in (
+        "wattbench_devkit/mpy_runner.mjs",
+        "wattbench_devkit/memrig/rig.py",
+        "wattbench_devkit/mocks/machine.py",
+        "wattbench_devkit/mocks/onewire.py",
+        "wattbench_devkit/fuzz/targets.py",
+        "wattbench_devkit/services.py",
+    ):
+        assert needed in names, f"{needed} is not in the devkit wheel"
+    assert {name.split("/", 1)[0] for name in names if not name.startswith("wattbench_devkit-")} == {
+        "wattbench_devkit"
+    }
+
+
 @pytest.mark.parametrize("board", ["esp32", "esp32-psram", "picow"])
 def test_flash_dry_run_from_an_installed_wheel(venv: Path, tmp_path: Path, board: str) -> None:
     config = json.loads(EXAMPLE.read_text())

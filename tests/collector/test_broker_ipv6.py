@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import services
+
+from wattbench_devkit import services
 
 pytestmark = pytest.mark.services
 

@@ -13,9 +13,9 @@ import paho.mqtt.client as mqtt
 from wattbench.broker import EmbeddedBroker
 from wattbench.ingest import Collector, CollectorConfig
 from wattbench.store import open_store
+from wattbench_devkit.streams import Publisher, Stream
 
 from .conftest import _child_env
-from .streams import Publisher, Stream
 
 
 def test_embedded_broker_sqlite_store_exactly_once_across_a_restart(tmp_path: Path) -> None:

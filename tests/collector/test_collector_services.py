@@ -15,6 +15,7 @@ import paho.mqtt.client as mqtt
 import pytest
 
 import wattbench_schema as contract
+from wattbench_devkit.streams import Publisher, Stream
 
 from .conftest import (
     Tap,
@@ -25,7 +26,6 @@ from .conftest import (
     wait_keys_stored,
     wait_stored,
 )
-from .streams import Publisher, Stream
 
 pytestmark = pytest.mark.services
 

@@ -198,7 +198,7 @@ print("RESULT" + json.dumps(out))
 
 @pytest.mark.micropython
 def test_same_messages_under_micropython(tmp_path: Path) -> None:
-    import services
+    from wattbench_devkit import services
 
     try:
         node = services.node_binary()
@@ -235,7 +235,7 @@ print("RESULT" + json.dumps(out))
 
 @pytest.mark.micropython
 def test_hass_state_same_under_micropython(tmp_path: Path) -> None:
-    import services
+    from wattbench_devkit import services
 
     try:
         node = services.node_binary()

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import services
 
 import wattbench_schema as contract
+from wattbench_devkit import services
 from wattbench_fw import hass
 
 pytestmark = pytest.mark.services

@@ -1,7 +1,7 @@
 """Real processes for the fault scenarios, and the bookkeeping that turns a run into figures.
 
 The appliance and the collector run as their own processes (`python -m wattbench.cli appliance` and
-`... collect`), so a SIGKILL is a real one; Mosquitto and InfluxDB come from tests/services.py.
+`... collect`), so a SIGKILL is a real one; Mosquitto and InfluxDB come from wattbench_devkit.services.
 
 What was sent is the appliance's own record: its ground-truth CSV (seq, time, channel and W of every
 published power sample) and its final counters. What was stored is read back from InfluxDB with
@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import services
+from wattbench_devkit import services
 
 HERE = Path(__file__).resolve().parent
 COUNTERS_LINE = re.compile(

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-TESTS = Path(__file__).resolve().parents[1]
-if str(TESTS) not in sys.path:
-    sys.path.insert(0, str(TESTS))
-
-from mpy import micropython_available, run_micropython  # noqa: E402
+from wattbench_devkit.mpy import micropython_available, run_micropython
 
 
 @pytest.fixture

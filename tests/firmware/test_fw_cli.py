@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-import services
 
 from wattbench import flash
 from wattbench.cli import build_parser, main
+from wattbench_devkit import services
 
 FIRMWARE = Path(__file__).resolve().parents[2] / "firmware"
 

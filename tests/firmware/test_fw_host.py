@@ -14,9 +14,9 @@ from typing import Any
 
 import paho.mqtt.client as paho
 import pytest
-import services
 
 import wattbench_schema as schema
+from wattbench_devkit import services
 from wattbench_fw.host import HostAppliance, parse_broker, sim_config
 
 pytestmark = pytest.mark.services

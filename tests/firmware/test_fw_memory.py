@@ -12,9 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import memory_rig as rig
 import pytest
-from mpy import micropython_available
+
+from wattbench_devkit import memory_rig as rig
+from wattbench_devkit.mpy import micropython_available
 
 pytestmark = pytest.mark.micropython
 RUNS = [(p, h) for p in ("esp32", "esp32-psram", "picow") for h in (False, True)]

@@ -14,8 +14,8 @@ from typing import Any
 
 import paho.mqtt.client as paho
 import pytest
-import services
 
+from wattbench_devkit import services
 from wattbench_fw import mqtt
 from wattbench_fw.buffer import Buffer
 from wattbench_fw.link import Link

@@ -6,12 +6,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from wattbench_devkit.fuzz import reference as ref
+from wattbench_devkit.fuzz import targets as t
+from wattbench_devkit.fuzz.crashes import tolerate
+from wattbench_devkit.fuzz.mutate import DrawSource
 from wattbench_fw.meters import ina226, ina228
 
-from . import reference as ref
-from . import targets as t
-from .crashes import tolerate
-from .mutate import DrawSource
 from .profiles import fuzz
 
 

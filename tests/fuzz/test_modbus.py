@@ -6,12 +6,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from wattbench_devkit.fuzz import reference as ref
+from wattbench_devkit.fuzz import targets as t
+from wattbench_devkit.fuzz.crashes import tolerate
+from wattbench_devkit.fuzz.mutate import DrawSource
 from wattbench_fw import modbus
 
-from . import reference as ref
-from . import targets as t
-from .crashes import tolerate
-from .mutate import DrawSource
 from .profiles import fuzz
 
 registers = st.lists(st.integers(0, 0xFFFF), min_size=1, max_size=125)

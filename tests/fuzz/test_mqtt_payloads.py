@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import wattbench_schema as contract
+from wattbench_devkit.fuzz import targets as t
+from wattbench_devkit.fuzz.crashes import tolerate
+from wattbench_devkit.fuzz.mutate import DrawSource
 
-from . import targets as t
-from .crashes import tolerate
-from .mutate import DrawSource
 from .profiles import fuzz
 
 CONTRACT_TOPICS = [

@@ -8,9 +8,10 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from . import targets as t
-from .crashes import tolerate
-from .mutate import DrawSource
+from wattbench_devkit.fuzz import targets as t
+from wattbench_devkit.fuzz.crashes import tolerate
+from wattbench_devkit.fuzz.mutate import DrawSource
+
 from .profiles import fuzz
 
 

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 import wattbench_schema as contract
-
-from . import targets as t
+from wattbench_devkit.fuzz import targets as t
 
 SAMPLES_TOPIC = "wattbench/v1/dev/bench-a/samples"
 PHASE_TOPIC = "wattbench/v1/run/20261121T072000Z-a1b2/phase"

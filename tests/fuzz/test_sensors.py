@@ -6,13 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from wattbench_devkit.fuzz import reference as ref
+from wattbench_devkit.fuzz import targets as t
+from wattbench_devkit.fuzz.crashes import tolerate
+from wattbench_devkit.fuzz.mutate import DrawSource
 from wattbench_fw.errors import CRCError
 from wattbench_fw.sensors import ds18b20, sht3x
 
-from . import reference as ref
-from . import targets as t
-from .crashes import tolerate
-from .mutate import DrawSource
 from .profiles import fuzz
 
 

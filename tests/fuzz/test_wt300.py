@@ -7,13 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from wattbench_devkit.fuzz import targets as t
+from wattbench_devkit.fuzz.crashes import tolerate
+from wattbench_devkit.fuzz.mutate import DrawSource
 from wattbench_fw.contract import FLAG_MISSED, FLAG_OVER_RANGE
 from wattbench_fw.errors import FrameError, SensorError
 from wattbench_fw.meters import wt300
 
-from . import targets as t
-from .crashes import tolerate
-from .mutate import DrawSource
 from .profiles import fuzz
 
 ITEMS = st.permutations(t.WT300_ITEMS).flatmap(

@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import services
+
+from wattbench_devkit import services
 
 CLIENTS = ("bench-a", "bench-b", "wattbench-collector", "wattbench-sweep", "wattbench-telegraf")
 

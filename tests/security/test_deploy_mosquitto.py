@@ -37,7 +37,8 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 import pytest
-import services
+
+from wattbench_devkit import services
 
 from .conftest import make_ca
 

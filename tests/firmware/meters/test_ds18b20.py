@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from mocks.onewire import OneWire
 
+from wattbench_devkit.mocks.onewire import OneWire
 from wattbench_fw.errors import CRCError, NoReply, SensorError
 from wattbench_fw.sensors.ds18b20 import DS18B20, crc8_maxim, decode_scratchpad
 

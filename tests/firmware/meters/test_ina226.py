@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from mocks.machine import I2C
 
+from wattbench_devkit.mocks.machine import I2C
 from wattbench_fw import contract, meters
 from wattbench_fw.errors import ConfigError, SensorError
 from wattbench_fw.meters.ina226 import INA226, calibration, config_word

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from mocks.machine import I2C
 
+from wattbench_devkit.mocks.machine import I2C
 from wattbench_fw import contract, meters
 from wattbench_fw.errors import ConfigError
 from wattbench_fw.meters.ina228 import INA228, adc_config_word, charge_coulombs, s20, shunt_cal

@@ -6,8 +6,8 @@ every way a line can corrupt them."""
 from __future__ import annotations
 
 import pytest
-from mocks.machine import UART
 
+from wattbench_devkit.mocks.machine import UART
 from wattbench_fw import contract, meters, modbus
 from wattbench_fw.errors import ConfigError, CRCError, FrameError, NoReply, SensorError
 from wattbench_fw.meters.pzem004t import PZEM004T, decode_measurement

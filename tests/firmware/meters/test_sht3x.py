@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from mocks.machine import I2C
 
+from wattbench_devkit.mocks.machine import I2C
 from wattbench_fw.errors import CRCError
 from wattbench_fw.sensors.sht3x import SHT3x, crc8
 from wattbench_fw.sensors.sht3x import decode as sht_decode

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from mocks.machine import UART
 
+from wattbench_devkit.mocks.machine import UART
 from wattbench_fw import contract, meters
 from wattbench_fw.errors import ConfigError, FrameError, SensorError
 from wattbench_fw.meters.wt300 import WT300, parse_reply, parse_value, range_text, setup_commands

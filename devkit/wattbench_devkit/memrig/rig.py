@@ -1,5 +1,5 @@
 # The whole appliance under MicroPython with simulated time, fake buses and a fake broker, measuring
-# the GC heap. Runs as the program of tests/mpy.py; DATA holds the job (see tests/firmware/memory_rig.py).
+# the GC heap. Runs as the program of mpy.py; DATA holds the job (see memory_rig.py).
 #
 # Time: port's ticks/sleep functions are replaced by a counter that only moves when the firmware
 # sleeps or waits (and by a fixed cost per bus transaction and loop turn), so 10 minutes of sampling
@@ -28,7 +28,7 @@ STATS = {
 
 
 def probe(where):
-    """Heap in use here. Garbage is only freed between loop turns (see tests/mpy_runner.mjs), so this
+    """Heap in use here. Garbage is only freed between loop turns (see mpy_runner.mjs), so this
     is an upper bound of the live heap: what lived at the turn's start plus all the turn allocated."""
     a = gc.mem_alloc()
     STATS["probes"] += 1

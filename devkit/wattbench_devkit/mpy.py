@@ -1,6 +1,6 @@
 """Run code under the official MicroPython WebAssembly build from the test suite.
 
-    from mpy import micropython_available, run_micropython
+    from wattbench_devkit.mpy import micropython_available, run_micropython
     results = run_micropython("report(1 + 1)")          # -> [2]
 
 The firmware package is mounted at /lib/wattbench_fw and the test mocks (machine, onewire) at /lib,
@@ -17,7 +17,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+from . import REPO
+
 # The same cache scripts/provision.sh fills (WATTBENCH_SERVICES moves it, as for the other services).
 MODULE = (
     Path(os.environ.get("WATTBENCH_SERVICES", REPO / ".services"))
@@ -29,7 +30,7 @@ MODULE = (
 )
 RUNNER = Path(__file__).resolve().parent / "mpy_runner.mjs"
 FIRMWARE = REPO / "firmware" / "wattbench_fw"
-MOCKS = Path(__file__).resolve().parent / "firmware" / "mocks"
+MOCKS = Path(__file__).resolve().parent / "mocks"
 MARK = "\x1e"  # record separator: never appears in ordinary output
 
 PRELUDE = f"""

@@ -2,7 +2,7 @@
 
 Shared by tests/firmware/test_fw_memory.py and bench/bench_firmware_memory.py. Each run compiles the
 firmware with `mpy-cross -O2` (what `wattbench flash` deploys), loads it into the official MicroPython
-WebAssembly build and runs tests/firmware/memrig/rig.py: boot through wattbench_fw.device.main with
+WebAssembly build and runs memrig/rig.py: boot through wattbench_fw.device.main with
 the profile's typical configuration, sampling in simulated time, an outage that spills the RAM buffer
 to flash, the backfill, Home Assistant discovery and a clean stop.
 
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from mpy import FIRMWARE, run_micropython
+from .mpy import FIRMWARE, run_micropython
 
 RIG = Path(__file__).resolve().parent / "memrig" / "rig.py"
 BOARDS = FIRMWARE / "boards"

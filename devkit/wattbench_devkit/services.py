@@ -21,7 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+from . import REPO
+
 SERVICES = Path(os.environ.get("WATTBENCH_SERVICES", REPO / ".services"))
 
 

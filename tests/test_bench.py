@@ -1,0 +1,109 @@
+"""The benchmarks in bench/ import what they share with the tests from the development kit
+(wattbench_devkit), never by editing the import path, and say in one line what to install when the
+kit is missing."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+SCRIPTS = sorted(BENCH.glob("*.py"))
+# The benchmarks that use the kit (services, streams, the memory rig, the fuzz targets).
+DEVKIT_USERS = ["bench_firmware_memory.py", "bench_ingest.py", "fuzz_all.py", "soak.py"]
+MUTATORS = {"insert", "append", "extend", "remove", "pop", "clear", "__setitem__", "__iadd__"}
+
+
+def _is_sys_path(node: ast.AST, path_names: set[str]) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id in path_names
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "path"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "sys"
+    )
+
+
+def path_edits(source: str) -> list[int]:
+    """Line numbers where the code changes its own module search path."""
+    tree = ast.parse(source)
+    # `from sys import path` makes the bare name an alias of sys.path.
+    path_names = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "sys"
+        for alias in node.names
+        if alias.name == "path"
+    }
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
+            targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
+            for t in targets:
+                inner = t.value if isinstance(t, ast.Subscript) else t
+                if _is_sys_path(inner, path_names):
+                    lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            f = node.func
+            if f.attr in MUTATORS and _is_sys_path(f.value, path_names):
+                lines.append(node.lineno)
+            elif f.attr == "addsitedir" and isinstance(f.value, ast.Name) and f.value.id == "site":
+                lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_the_check_sees_every_way_of_editing_the_path() -> None:
+    source = """
+import sys, site
+from sys import path as p
+sys.path.insert(0, "a")
+sys.path[:0] = ["b"]
+sys.path += ["c"]
+sys.path = ["d"]
+p.append("e")
+site.addsitedir("f")
+env = dict(PYTHONPATH=":".join(sys.path))
+"""
+    assert path_edits(source) == [4, 5, 6, 7, 8, 9]
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.name for s in SCRIPTS])
+def test_no_bench_script_edits_sys_path(script: Path) -> None:
+    assert path_edits(script.read_text()) == [], f"{script.name} edits sys.path"
+
+
+@pytest.mark.parametrize("name", DEVKIT_USERS)
+def test_bench_script_runs_with_the_kit(name: str, tmp_path: Path) -> None:
+    # From another folder, so nothing comes from the working directory.
+    res = subprocess.run(
+        [sys.executable, str(BENCH / name), "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("usage:")
+
+
+@pytest.mark.parametrize("name", DEVKIT_USERS)
+def test_bench_script_without_the_kit_says_what_to_install(name: str) -> None:
+    # None in sys.modules makes every import of the kit fail as if it were not installed.
+    code = (
+        "import runpy, sys\n"
+        "sys.modules['wattbench_devkit'] = None\n"
+        f"sys.argv = [{str(BENCH / name)!r}, '--help']\n"
+        f"runpy.run_path({str(BENCH / name)!r}, run_name='__main__')\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    assert res.stdout == ""
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1, res.stderr
+    assert "wattbench_devkit" in lines[0]
+    assert "pip install -e . -e ./devkit" in lines[0]
