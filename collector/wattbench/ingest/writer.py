@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..spool import Spool, SpoolError
+from ..store.base import StoreError
 from . import records as rec
 from .pipeline import Batch
 
@@ -85,9 +86,10 @@ class WriterStats:
 
 
 def is_permanent(exc: BaseException) -> bool:
-    """Stores mark errors that a retry cannot cure (e.g. InfluxDB's HTTP 400) with `permanent = True`;
-    anything else, whatever its type, counts as "not stored now" and is retried from the spool."""
-    return bool(getattr(exc, "permanent", False))
+    """Stores mark errors that a retry cannot cure (e.g. InfluxDB's HTTP 400) as StoreError with
+    `permanent` set; anything else, whatever its type, counts as "not stored now" and is retried from
+    the spool."""
+    return isinstance(exc, StoreError) and exc.permanent
 
 
 class Writer:
