@@ -18,11 +18,11 @@ import tracemalloc
 
 import numpy as np
 
-from wattbench.align import ChannelSpec
-from wattbench.clocktrack import ClockTrack
+from wattbench.core.align import ChannelSpec
+from wattbench.core.clocktrack import ClockTrack
+from wattbench.core.evaluate import evaluate
+from wattbench.core.plan import Timing, specpower_plan
 from wattbench.store.base import Series
-from wattbench.sweep.evaluate import evaluate
-from wattbench.sweep.plan import Timing, specpower_plan
 
 T0 = 1_767_225_600_000
 

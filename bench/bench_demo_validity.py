@@ -61,7 +61,7 @@ def _probe(seconds: float) -> str:
 
 def _spread(workdir: Path, k: int, stdout: str) -> float | None:
     """The run's calibration spread, from its own stored report."""
-    from wattbench.sweep.plan import calibration_spread
+    from wattbench.core.plan import calibration_spread
 
     run = None
     for ln in stdout.splitlines():
@@ -120,7 +120,7 @@ def main() -> int:
     if args.runs < 1:
         ap.error("--runs must be at least 1")
     # A demo option it would refuse is refused here, once, not after every run.
-    from wattbench import demo
+    from wattbench.cli import demo
 
     check = argparse.ArgumentParser(prog=f"{ap.prog} (demo options)")
     demo.add_arguments(check)

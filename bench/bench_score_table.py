@@ -38,7 +38,7 @@ def write_table(path: Path, rows: int) -> None:
 def child_old(path: str) -> None:
     from rich.console import Console
 
-    from wattbench import scorefile
+    from wattbench.cli import score as scorefile
     from wattbench.report.table import print_report
 
     table = scorefile.read_table(Path(path))

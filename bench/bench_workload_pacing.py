@@ -13,8 +13,8 @@ import argparse
 import os
 import time
 
+from wattbench.core.plan import Timing, specpower_plan
 from wattbench.sweep.driver import Driver
-from wattbench.sweep.plan import Timing, specpower_plan
 from wattbench.sweep.progress import LogDisplay
 from wattbench.sweep.publish import MemorySink
 from wattbench.workloads.builtin.workers import BuiltinWorkload

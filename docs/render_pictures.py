@@ -288,7 +288,7 @@ class _Remote:
 def demo_report(workdir: Path) -> Path:
     """Run `wattbench demo` in a scratch directory and return the HTML report it writes."""
     try:
-        import wattbench.demo  # noqa: F401
+        import wattbench.cli.demo  # noqa: F401
     except ImportError:
         raise SystemExit("wattbench demo is not available in this installation; pass --report FILE") from None
     env = dict(os.environ, PYTHONUNBUFFERED="1")

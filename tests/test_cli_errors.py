@@ -387,13 +387,13 @@ def test_store_lost_during_the_sweep_keeps_what_was_measured(
 def test_a_bug_is_one_line_unless_asked_for_the_traceback(
     verbose: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import wattbench.broker
+    import wattbench.cli.broker
     from wattbench.cli import main
 
     def broken(args: object) -> int:
         raise RuntimeError("something unforeseen")
 
-    monkeypatch.setattr(wattbench.broker, "run", broken)
+    monkeypatch.setattr(wattbench.cli.broker, "run", broken)
     assert main(["broker", *verbose]) == 1
     err = capsys.readouterr().err
     assert "something unforeseen" in err

@@ -176,7 +176,7 @@ def _find_overall(doc: Any) -> float | None:
 
 
 def _score(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[float, dict[str, Any]]:
-    scorefile = pytest.importorskip("wattbench.scorefile")
+    scorefile = pytest.importorskip("wattbench.cli.score")
     parser = argparse.ArgumentParser(prog="wattbench score")
     scorefile.add_arguments(parser)
     args = parser.parse_args([str(path), "--json"])

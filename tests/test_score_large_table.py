@@ -100,7 +100,7 @@ def test_block_reader_agrees_with_the_row_reader(
 ) -> None:
     """Plain rows are parsed a block at a time with numpy; the result, or the refusal, must be the row
     reader's exactly."""
-    from wattbench import scorefile as sf
+    from wattbench.cli import score as sf
 
     path = tmp_path / "t.csv"
     path.write_text(text)

@@ -5,7 +5,7 @@ It keeps sessions and retained messages in memory only, speaks MQTT 3.1.1 (the c
 Anyone may connect; sessions of clients that give a user name are kept with their queued QoS 1
 messages while they are away (use EmbeddedBroker.collector_options() for the collector).
 
-`wattbench broker` runs it in the foreground; EmbeddedBroker runs it in a background thread of the
+`wattbench broker` (cli/broker.py) runs it in the foreground; EmbeddedBroker runs it in a background thread of the
 calling process:
 
     with EmbeddedBroker(port=0) as broker:   # port 0: pick a free port
@@ -14,15 +14,7 @@ calling process:
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    from .cli.options import tcp_port
-
-    parser.add_argument("--port", type=tcp_port, default=1883, help="TCP port (default 1883, 0: any free)")
 
 
 def _config(host: str, port: int) -> dict[str, Any]:
@@ -185,23 +177,3 @@ class EmbeddedBroker:
 def start_embedded_broker(host: str = "127.0.0.1", port: int = 0) -> EmbeddedBroker:
     """Start the embedded broker in this process and return it (call .stop() when done)."""
     return EmbeddedBroker(host, port).start()
-
-
-def run(args: argparse.Namespace) -> int:
-    import logging
-
-    from .signals import stop_event
-
-    log = logging.getLogger("wattbench.broker")
-    logging.getLogger("wattbench").setLevel(logging.INFO)
-    try:
-        broker = EmbeddedBroker(args.host, args.port).start()
-    except RuntimeError as exc:
-        log.error("%s", exc)
-        return 3
-    stop = stop_event()
-    log.info("embedded MQTT 3.1.1 broker listening on %s (Ctrl-C to stop)", broker.url)
-    stop.wait()
-    broker.stop()
-    log.info("broker stopped")
-    return 0

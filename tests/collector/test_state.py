@@ -43,7 +43,7 @@ def test_nothing_to_resume_from(tmp_path: Path, content: str | None) -> None:
 
 
 def test_a_write_that_fails_is_logged_not_raised(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="wattbench.collect"):
+    with caplog.at_level(logging.WARNING, logger="wattbench.cli.collect"):
         StateFile(tmp_path / "gone", "c1").write({"t": 1})
     assert "cannot write the status file" in caplog.text
 

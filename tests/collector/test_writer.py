@@ -234,7 +234,7 @@ def test_full_spool_sends_the_batch_straight_to_a_store_that_is_back(
     with pytest.raises(NotDurable, match="No space left on device"):
         rig.writer.write(batch(("bench-b", rows(20))))  # the store is back, but not retried yet
     rig.clock.advance(RETRY_S)
-    with caplog.at_level(logging.WARNING, logger="wattbench.collect"):
+    with caplog.at_level(logging.WARNING, logger="wattbench.cli.collect"):
         rig.writer.write(batch(("bench-b", rows(20))))
     assert "spool full" in caplog.text and "written straight to the store" in caplog.text
     s = rig.writer.stats
@@ -247,7 +247,7 @@ def test_full_spool_sends_the_batch_straight_to_a_store_that_is_back(
 
 def test_a_refused_batch_goes_to_the_dead_letters_once(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
     poison = batch((POISON, rows(10)))
-    with caplog.at_level(logging.ERROR, logger="wattbench.collect"):
+    with caplog.at_level(logging.ERROR, logger="wattbench.cli.collect"):
         rig.writer.write(poison)
     assert "refused 1 records for good" in caplog.text
     s = rig.writer.stats
@@ -283,7 +283,7 @@ def test_a_refused_frame_in_the_spool_is_dead_lettered_not_retried(rig: Rig) -> 
 
 def test_unwritable_dead_letters_are_reported_not_fatal(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
     shutil.rmtree(rig.deadletter.dir)
-    with caplog.at_level(logging.ERROR, logger="wattbench.collect"):
+    with caplog.at_level(logging.ERROR, logger="wattbench.cli.collect"):
         rig.writer.write(batch((POISON, rows(3))))
     assert "cannot keep refused records" in caplog.text
     assert rig.writer.stats.deadletter_frames == 1 and rig.writer.stats.commits == 1

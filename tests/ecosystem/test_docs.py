@@ -195,7 +195,7 @@ def test_command_finder() -> None:
 def test_one_micropython_minimum_everywhere() -> None:
     """Every page that names the MicroPython version a board needs names the same one, and it is the one
     `wattbench flash` states (the guide said 1.23 while the firmware page said 1.22)."""
-    from wattbench import flash
+    from wattbench.cli import flash
 
     want = flash.MIN_MICROPYTHON
     found = {}

@@ -169,11 +169,11 @@ def plateau_windows(run: ClockRun) -> list[tuple[str, int, int, float]]:
 def score(run: ClockRun, influx: Any) -> dict[str, Any]:
     """Score plateau windows the way `wattbench sweep` does (offsets from the store, then evaluate):
     which clock checks fail, and which window/channel means differ from the power really drawn."""
-    from wattbench import align as al
-    from wattbench.clocktrack import as_track
+    from wattbench.core import align as al
+    from wattbench.core.clocktrack import as_track
+    from wattbench.core.evaluate import evaluate
     from wattbench.store import open_store
     from wattbench.sweep import channels as chans
-    from wattbench.sweep.evaluate import evaluate
 
     windows = plateau_windows(run)
     assert {w[0].split("-")[0] for w in windows} == {"before", "stepped", "after"}

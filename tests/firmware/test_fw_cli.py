@@ -7,15 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from wattbench import flash
-from wattbench.cli import build_parser, main
+from wattbench.cli import build_parser, flash, main
 from wattbench_devkit import services
 
 FIRMWARE = Path(__file__).resolve().parents[2] / "firmware"
 
 
 def test_appliance_arguments_build_a_sim_config() -> None:
-    from wattbench.appliance import build_config
+    from wattbench.cli.appliance import build_config
 
     args = build_parser().parse_args(
         [

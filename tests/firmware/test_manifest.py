@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from wattbench import flash
+from wattbench.cli import flash
 
 MANIFEST = Path(__file__).resolve().parents[2] / "firmware" / "manifest.py"
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from sweep_synth import T0, SeriesFetch, trace
 
-from wattbench import align as al
-from wattbench import compliance as cp
-from wattbench.sweep.plan import calibrated_rate, specpower_plan
+from wattbench.core import align as al
+from wattbench.core import compliance as cp
+from wattbench.core.plan import calibrated_rate, specpower_plan
 
 
 def _window(duration_ms: int, hz: float, first_ms: int | None = None) -> al.WindowPower:

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from sweep_synth import SeriesFetch, make_series
 
-from wattbench import align as al
-from wattbench.clocktrack import ClockTrack, as_track, window_offset
+from wattbench.core import align as al
+from wattbench.core.clocktrack import ClockTrack, as_track, window_offset
 from wattbench.store.sqlite import SqliteStore
 
 T0 = 1_763_800_000_000
@@ -237,8 +237,8 @@ def test_sqlite_offset_history_and_an_older_file(tmp_path: Path) -> None:
 
 
 def test_evaluate_and_json_report_show_the_stretches() -> None:
+    from wattbench.core.evaluate import evaluate
     from wattbench.report.jsonreport import report_dict
-    from wattbench.sweep.evaluate import evaluate
 
     series, _ = stepped_series()
     events: list[dict] = []

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from wattbench.compliance import Check
-from wattbench.demo import busy_note as demo_busy
-from wattbench.demo import verdict
-from wattbench.score import LevelScore
+from wattbench.cli.demo import busy_note as demo_busy
+from wattbench.cli.demo import verdict
+from wattbench.core.compliance import Check
+from wattbench.core.score import LevelScore
 
 
 def _evaluation(valid: bool, checks: list[Check]) -> SimpleNamespace:
@@ -50,7 +50,7 @@ def test_a_workload_that_cannot_run_exits_4_with_the_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("wattbench_fw.host")
-    from wattbench import demo
+    from wattbench.cli import demo
     from wattbench.workloads.base import WorkloadError
     from wattbench.workloads.builtin.workers import BuiltinWorkload
 

@@ -13,14 +13,14 @@ import pytest
 from sweep_synth import RUN, T0, MemoryStore, specpower_phases, sweep_events, trace
 
 import wattbench_schema
-from wattbench.align import ChannelSpec
-from wattbench.compliance import Limits
-from wattbench.report import cli as report_cli
+from wattbench.cli import report as report_cli
+from wattbench.core import contract
+from wattbench.core.align import ChannelSpec
+from wattbench.core.compliance import Limits
+from wattbench.core.evaluate import evaluate
 from wattbench.report.html import render_html
 from wattbench.report.jsonreport import report_dict
 from wattbench.report.table import render_evaluation
-from wattbench.sweep import contract
-from wattbench.sweep.evaluate import evaluate
 
 SUT = {
     "cpu": "Example CPU 9000 @ 3.0GHz",

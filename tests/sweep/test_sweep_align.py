@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sweep_synth import T0, SeriesFetch, make_series, sweep_events, trace
 
-from wattbench import align as al
+from wattbench.core import align as al
 
 W0 = T0 + 1000
 W1 = T0 + 11000  # a 10 s window
@@ -219,7 +219,7 @@ def test_strict_window_matches_brute_force(
 
 
 def test_auto_ranging_and_clock_steps_inside_a_window_fail_it() -> None:
-    from wattbench import compliance as cp
+    from wattbench.core import compliance as cp
 
     s = trace("a", "psu1", T0, T0 + 12000, 10, lambda t: np.full(t.shape, 80.0))
     flags = s.flags.copy()

@@ -16,12 +16,12 @@ import pytest
 from sweep_synth import RUN, T0, MemoryStore, SeriesFetch, specpower_phases, sweep_events, trace
 
 import wattbench_schema as contract
-from wattbench.align import ChannelSpec
+from wattbench.cli import report as report_cli
+from wattbench.core.align import ChannelSpec
+from wattbench.core.evaluate import evaluate
 from wattbench.ingest.pipeline import Pipeline
-from wattbench.report import cli as report_cli
 from wattbench.store.sqlite import SqliteStore
 from wattbench.sweep import channels as chans
-from wattbench.sweep.evaluate import evaluate
 
 
 def _meta(dev: str, *channels: dict[str, Any]) -> dict[str, Any]:
@@ -182,7 +182,7 @@ def test_a_chosen_channel_that_falls_silent_fails_the_run_by_name() -> None:
         ]
     )
     specs = [ChannelSpec("a", "psu"), ChannelSpec("b", "psu")]
-    from wattbench.compliance import Limits
+    from wattbench.core.compliance import Limits
 
     ev = evaluate(RUN, events, fetch, specs, {}, Limits(require_inlet=False))
     assert not ev.valid

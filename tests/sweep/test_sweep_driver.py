@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 from sweep_synth import MemoryStore
 
-from wattbench.sweep import contract
-from wattbench.sweep.driver import Driver, new_run_id
-from wattbench.sweep.evaluate import evaluate
-from wattbench.sweep.plan import (
+from wattbench.core import contract
+from wattbench.core.evaluate import evaluate
+from wattbench.core.plan import (
     Phase,
     Timing,
     calibrated_rate,
@@ -25,6 +24,7 @@ from wattbench.sweep.plan import (
     parse_levels,
     specpower_plan,
 )
+from wattbench.sweep.driver import Driver, new_run_id
 from wattbench.sweep.publish import Fanout, MemorySink, StoreSink
 
 FAST = Timing(pre_s=0.05, measure_s=0.2, post_s=0.05, gap_s=0.02)

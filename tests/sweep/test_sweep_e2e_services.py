@@ -20,7 +20,7 @@ def truth_means(
     path: Path, events: list[dict[str, Any]], channels: set[str], offsets: dict[str, float], dev: str
 ) -> dict[str, float]:
     """Per window, the mean of the true power values strictly inside, summed over channels."""
-    from wattbench.align import windows_from_events
+    from wattbench.core.align import windows_from_events
 
     rows: dict[str, list[tuple[int, float]]] = {}
     with open(path) as f:
@@ -42,10 +42,10 @@ def truth_means(
 def test_sweep_scores_match_ground_truth(tmp_path: Path, mosquitto: Any, influxdb: Any) -> None:
     fw_host = pytest.importorskip("wattbench_fw.host")
     from wattbench.config import CollectorConfig
+    from wattbench.core import contract
+    from wattbench.core.plan import Timing, specpower_plan
     from wattbench.ingest.collector import Collector
     from wattbench.store import open_store
-    from wattbench.sweep import contract
-    from wattbench.sweep.plan import Timing, specpower_plan
     from wattbench.sweep.session import MqttSettings, SweepSetup, run_sweep
     from wattbench.workloads.builtin.workers import BuiltinWorkload
 

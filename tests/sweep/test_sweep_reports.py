@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 from sweep_synth import RUN, T0, MemoryStore, specpower_phases, sweep_events, trace
 
-from wattbench import scorefile
-from wattbench.align import ChannelSpec
-from wattbench.report import cli as report_cli
+from wattbench.cli import report as report_cli
+from wattbench.cli import score as scorefile
+from wattbench.core import contract
+from wattbench.core.align import ChannelSpec
+from wattbench.core.evaluate import evaluate
 from wattbench.report.html import render_html
 from wattbench.report.jsonreport import report_dict
 from wattbench.report.table import fmt_watts, render_text
-from wattbench.sweep import contract
-from wattbench.sweep.evaluate import evaluate
 
 CSV = """# a made-up two-node table
 # published overall: sum of ssj_ops / sum of power = 1000

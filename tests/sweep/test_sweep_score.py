@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from sweep_synth import RUN, T0, SeriesFetch, specpower_phases, sweep_events, trace
 
-from wattbench import align as al
-from wattbench import compliance as cp
-from wattbench import score as sc
-from wattbench.sweep import contract
-from wattbench.sweep.evaluate import evaluate, levels_from_result
-from wattbench.sweep.plan import calibrated_rate
+from wattbench.core import align as al
+from wattbench.core import compliance as cp
+from wattbench.core import contract
+from wattbench.core import score as sc
+from wattbench.core.evaluate import evaluate, levels_from_result
+from wattbench.core.plan import calibrated_rate
 
 
 def test_overall_ratio_counts_idle_in_the_denominator_only() -> None:
@@ -226,7 +226,7 @@ def test_no_store_gives_ops_only() -> None:
 
 
 def test_calibration_spread_is_over_the_intervals_used() -> None:
-    from wattbench.sweep.plan import calibration_spread
+    from wattbench.core.plan import calibration_spread
 
     assert calibration_spread([50.0, 90.0, 110.0]) == pytest.approx(0.2)  # last two: (110-90)/100
     assert calibration_spread([50.0, 90.0, 110.0], 3) == pytest.approx(60.0 / (250.0 / 3))

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 from sweep_synth import wait
 
-from wattbench.sweep.plan import Phase, Timing
+from wattbench.core.plan import Phase, Timing
 from wattbench.workloads import make_workload
 from wattbench.workloads.base import WorkloadError
 from wattbench.workloads.builtin import workers as builtin_workers

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sweep_synth import wait
 
-from wattbench.sweep.plan import Phase, Timing
+from wattbench.core.plan import Phase, Timing
 from wattbench.workloads.base import WorkloadError
 from wattbench.workloads.command.runner import CommandWorkload, fill, read_ops_text
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from wattbench import workloads
-from wattbench.sweep.cli import add_workload_arguments
+from wattbench.cli.sweep import add_workload_arguments
 from wattbench.workloads import NAMES, load_config, make_workload, sample_config, workload_class
 from wattbench.workloads.base import WorkloadError
 

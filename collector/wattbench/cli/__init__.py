@@ -28,17 +28,20 @@ from .options import (
 # subcommand -> (module, one-line help). The module provides add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": (
-        "wattbench.demo",
+        "wattbench.cli.demo",
         "run broker, simulated appliance, collector and a short sweep on this machine",
     ),
-    "appliance": ("wattbench.appliance", "run the firmware on this host as an appliance (simulated meters)"),
-    "collect": ("wattbench.collect", "ingest appliance samples from MQTT into the store"),
-    "status": ("wattbench.status", "show per-device accounting: gaps, duplicates, clock offset, rate"),
-    "sweep": ("wattbench.sweep.cli", "drive the server through graduated loads and score it"),
-    "report": ("wattbench.report.cli", "re-render a stored run as table, JSON and HTML"),
-    "score": ("wattbench.scorefile", "score a per-level table (CSV or JSON) such as a published result"),
-    "flash": ("wattbench.flash", "deploy the firmware and its config to a board with mpremote"),
-    "broker": ("wattbench.broker", "run the embedded MQTT broker on its own"),
+    "appliance": (
+        "wattbench.cli.appliance",
+        "run the firmware on this host as an appliance (simulated meters)",
+    ),
+    "collect": ("wattbench.cli.collect", "ingest appliance samples from MQTT into the store"),
+    "status": ("wattbench.cli.status", "show per-device accounting: gaps, duplicates, clock offset, rate"),
+    "sweep": ("wattbench.cli.sweep", "drive the server through graduated loads and score it"),
+    "report": ("wattbench.cli.report", "re-render a stored run as table, JSON and HTML"),
+    "score": ("wattbench.cli.score", "score a per-level table (CSV or JSON) such as a published result"),
+    "flash": ("wattbench.cli.flash", "deploy the firmware and its config to a board with mpremote"),
+    "broker": ("wattbench.cli.broker", "run the embedded MQTT broker on its own"),
 }
 
 

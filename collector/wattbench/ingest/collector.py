@@ -41,7 +41,7 @@ from .writer import NotDurable, Writer, WriterStats
 if TYPE_CHECKING:
     from ..store import Store
 
-log = logging.getLogger("wattbench.collect")
+log = logging.getLogger("wattbench.cli.collect")
 
 Message = tuple[int, int, int, str, bytes, int]
 

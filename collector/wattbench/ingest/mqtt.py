@@ -20,7 +20,7 @@ import wattbench_schema as contract
 from .. import mqttconn
 from ..config import CollectorConfig
 
-log = logging.getLogger("wattbench.collect.mqtt")
+log = logging.getLogger("wattbench.cli.collect.mqtt")
 
 SUBSCRIBED = ("samples", "status", "meta", "phase", "result")
 AUTH_FAILURES = {"Bad user name or password", "Not authorized", "Client identifier not valid", "Banned"}
@@ -73,7 +73,7 @@ class MqttLink:
             # client; a broker that allows anonymous access accepts a name without a password.
             username=None if settings.username or self.v5 else config.client_id,
         )
-        paho_log = logging.getLogger("wattbench.collect.paho")
+        paho_log = logging.getLogger("wattbench.cli.collect.paho")
         if not any(isinstance(f, _QuietShutdown) for f in paho_log.filters):
             paho_log.addFilter(_QuietShutdown())
         self.client.enable_logger(paho_log)

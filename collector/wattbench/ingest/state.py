@@ -16,7 +16,7 @@ from typing import Any
 
 from .validate import dumps
 
-log = logging.getLogger("wattbench.collect")
+log = logging.getLogger("wattbench.cli.collect")
 
 STATE_VERSION = 1
 

@@ -30,7 +30,7 @@ from .pipeline import Batch
 if TYPE_CHECKING:
     from ..store import Store
 
-log = logging.getLogger("wattbench.collect")
+log = logging.getLogger("wattbench.cli.collect")
 
 # How much of the spool one replay step reads and writes in one store flush.
 REPLAY_CHUNK_BYTES = 4 << 20

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..clocktrack import OffsetSource, window_offset
-from ..score import LevelScore, concurrency_figures
+from ..core.clocktrack import OffsetSource, window_offset
+from ..core.score import LevelScore, concurrency_figures
 from .table import (
     column_heads,
     fmt_count,

@@ -72,6 +72,6 @@ def clock_stretches(track: Any) -> list[dict[str, Any]]:
 
 
 def to_json(evaluation: Any, detail: bool = True) -> str:
-    from ..sweep.contract import validate
+    from ..core.contract import validate
 
     return json.dumps(validate("report", report_dict(evaluation, detail)), indent=2, allow_nan=False)

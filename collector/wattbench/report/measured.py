@@ -80,7 +80,7 @@ def timing(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def calibration(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    from ..align import windows_from_events
+    from ..core.align import windows_from_events
 
     return [
         {"phase": w.phase, "ops_per_s": (w.ops or 0) / w.duration_s}

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
-    from ..compliance import Check
-    from ..score import LevelScore
+    from ..core.compliance import Check
+    from ..core.score import LevelScore
 
 
 def fmt_count(x: float | None) -> str:
@@ -107,7 +107,7 @@ def level_cells(lv: LevelScore) -> tuple[str, str, str, str, str]:
 def concurrency_table(levels: Sequence[LevelScore], title: str | None = None) -> Any:
     from rich.table import Table
 
-    from ..score import concurrency_figures
+    from ..core.score import concurrency_figures
 
     figs = concurrency_figures(levels)
     table = Table(title=title, title_justify="left", header_style="bold")

@@ -10,10 +10,9 @@ rejects, status: the collector's). Every time range is inclusive at both ends.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
 
-import numpy as np
+from ..core.series import Series
 
 
 class StoreError(RuntimeError):
@@ -27,25 +26,6 @@ class StoreError(RuntimeError):
 
 class StoreMissing(StoreError):
     """A store that was to be read does not exist (reading never creates one)."""
-
-
-@dataclass
-class Series:
-    """Samples of one device channel over a time range, in time order.
-
-    t_ms and seq are int64; flags is int64 (0 where the sample had none); each requested quantity
-    is float64 with NaN where the sample did not carry it (a flagged read). Nothing is interpolated.
-    """
-
-    dev: str
-    ch: str
-    t_ms: np.ndarray
-    seq: np.ndarray
-    flags: np.ndarray
-    values: dict[str, np.ndarray] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return int(self.t_ms.size)
 
 
 class SequenceCheck(TypedDict):

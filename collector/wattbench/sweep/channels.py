@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..align import ChannelSpec
-from ..clocktrack import ClockTrack, OffsetSource, window_offset
+from ..core.align import ChannelSpec
+from ..core.clocktrack import ClockTrack, OffsetSource, window_offset
 
 if TYPE_CHECKING:
     from ..store.base import Store

@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.contract import validate_phase
+from ..core.plan import Phase, Plan, calibrated_rate
 from ..workloads.base import Workload, WorkloadError
-from .contract import validate_phase
-from .plan import Phase, Plan, calibrated_rate
 from .progress import Display, LogDisplay, Status
 from .publish import Sink
 

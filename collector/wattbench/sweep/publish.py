@@ -11,7 +11,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .contract import validate_phase, validate_result
+from ..core.contract import validate_phase, validate_result
 
 if TYPE_CHECKING:
     from ..store.base import Store

@@ -9,15 +9,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import compliance as cp
-from .. import score as sc
-from ..align import ChannelSpec
-from ..clocktrack import OffsetSource
+from ..core import compliance as cp
+from ..core import score as sc
+from ..core.align import ChannelSpec
+from ..core.clocktrack import OffsetSource
+from ..core.evaluate import Evaluation, evaluate
+from ..core.plan import Plan
 from ..store.base import Store, StoreError
 from . import channels as chans
 from .driver import Driver, RunRecord
-from .evaluate import Evaluation, evaluate
-from .plan import Plan
 from .progress import Display
 from .publish import Fanout, MqttSink, Sink, StoreSink
 

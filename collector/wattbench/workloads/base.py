@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from ..sweep.plan import Phase
+from ..core.plan import Phase
 
 
 class WorkloadError(RuntimeError):

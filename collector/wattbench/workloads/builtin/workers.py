@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ...sweep.plan import Phase
+from ...core.plan import Phase
 from ..base import WorkloadError, check_keys, setting
 from .transaction import OrderGenerator, transaction
 

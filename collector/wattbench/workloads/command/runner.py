@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from ...sweep.plan import Phase
+from ...core.plan import Phase
 from ..base import WorkloadError, check_keys, setting
 
 log = logging.getLogger(__name__)

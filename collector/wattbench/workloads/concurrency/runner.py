@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ...sweep.plan import Phase
+from ...core.plan import Phase
 from ..base import WorkloadError, check_keys, setting
 from ..command.runner import DEFAULT_PATTERN, CommandProcess, fill
 

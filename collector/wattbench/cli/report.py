@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ..clocktrack import OffsetSource
+    from ..core.clocktrack import OffsetSource
     from ..store.base import Store
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..cli.options import add_broker_options, add_output_options, add_store_options
-    from ..sweep.cli import add_scoring_arguments
+    from .options import add_broker_options, add_output_options, add_store_options
+    from .sweep import add_scoring_arguments
 
     parser.add_argument("run_id", metavar="RUN_ID", help='run id, or "latest"')
     add_store_options(parser)
@@ -38,9 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _channels(args: argparse.Namespace, store: Store, events: list[dict[str, Any]]) -> Any:
     """The run's channels (a sweep.channels.Choice): those named here, else those the run named, else
     the power channels the stored metadata gives for the run; roles always from the stored metadata."""
+    from ..core.evaluate import run_span
     from ..sweep import channels as chans
-    from ..sweep.cli import channels_from_args
-    from ..sweep.evaluate import run_span
+    from .sweep import channels_from_args
 
     span = run_span(events)
     if span is None:
@@ -56,9 +56,9 @@ def _channels(args: argparse.Namespace, store: Store, events: list[dict[str, Any
 
 def load(args: argparse.Namespace, store: Store) -> tuple[Any, str] | str:
     """(evaluation, run id), or an error message."""
+    from ..core.evaluate import clock_figures, evaluate, from_stored, run_span
     from ..sweep import channels as chans
-    from ..sweep.cli import cost_from_args, limits_from_args, offsets_from_args
-    from ..sweep.evaluate import clock_figures, evaluate, from_stored, run_span
+    from .sweep import cost_from_args, limits_from_args, offsets_from_args
 
     run = args.run_id
     if run == "latest":
@@ -137,8 +137,8 @@ def open_publisher(args: argparse.Namespace, run: str) -> Any:
     """An MqttSink for --broker, connected before anything is scored; None without --broker."""
     if not getattr(args, "broker", None):
         return None
-    from ..cli.options import mqtt_password, mqtt_user
     from ..sweep.publish import MqttSink
+    from .options import mqtt_password, mqtt_user
 
     return MqttSink(
         args.broker, f"wattbench-report-{run}", mqtt_user(args), mqtt_password(args), args.mqtt_ca
@@ -150,11 +150,11 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from ..cli.options import open_store_from_args
-    from ..sweep.cli import cost_from_args, limits_from_args
+    from ..report.jsonreport import to_json
+    from ..report.table import print_evaluation
     from ..sweep.publish import SinkError
-    from .jsonreport import to_json
-    from .table import print_evaluation
+    from .options import open_store_from_args
+    from .sweep import cost_from_args, limits_from_args
 
     try:
         # out-of-range limits are refused before the store is opened, not after a re-score has begun
@@ -184,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             print_evaluation(Console(), ev)
         if args.html:
-            from .html import write_html
+            from ..report.html import write_html
 
             write_html(args.html, ev, store.series)
             print(f"HTML report: {args.html}", file=sys.stderr if args.json else sys.stdout)

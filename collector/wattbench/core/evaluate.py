@@ -9,10 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import align as al
-from .. import clocktrack as ct
-from .. import compliance as cp
-from .. import score as sc
+from . import align as al
+from . import clocktrack as ct
+from . import compliance as cp
+from . import score as sc
 from .plan import DEFAULT_CALIBRATION_USE, calibrated_rate, calibration_spread
 
 

@@ -18,7 +18,7 @@ exit codes: 0 stopped cleanly, 1 internal error, 2 bad configuration,
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .cli.options import add_broker_options, add_store_options
+    from .options import add_broker_options, add_store_options
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
@@ -71,11 +71,11 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
 def run(args: argparse.Namespace) -> int:
     import logging
 
-    from .config import ConfigError, load_config
-    from .ingest.collector import EXIT_CONFIG, Collector, CollectorError
-    from .signals import stop_event
+    from ..config import ConfigError, load_config
+    from ..ingest.collector import EXIT_CONFIG, Collector, CollectorError
+    from ..signals import stop_event
 
-    log = logging.getLogger("wattbench.collect")
+    log = logging.getLogger("wattbench.cli.collect")
     if logging.getLogger().level > logging.INFO or not logging.getLogger().handlers:
         # The service's own progress lines are worth seeing without -v.
         logging.getLogger("wattbench").setLevel(logging.INFO)

@@ -23,7 +23,7 @@ DEMO_NICE = 10
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .cli.options import add_output_options, add_store_options, broker_address
+    from .options import add_output_options, add_store_options, broker_address
 
     parser.add_argument(
         "--broker",
@@ -59,10 +59,10 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from .sweep.channels import ChannelError
+    from ..sweep.channels import ChannelError
 
     console = Console()
-    log = logging.getLogger("wattbench.demo")
+    log = logging.getLogger("wattbench.cli.demo")
     t_start = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="wattbench-demo-"))
     stack: list[Any] = []  # things to stop, last started first
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
             protocol = "5"
             console.print(f"[bold]broker[/]: {broker_url}")
         else:
-            from .broker import EmbeddedBroker
+            from ..broker import EmbeddedBroker
 
             broker = EmbeddedBroker(port=0).start()
             stack.append(("broker", broker.stop))
@@ -91,9 +91,9 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"[bold]broker[/]: embedded MQTT {protocol} on {broker_url}")
 
         # 2. store, and the collector writing into it
-        from .config import CollectorConfig
-        from .ingest.collector import Collector, CollectorError
-        from .store import open_store
+        from ..config import CollectorConfig
+        from ..ingest.collector import Collector, CollectorError
+        from ..store import open_store
 
         if args.influx:
             store_spec = args.influx
@@ -139,13 +139,13 @@ def run(args: argparse.Namespace) -> int:
         collector.wait_for(lambda c: c.get("stored_samples", 0) > 0 or c.get("samples", 0) > 0, timeout=15)
 
         # 4. the sweep
-        from .compliance import Limits
-        from .sweep.cli import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_WORKLOAD, emit_outputs
-        from .sweep.driver import new_run_id
-        from .sweep.plan import Timing, specpower_plan
-        from .sweep.progress import LogDisplay, RichDisplay
-        from .sweep.session import MqttSettings, SweepSetup, run_sweep
-        from .workloads.builtin.workers import BuiltinWorkload
+        from ..core.compliance import Limits
+        from ..core.plan import Timing, specpower_plan
+        from ..sweep.driver import new_run_id
+        from ..sweep.progress import LogDisplay, RichDisplay
+        from ..sweep.session import MqttSettings, SweepSetup, run_sweep
+        from ..workloads.builtin.workers import BuiltinWorkload
+        from .sweep import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_WORKLOAD, emit_outputs
 
         plan = specpower_plan(timing=Timing(args.pre, args.measure, args.post, args.gap))
         console.print(
@@ -226,7 +226,7 @@ def verdict(evaluation: Any, load_tolerance: float = 0.02) -> str:
     that the machine's own speed moved (the likely cause on a shared or virtual machine)."""
     if evaluation.valid:
         return "VALID"
-    from .sweep.plan import calibration_spread
+    from ..core.plan import calibration_spread
 
     levels = {lv.phase: lv for lv in evaluation.levels}
     parts = []

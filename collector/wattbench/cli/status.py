@@ -20,7 +20,7 @@ from typing import Any, TypeGuard
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .cli.options import add_output_options, add_store_options
+    from .options import add_output_options, add_store_options
 
     parser.add_argument("--state-dir", metavar="DIR", help="where collectors write their status files")
     add_store_options(parser)
@@ -81,7 +81,7 @@ class StoreUnreachable(Exception):
 def gather(args: argparse.Namespace) -> dict[str, Any]:
     """The raw sources: status files, wb_health rows, the store's sequence check. Raises ConfigError
     for a bad configuration and StoreUnreachable when the store named cannot be read."""
-    from .config import ConfigError, load_config
+    from ..config import ConfigError, load_config
 
     cfg = load_config(
         args.config,
@@ -93,7 +93,7 @@ def gather(args: argparse.Namespace) -> dict[str, Any]:
     )
     cfg_state = cfg.state_dir
     if not cfg_state:
-        from .config import default_state_dir
+        from ..config import default_state_dir
 
         cfg_state = str(default_state_dir())
     out: dict[str, Any] = {
@@ -108,8 +108,8 @@ def gather(args: argparse.Namespace) -> dict[str, Any]:
         default_db = Path(cfg_state) / "wattbench.sqlite"
         spec = str(default_db) if default_db.exists() else None
     if spec:
-        from .config import redact_url
-        from .store import open_store
+        from ..config import redact_url
+        from ..store import open_store
 
         out["store"] = redact_url(spec)
         import sqlite3
@@ -368,9 +368,9 @@ def run(args: argparse.Namespace) -> int:
     import logging
     import sys
 
-    from .config import ConfigError
+    from ..config import ConfigError
 
-    log = logging.getLogger("wattbench.status")
+    log = logging.getLogger("wattbench.cli.status")
     try:
         doc = report(gather(args))
     except ConfigError as exc:

@@ -26,7 +26,7 @@ import numpy as np
 import wattbench_schema as contract
 
 from .clocktrack import ClockTrack, OffsetSource, WindowClock, as_track
-from .store.base import Series
+from .series import Series
 
 # A hole is an interval between consecutive usable samples longer than this many nominal intervals.
 DEFAULT_GAP_FACTOR = 1.5

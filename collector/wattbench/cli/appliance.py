@@ -20,7 +20,7 @@ from typing import Any
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sim", action="store_true", help="simulated meters (no hardware needed)")
-    from .cli.options import broker_address
+    from .options import broker_address
 
     p.add_argument(
         "--broker", default=None, type=broker_address, help="MQTT broker host[:port] (default 127.0.0.1:1883)"
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     from wattbench_fw.errors import ConfigError
     from wattbench_fw.host import HostAppliance
 
-    from .signals import stop_event
+    from ..signals import stop_event
 
     if not args.sim and not args.config:
         print("wattbench appliance: give --sim (simulated meters) or --config FILE", file=sys.stderr)

@@ -24,8 +24,8 @@ EXIT_INTERRUPTED = 130
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..cli.options import checked_by
-    from .plan import parse_levels
+    from ..core.plan import parse_levels
+    from .options import checked_by
 
     g = parser.add_argument_group("plan (SPECpower_ssj2008 defaults)")
     g.add_argument(
@@ -48,9 +48,9 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..cli.options import checked_by
+    from ..core.plan import parse_copies
     from ..workloads import NAMES
-    from .plan import parse_copies
+    from .options import checked_by
 
     g = parser.add_argument_group("workload")
     g.add_argument("--workload", choices=NAMES, help="default builtin")
@@ -71,8 +71,8 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..cli.options import checked_by
-    from .channels import parse_channel, parse_offset
+    from ..sweep.channels import parse_channel, parse_offset
+    from .options import checked_by
 
     g = parser.add_argument_group("scoring and checks")
     g.add_argument(
@@ -121,13 +121,13 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..cli.options import add_output_options
+    from .options import add_output_options
 
     add_output_options(parser, html=True, json_out=True)
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..cli.options import add_broker_options, add_store_options
+    from .options import add_broker_options, add_store_options
 
     add_broker_options(parser, help_broker="publish phase events and the result here")
     group = add_store_options(parser, default_help="none: give the store `wattbench collect` writes")
@@ -141,7 +141,7 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
-    from ..cli.options import run_id
+    from .options import run_id
 
     parser.add_argument(
         "--run", metavar="ID", type=run_id, help="run id (default: UTC time and a random suffix)"
@@ -158,7 +158,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def limits_from_args(args: argparse.Namespace) -> Any:
-    from ..compliance import Limits
+    from ..core.compliance import Limits
 
     return Limits(
         load_tolerance=args.load_tolerance,
@@ -171,7 +171,7 @@ def limits_from_args(args: argparse.Namespace) -> Any:
 
 
 def cost_from_args(args: argparse.Namespace) -> Any:
-    from ..score import CostInputs
+    from ..core.score import CostInputs
 
     if args.price is None and args.tariff is None:
         return None
@@ -179,14 +179,14 @@ def cost_from_args(args: argparse.Namespace) -> Any:
 
 
 def channels_from_args(args: argparse.Namespace) -> list[Any] | None:
-    from .channels import parse_channel
+    from ..sweep.channels import parse_channel
 
     specs = [parse_channel(c) for c in args.channel] + [parse_channel(c, "inlet") for c in args.inlet]
     return specs or None
 
 
 def offsets_from_args(args: argparse.Namespace) -> dict[str, float] | None:
-    from .channels import parse_offset
+    from ..sweep.channels import parse_offset
 
     if not args.clock_offset:
         return None
@@ -194,7 +194,14 @@ def offsets_from_args(args: argparse.Namespace) -> dict[str, float] | None:
 
 
 def plan_from_args(args: argparse.Namespace, workload_name: str, config: dict[str, Any]) -> Any:
-    from .plan import Timing, concurrency_plan, parse_copies, parse_levels, specpower_plan, with_idle_timing
+    from ..core.plan import (
+        Timing,
+        concurrency_plan,
+        parse_copies,
+        parse_levels,
+        specpower_plan,
+        with_idle_timing,
+    )
 
     timing = Timing(args.pre, args.measure, args.post, args.gap)
     if workload_name == "concurrency":
@@ -232,7 +239,7 @@ def workload_from_args(args: argparse.Namespace) -> tuple[str, Any, dict[str, An
 
 def sweep_store(args: argparse.Namespace) -> Any:
     """The collector's store, which must already be there and answer; None for an ops-only run."""
-    from ..cli.options import CliError, default_store, open_store_from_args, store_given
+    from .options import CliError, default_store, open_store_from_args, store_given
 
     if getattr(args, "ops_only", False):
         if store_given(args):
@@ -271,13 +278,13 @@ def run(args: argparse.Namespace) -> int:
     import logging
     import sys
 
-    from ..cli.options import mqtt_password, mqtt_user
+    from ..sweep.channels import ChannelError
+    from ..sweep.driver import new_run_id
+    from ..sweep.progress import LogDisplay, RichDisplay
+    from ..sweep.publish import SinkError
+    from ..sweep.session import MqttSettings, SweepSetup, run_sweep
     from ..workloads.base import WorkloadError
-    from .channels import ChannelError
-    from .driver import new_run_id
-    from .progress import LogDisplay, RichDisplay
-    from .publish import SinkError
-    from .session import MqttSettings, SweepSetup, run_sweep
+    from .options import mqtt_password, mqtt_user
 
     log = logging.getLogger("wattbench.sweep")
     try:

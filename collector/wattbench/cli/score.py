@@ -263,8 +263,8 @@ class Table:
 
     def level(self, i: int) -> Any:
         """Row i as a LevelScore, for the renderers."""
-        from .score import LevelScore
-        from .sweep.plan import level_name
+        from ..core.plan import level_name
+        from ..core.score import LevelScore
 
         t = float(self.target[i])
         idle = not math.isfinite(t)
@@ -596,7 +596,7 @@ class Totals:
 
 def totals(table: Table) -> Totals:
     """The overall metric: Σ ops over the target loads ÷ Σ average power over every row."""
-    from .score import overall_ratio
+    from ..core.score import overall_ratio
 
     ops = math.fsum(table.ops[table.is_load].tolist())
     power = math.fsum(table.power.tolist())
@@ -670,7 +670,7 @@ def write_json(out: IO[str], table: Table, head: dict[str, Any]) -> None:
 def print_table(table: Table, tot: Totals, ops_label: str, title: str) -> None:
     from rich.console import Console
 
-    from .report.table import print_report, print_summary_report
+    from ..report.table import print_report, print_summary_report
 
     console = Console()
     n = len(table)

@@ -1,0 +1,34 @@
+"""`wattbench broker`: the embedded MQTT broker (broker.py) in the foreground until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..broker import EmbeddedBroker
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    from .options import tcp_port
+
+    parser.add_argument("--port", type=tcp_port, default=1883, help="TCP port (default 1883, 0: any free)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+
+    from ..signals import stop_event
+
+    log = logging.getLogger("wattbench.broker")
+    logging.getLogger("wattbench").setLevel(logging.INFO)
+    try:
+        broker = EmbeddedBroker(args.host, args.port).start()
+    except RuntimeError as exc:
+        log.error("%s", exc)
+        return 3
+    stop = stop_event()
+    log.info("embedded MQTT 3.1.1 broker listening on %s (Ctrl-C to stop)", broker.url)
+    stop.wait()
+    broker.stop()
+    log.info("broker stopped")
+    return 0

@@ -1,0 +1,161 @@
+"""The package layout of docs/architecture.md, checked from the source: what each package may import, no
+import cycle between packages, and a measurement core free of I/O.
+
+Every import counts, the ones written inside functions too, so a deferred import cannot hide a
+dependency."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "collector" / "wattbench"
+
+# Modules the core must never import, directly or inside a function: network, databases, processes.
+IO_MODULES = {
+    "paho",
+    "influxdb_client",
+    "sqlite3",
+    "socket",
+    "subprocess",
+    "asyncio",
+    "http",
+    "urllib",
+    "requests",
+    "serial",
+    "multiprocessing",
+    "amqtt",
+    "rich",
+    "matplotlib",
+}
+
+# Each unit (a package, or a module at the top level) and the units it may import. cli is the one
+# edge that may import everything; nothing imports it back.
+ALLOWED: dict[str, set[str]] = {
+    "core": set(),
+    "config": {"mqttconn"},
+    "signals": set(),
+    "spool": set(),
+    "store": {"core", "config"},
+    "mqttconn": set(),
+    "broker": {"signals"},
+    "ingest": {"core", "config", "spool", "store", "mqttconn"},
+    "workloads": {"core"},
+    "report": {"core", "store"},
+    "sweep": {"core", "store", "workloads", "mqttconn", "config"},
+    "cli": {
+        "core",
+        "config",
+        "signals",
+        "spool",
+        "store",
+        "mqttconn",
+        "broker",
+        "ingest",
+        "workloads",
+        "report",
+        "sweep",
+    },
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _unit(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _imports(path: Path) -> Iterator[tuple[str, int]]:
+    """Absolute names of everything the file imports, with the line."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            # "from wattbench import core" names a unit, "from .x import y" a module.
+            if target == "wattbench":
+                for alias in node.names:
+                    yield f"wattbench.{alias.name}", node.lineno
+            else:
+                yield target, node.lineno
+
+
+def _internal_edges() -> dict[tuple[str, str], list[str]]:
+    edges: dict[tuple[str, str], list[str]] = {}
+    for path in sorted(PKG.rglob("*.py")):
+        src = _unit(_module_name(path))
+        for target, line in _imports(path):
+            if not target.startswith("wattbench."):
+                continue
+            dst = _unit(target)
+            if dst in ("", "__version__") or dst == src or not src:
+                continue
+            edges.setdefault((src, dst), []).append(f"{path.relative_to(PKG)}:{line}")
+    return edges
+
+
+def test_every_unit_is_in_the_table() -> None:
+    units = {_unit(_module_name(p)) for p in PKG.rglob("*.py")} - {""}
+    assert units <= set(ALLOWED), f"add to ALLOWED and docs/architecture.md: {sorted(units - set(ALLOWED))}"
+
+
+def test_each_unit_imports_only_what_it_may() -> None:
+    wrong = [
+        f"{src} imports {dst} at {', '.join(where[:3])}"
+        for (src, dst), where in sorted(_internal_edges().items())
+        if dst not in ALLOWED.get(src, set())
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_cycle_between_units() -> None:
+    graph: dict[str, set[str]] = {}
+    for src, dst in _internal_edges():
+        graph.setdefault(src, set()).add(dst)
+
+    def reach(start: str) -> set[str]:
+        seen: set[str] = set()
+        todo = list(graph.get(start, ()))
+        while todo:
+            node = todo.pop()
+            if node not in seen:
+                seen.add(node)
+                todo.extend(graph.get(node, ()))
+        return seen
+
+    cycles = sorted(u for u in graph if u in reach(u))
+    assert not cycles, f"units on an import cycle: {cycles}"
+
+
+@pytest.mark.parametrize("path", sorted((PKG / "core").rglob("*.py")), ids=lambda p: p.name)
+def test_the_core_does_no_io(path: Path) -> None:
+    bad = [
+        f"{target} (line {line})"
+        for target, line in _imports(path)
+        if target.split(".")[0] in IO_MODULES or (target.startswith("wattbench.") and _unit(target) != "core")
+    ]
+    assert not bad, f"core/{path.name} imports {', '.join(bad)}"
+
+
+def test_the_checks_see_a_violation() -> None:
+    # The checker itself: an I/O import inside a function is found, and so is a relative one.
+    sample = PKG / "core" / "align.py"
+    names = {t for t, _ in _imports(sample)}
+    assert "wattbench.core.clocktrack" in names and "numpy" in names
