@@ -92,5 +92,5 @@ def test_an_unsteady_calibration_is_named_once_as_the_likely_cause() -> None:
     assert line.startswith("INVALID: load_within_2pct failed at 100 % (77.2 % of calibrated); ")
     assert line.endswith(
         "this machine's throughput differed by 18.5 % between the calibration intervals used, "
-        "so no level can be held within ±2 %"
+        "so its levels cannot be held within ±2 % reliably"
     )

@@ -251,7 +251,7 @@ def verdict(evaluation: Any, load_tolerance: float = 0.02) -> str:
     if load_missed and spread is not None and spread > load_tolerance:
         parts.append(
             f"this machine's throughput differed by {spread * 100:.1f} % between the calibration "
-            f"intervals used, so no level can be held within ±{load_tolerance * 100:g} %"
+            f"intervals used, so its levels cannot be held within ±{load_tolerance * 100:g} % reliably"
         )
     text = "; ".join(parts) or "the result is marked invalid"
     return "INVALID: " + " ".join(text.split())
