@@ -31,8 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 import wattbench_schema as contract
 
-from ..config import CollectorConfig
+from ..config import CollectorConfig, ConfigError
 from ..spool import Spool, SpoolError
+from ..store import open_store
+from .auth import Verifier
+from .mqtt import BrokerRefused, MqttLink, probe_protocol
+from .parallel import CheckPool, default_workers
 from .pipeline import Batch, Pipeline
 from .state import StateFile
 from .validate import Validator
@@ -79,7 +83,6 @@ class Collector:
     def __init__(
         self, config: CollectorConfig | None = None, store: Store | None = None, **overrides: Any
     ) -> None:
-        from ..config import ConfigError
 
         cfg = config or CollectorConfig()
         for key, value in overrides.items():
@@ -117,11 +120,9 @@ class Collector:
         self.state_path = self.state_file.path
 
     def _verifier(self) -> Any:
-        from ..config import ConfigError
 
         if not self.config.hmac_keys and not self.config.hmac_require:
             return None
-        from .auth import Verifier
 
         if not self.config.hmac_keys:
             return Verifier({}, require=True)
@@ -134,7 +135,6 @@ class Collector:
 
     def start(self) -> Collector:
         """Open the store and spool, connect, subscribe. Raises CollectorError when that fails."""
-        from .mqtt import BrokerRefused, MqttLink, probe_protocol
 
         cfg = self.config
         log.info("collector %s starting: %s", cfg.id, json.dumps(cfg.describe()))
@@ -191,7 +191,6 @@ class Collector:
         return self
 
     def _start_pool(self) -> None:
-        from .parallel import CheckPool, default_workers
 
         workers = self.config.validate_workers
         if workers < 0:
@@ -208,7 +207,6 @@ class Collector:
             self._pool = None
 
     def _open_store(self) -> Store:
-        from ..store import open_store
 
         spec = self.config.store_spec()
         try:

@@ -15,6 +15,7 @@ import multiprocessing
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
+from .auth import Verifier
 from .validate import Accepted, Rejected, Validator
 
 Item = tuple[str, bytes, int]  # topic, payload, receive time (ms)
@@ -33,8 +34,6 @@ def _init(verifier_args: tuple[str, bool] | None) -> None:
     _exit_with_parent()
     verifier = None
     if verifier_args is not None:
-        from .auth import Verifier
-
         path, require = verifier_args
         verifier = Verifier.from_file(path, require=require) if path else Verifier({}, require=True)
     _validator = Validator(verifier=verifier)

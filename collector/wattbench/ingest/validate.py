@@ -15,6 +15,8 @@ from typing import Any
 
 import wattbench_schema as contract
 
+from .auth import AuthError
+
 try:  # orjson is several times faster than json for the sample batches; it is optional
     import orjson
 
@@ -306,8 +308,6 @@ class Validator:
                 excerpt(raw),
             )
         if kind == "samples" and self.verifier is not None:
-            from .auth import AuthError
-
             try:
                 self.verifier.check(dev, raw)
             except AuthError as exc:

@@ -17,6 +17,9 @@ from typing import Any
 
 from ..core.clocktrack import OffsetSource, window_offset
 from ..core.score import LevelScore, concurrency_figures
+from . import measured as ms
+from .jsonreport import clock_stretches
+from .measured import badge_text, failures_first
 from .table import (
     column_heads,
     fmt_count,
@@ -212,7 +215,6 @@ def _table_html(levels: Sequence[LevelScore], ops_label: str) -> str:
 
 
 def _checks_html(checks: Sequence[Any]) -> str:
-    from .measured import failures_first
 
     out = ["<table><thead><tr><th></th><th>check</th><th>phase</th><th>reason</th></tr></thead><tbody>"]
     for c in failures_first(checks):
@@ -231,7 +233,6 @@ def _clock_time(ms: float) -> str:
 
 def _clocks_html(clock: Mapping[str, Any]) -> str:
     """Devices whose clock stepped: each stretch of steady clock, from when, and its offset."""
-    from .jsonreport import clock_stretches
 
     rows = []
     for dev, track in sorted(clock.items()):
@@ -292,7 +293,6 @@ def _channels_html(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def _measured_html(evaluation: Any) -> str:
     """The system under test, calibration, timing (a rehearsal is marked) and the inlet."""
-    from . import measured as ms
 
     m = ms.measured(evaluation)
     rows = [
@@ -326,7 +326,6 @@ def _measured_html(evaluation: Any) -> str:
 
 def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None, ops_label: str = "ops") -> str:
     """The page as a string. fetch (Store.series) adds the power traces; without it they are left out."""
-    from .measured import badge_text
 
     result = evaluation.result
     levels = evaluation.levels

@@ -9,9 +9,11 @@ import json
 import math
 from typing import Any
 
+from ..core.contract import validate
+from .measured import UNITS, measured
+
 
 def report_dict(evaluation: Any, detail: bool = True) -> dict[str, Any]:
-    from .measured import UNITS, measured
 
     out: dict[str, Any] = {
         "v": 1,
@@ -72,6 +74,5 @@ def clock_stretches(track: Any) -> list[dict[str, Any]]:
 
 
 def to_json(evaluation: Any, detail: bool = True) -> str:
-    from ..core.contract import validate
 
     return json.dumps(validate("report", report_dict(evaluation, detail)), indent=2, allow_nan=False)

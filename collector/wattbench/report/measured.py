@@ -9,6 +9,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..core.align import windows_from_events
+
 # SPECpower_ssj2008's measurement window; a run with shorter windows is a rehearsal, not comparable.
 SPEC_WINDOW_S = 240.0
 
@@ -80,7 +82,6 @@ def timing(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def calibration(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    from ..core.align import windows_from_events
 
     return [
         {"phase": w.phase, "ops_per_s": (w.ops or 0) / w.duration_s}

@@ -12,6 +12,10 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..core.score import concurrency_figures
+from . import measured as ms
+from .measured import badge_text, failures_first
+
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
@@ -107,8 +111,6 @@ def level_cells(lv: LevelScore) -> tuple[str, str, str, str, str]:
 def concurrency_table(levels: Sequence[LevelScore], title: str | None = None) -> Any:
     from rich.table import Table
 
-    from ..core.score import concurrency_figures
-
     figs = concurrency_figures(levels)
     table = Table(title=title, title_justify="left", header_style="bold")
     for name in ("Copies", "Jobs/s", "Relative Throughput", "Average Active Power (W)", "Energy per Job (J)"):
@@ -135,7 +137,6 @@ def checks_table(checks: Sequence[Check], compact: bool = True) -> Any:
     table.add_column("check")
     table.add_column("phase")
     table.add_column("reason")
-    from .measured import failures_first
 
     checks = failures_first(checks)
     folded: dict[str, list[Check]] = {}
@@ -228,8 +229,6 @@ def report_renderables(
     if channels:
         out.append(channels_table(channels))
     if valid is not None:
-        from .measured import badge_text
-
         out.append(Text(badge_text(valid, checks or []), style="bold green" if valid else "bold red"))
     out += before_checks
     if checks:
@@ -241,8 +240,6 @@ def measured_renderables(evaluation: Any) -> list[RenderableType]:
     """What was measured: the system under test, calibration, timing (a rehearsal is marked) and inlet."""
     from rich.table import Table
     from rich.text import Text
-
-    from . import measured as ms
 
     m = ms.measured(evaluation)
     table = Table(

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config import redact_url
 from . import lineproto
 from .base import OffsetPoint, SequenceCheck, Series, StoredReject, StoreError, in_effect
 
@@ -96,7 +97,6 @@ class InfluxStore:
         self.written_lines = 0
 
     def __repr__(self) -> str:  # never show credentials
-        from ..config import redact_url
 
         return f"InfluxStore({redact_url(self.url)!r}, db={self.db!r}, version={self.version!r})"
 

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from wattbench_schema import jsonschema_validator, match_topic, strict_loads, subscription
+
 from ..core.align import ChannelSpec
 from ..core.clocktrack import ClockTrack, OffsetSource, window_offset
 
@@ -206,8 +208,6 @@ def survey(client_factory: Any, listen_s: float = 5.0, quiet: float = 0.5) -> Su
     listen_s (less once every online appliance's power channels have been heard). client_factory()
     returns a connected paho client with its network loop running; it is disconnected here."""
     import threading
-
-    from wattbench_schema import jsonschema_validator, match_topic, strict_loads, subscription
 
     validators = {k: jsonschema_validator(k) for k in ("meta", "status")}
     out = Survey()

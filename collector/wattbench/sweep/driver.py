@@ -22,6 +22,7 @@ from ..core.plan import Phase, Plan, calibrated_rate
 from ..workloads.base import Workload, WorkloadError
 from .progress import Display, LogDisplay, Status
 from .publish import Sink
+from .sut import system_facts
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +83,6 @@ class Driver:
         self.host = (host or socket.gethostname())[:64]
         self.ntp_off_ms = ntp_off_ms
         if sut is None:
-            from .sut import system_facts
-
             sut = system_facts()
         self.sut = sut
         self.wall = wall

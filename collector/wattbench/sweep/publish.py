@@ -11,7 +11,10 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from wattbench_schema import dumps, topic_for
+
 from ..core.contract import validate_phase, validate_result
+from ..mqttconn import AddressError, BrokerError, Settings, open_client
 
 if TYPE_CHECKING:
     from ..store.base import Store
@@ -44,7 +47,6 @@ class MqttSink:
         connect_timeout: float = 10.0,
         publish_timeout: float = 5.0,
     ) -> None:
-        from ..mqttconn import AddressError, BrokerError, Settings, open_client
 
         try:
             settings = Settings.parse(broker, username, password, tls_ca)
@@ -68,7 +70,6 @@ class MqttSink:
             )
 
     def _publish(self, topic: str, payload: dict[str, Any], retain: bool) -> None:
-        from wattbench_schema import dumps
 
         info = self.client.publish(topic, dumps(payload), qos=1, retain=retain)
         if info.rc != 0:
@@ -86,12 +87,10 @@ class MqttSink:
             log.warning("MQTT publish to %s not acknowledged within %.0f s", topic, self.publish_timeout)
 
     def phase(self, event: dict[str, Any]) -> None:
-        from wattbench_schema import topic_for
 
         self._publish(topic_for("phase", run=event["run"]), validate_phase(event), retain=False)
 
     def result(self, result: dict[str, Any]) -> None:
-        from wattbench_schema import topic_for
 
         self._publish(topic_for("result", run=result["run"]), validate_result(result), retain=True)
 

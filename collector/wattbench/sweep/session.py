@@ -15,11 +15,12 @@ from ..core.align import ChannelSpec
 from ..core.clocktrack import OffsetSource
 from ..core.evaluate import Evaluation, evaluate
 from ..core.plan import Plan
+from ..mqttconn import AddressError, BrokerError, Settings, open_client
 from ..store.base import Store, StoreError
 from . import channels as chans
 from .driver import Driver, RunRecord
 from .progress import Display
-from .publish import Fanout, MqttSink, Sink, StoreSink
+from .publish import Fanout, MqttSink, Sink, SinkError, StoreSink
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +34,6 @@ class MqttSettings:
 
     def client(self, client_id: str) -> Any:
         """A connected paho client with its loop running (for reading retained metadata)."""
-        from ..mqttconn import AddressError, BrokerError, Settings, open_client
-        from .publish import SinkError
 
         try:
             settings = Settings.parse(self.broker, self.username, self.password, self.tls_ca)

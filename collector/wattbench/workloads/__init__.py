@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .base import WorkloadError
+
 # One line per workload: its name and where its class lives (module relative to this package, class).
 # The class owns its settings through from_config; `--workload` offers these names. A module is
 # imported only when its workload is chosen.
@@ -27,8 +29,6 @@ def load_config(path: str | Path) -> dict[str, Any]:
     """A workload configuration file (TOML)."""
     import tomllib
 
-    from .base import WorkloadError
-
     try:
         with open(path, "rb") as f:
             return tomllib.load(f)
@@ -41,8 +41,6 @@ def load_config(path: str | Path) -> dict[str, Any]:
 def workload_class(name: str) -> Any:
     """The class of a registered workload."""
     from importlib import import_module
-
-    from .base import WorkloadError
 
     if not isinstance(name, str) or name not in REGISTRY:
         raise WorkloadError(f"unknown workload {name!r}; choose one of {', '.join(NAMES)}")

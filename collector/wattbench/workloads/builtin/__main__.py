@@ -7,10 +7,11 @@ import argparse
 import sys
 import time
 
+from .transaction import OrderGenerator, transaction
+from .workers import MAX_LAG_S
+
 
 def main(argv: list[str] | None = None) -> int:
-    from .transaction import OrderGenerator, transaction
-    from .workers import MAX_LAG_S
 
     p = argparse.ArgumentParser(prog="python -m wattbench.workloads.builtin")
     p.add_argument("--ops", type=int, help="transactions to run, then exit")
