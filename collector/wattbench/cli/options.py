@@ -280,3 +280,91 @@ def add_output_options(
         g.add_argument("--json-out", metavar="FILE", type=writable_file, help="write the result JSON here")
     if json_stdout:
         g.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+# Scoring limits, channels, clock offsets and cost: the same group for `sweep` and `report`.
+
+
+def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..sweep.channels import parse_channel, parse_offset
+
+    g = parser.add_argument_group("scoring and checks")
+    g.add_argument(
+        "--channel",
+        action="append",
+        default=[],
+        type=checked_by(parse_channel, "channel"),
+        metavar="DEV/CH[@NODE]",
+        help="power channel (repeat)",
+    )
+    g.add_argument(
+        "--inlet",
+        action="append",
+        default=[],
+        type=checked_by(parse_channel, "channel"),
+        metavar="DEV/CH",
+        help="inlet temperature channel",
+    )
+    g.add_argument(
+        "--clock-offset",
+        action="append",
+        default=[],
+        type=checked_by(parse_offset, "offset"),
+        metavar="DEV=MS",
+        help="device minus host clock",
+    )
+    g.add_argument(
+        "--load-tolerance", type=float, default=0.02, metavar="F", help="actual vs target load (0.02)"
+    )
+    g.add_argument(
+        "--load-mode", choices=["relative", "points"], default="relative", help="how the tolerance applies"
+    )
+    g.add_argument(
+        "--min-inlet", type=float, default=20.0, metavar="C", help="minimum inlet temperature (20)"
+    )
+    g.add_argument(
+        "--no-inlet-required", action="store_true", help="do not fail a run without an inlet probe"
+    )
+    g.add_argument(
+        "--max-uncertainty", type=float, default=0.01, metavar="F", help="power uncertainty limit (0.01)"
+    )
+    g.add_argument("--max-skew", type=float, default=400.0, metavar="MS", help="clock skew limit (400)")
+    g.add_argument("--price", type=float, help="system price, for ops per currency unit")
+    g.add_argument("--tariff", type=float, metavar="PER_KWH", help="electricity price per kWh")
+    g.add_argument("--years", type=float, default=4.0, help="years of service for lifetime cost (4)")
+
+
+def limits_from_args(args: argparse.Namespace) -> Any:
+    from ..core.compliance import Limits
+
+    return Limits(
+        load_tolerance=args.load_tolerance,
+        load_mode=args.load_mode,
+        min_inlet_c=args.min_inlet,
+        require_inlet=not args.no_inlet_required,
+        max_uncertainty=args.max_uncertainty,
+        max_skew_ms=args.max_skew,
+    )
+
+
+def cost_from_args(args: argparse.Namespace) -> Any:
+    from ..core.score import CostInputs
+
+    if args.price is None and args.tariff is None:
+        return None
+    return CostInputs(price=args.price, tariff_kwh=args.tariff, years=args.years)
+
+
+def channels_from_args(args: argparse.Namespace) -> list[Any] | None:
+    from ..sweep.channels import parse_channel
+
+    specs = [parse_channel(c) for c in args.channel] + [parse_channel(c, "inlet") for c in args.inlet]
+    return specs or None
+
+
+def offsets_from_args(args: argparse.Namespace) -> dict[str, float] | None:
+    from ..sweep.channels import parse_offset
+
+    if not args.clock_offset:
+        return None
+    return dict(parse_offset(x) for x in args.clock_offset)

@@ -24,8 +24,7 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .options import add_broker_options, add_output_options, add_store_options
-    from .sweep import add_scoring_arguments
+    from .options import add_broker_options, add_output_options, add_scoring_arguments, add_store_options
 
     parser.add_argument("run_id", metavar="RUN_ID", help='run id, or "latest"')
     add_store_options(parser)
@@ -40,7 +39,7 @@ def _channels(args: argparse.Namespace, store: Store, events: list[dict[str, Any
     the power channels the stored metadata gives for the run; roles always from the stored metadata."""
     from ..core.evaluate import run_span
     from ..sweep import channels as chans
-    from .sweep import channels_from_args
+    from .options import channels_from_args
 
     span = run_span(events)
     if span is None:
@@ -58,7 +57,7 @@ def load(args: argparse.Namespace, store: Store) -> tuple[Any, str] | str:
     """(evaluation, run id), or an error message."""
     from ..core.evaluate import clock_figures, evaluate, from_stored, run_span
     from ..sweep import channels as chans
-    from .sweep import cost_from_args, limits_from_args, offsets_from_args
+    from .options import cost_from_args, limits_from_args, offsets_from_args
 
     run = args.run_id
     if run == "latest":
@@ -153,8 +152,7 @@ def run(args: argparse.Namespace) -> int:
     from ..report.jsonreport import to_json
     from ..report.table import print_evaluation
     from ..sweep.publish import SinkError
-    from .options import open_store_from_args
-    from .sweep import cost_from_args, limits_from_args
+    from .options import cost_from_args, limits_from_args, open_store_from_args
 
     try:
         # out-of-range limits are refused before the store is opened, not after a re-score has begun

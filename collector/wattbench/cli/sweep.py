@@ -16,6 +16,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .options import (
+    add_scoring_arguments,
+    channels_from_args,
+    cost_from_args,
+    limits_from_args,
+    offsets_from_args,
+)
+
 EXIT_INVALID = 1
 EXIT_CONFIG = 2
 EXIT_UNREACHABLE = 3
@@ -70,56 +78,6 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..sweep.channels import parse_channel, parse_offset
-    from .options import checked_by
-
-    g = parser.add_argument_group("scoring and checks")
-    g.add_argument(
-        "--channel",
-        action="append",
-        default=[],
-        type=checked_by(parse_channel, "channel"),
-        metavar="DEV/CH[@NODE]",
-        help="power channel (repeat)",
-    )
-    g.add_argument(
-        "--inlet",
-        action="append",
-        default=[],
-        type=checked_by(parse_channel, "channel"),
-        metavar="DEV/CH",
-        help="inlet temperature channel",
-    )
-    g.add_argument(
-        "--clock-offset",
-        action="append",
-        default=[],
-        type=checked_by(parse_offset, "offset"),
-        metavar="DEV=MS",
-        help="device minus host clock",
-    )
-    g.add_argument(
-        "--load-tolerance", type=float, default=0.02, metavar="F", help="actual vs target load (0.02)"
-    )
-    g.add_argument(
-        "--load-mode", choices=["relative", "points"], default="relative", help="how the tolerance applies"
-    )
-    g.add_argument(
-        "--min-inlet", type=float, default=20.0, metavar="C", help="minimum inlet temperature (20)"
-    )
-    g.add_argument(
-        "--no-inlet-required", action="store_true", help="do not fail a run without an inlet probe"
-    )
-    g.add_argument(
-        "--max-uncertainty", type=float, default=0.01, metavar="F", help="power uncertainty limit (0.01)"
-    )
-    g.add_argument("--max-skew", type=float, default=400.0, metavar="MS", help="clock skew limit (400)")
-    g.add_argument("--price", type=float, help="system price, for ops per currency unit")
-    g.add_argument("--tariff", type=float, metavar="PER_KWH", help="electricity price per kWh")
-    g.add_argument("--years", type=float, default=4.0, help="years of service for lifetime cost (4)")
-
-
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     from .options import add_output_options
 
@@ -155,42 +113,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--wait-data", type=float, default=20.0, metavar="S", help="wait for late samples (20)"
     )
     parser.add_argument("--quiet", action="store_true", help="no live display")
-
-
-def limits_from_args(args: argparse.Namespace) -> Any:
-    from ..core.compliance import Limits
-
-    return Limits(
-        load_tolerance=args.load_tolerance,
-        load_mode=args.load_mode,
-        min_inlet_c=args.min_inlet,
-        require_inlet=not args.no_inlet_required,
-        max_uncertainty=args.max_uncertainty,
-        max_skew_ms=args.max_skew,
-    )
-
-
-def cost_from_args(args: argparse.Namespace) -> Any:
-    from ..core.score import CostInputs
-
-    if args.price is None and args.tariff is None:
-        return None
-    return CostInputs(price=args.price, tariff_kwh=args.tariff, years=args.years)
-
-
-def channels_from_args(args: argparse.Namespace) -> list[Any] | None:
-    from ..sweep.channels import parse_channel
-
-    specs = [parse_channel(c) for c in args.channel] + [parse_channel(c, "inlet") for c in args.inlet]
-    return specs or None
-
-
-def offsets_from_args(args: argparse.Namespace) -> dict[str, float] | None:
-    from ..sweep.channels import parse_offset
-
-    if not args.clock_offset:
-        return None
-    return dict(parse_offset(x) for x in args.clock_offset)
 
 
 def plan_from_args(args: argparse.Namespace, workload_name: str, config: dict[str, Any]) -> Any:
