@@ -26,6 +26,11 @@ command -v mosquitto_pub >/dev/null 2>&1 || need_apt+=(mosquitto-clients)
 # Node runs the MicroPython WebAssembly build; Debian's package is recent enough for it.
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
+# The power sources people already own, each tested against a real implementation: a BMC over IPMI
+# (OpenIPMI's simulator, read with ipmitool) and a Prometheus server that scrapes the collector.
+command -v ipmi_sim >/dev/null 2>&1 || need_apt+=(openipmi)
+command -v ipmitool >/dev/null 2>&1 || need_apt+=(ipmitool)
+command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "apt-get install ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -33,6 +38,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
   # Debian starts the packaged broker on :1883; tests run their own on free ports.
   $SUDO systemctl disable --now mosquitto >/dev/null 2>&1 || true
+  # Likewise the packaged Prometheus (and its node exporter) on :9090/:9100.
+  $SUDO systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&1 || true
 fi
 
 build_go() {  # name, marker, module@version, [tags]

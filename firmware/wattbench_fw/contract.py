@@ -46,10 +46,10 @@ BOOT_MAX = 4294967295
 UTC_MS_MIN = 1577836800000
 UTC_MS_MAX = 4102444800000
 
-CLOCK_SYNC = ("ntp", "host", "free")
+CLOCK_SYNC = ("ntp", "host", "free", "recv")
 STATUS_REASONS = ("boot", "reconnect", "periodic", "shutdown", "will")
 BOARDS = ("esp32", "esp32-psram", "picow", "host")
-ROLES = ("power", "inlet", "other")
+ROLES = ("power", "inlet", "component", "other")
 MAX_CHANNELS = 16
 
 TOPIC_SAMPLES = "wattbench/v1/dev/{dev}/samples"
