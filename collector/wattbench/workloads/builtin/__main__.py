@@ -7,8 +7,8 @@ import argparse
 import sys
 import time
 
+from .arrivals import MAX_LAG_S, StratifiedGaps
 from .transaction import OrderGenerator, transaction
-from .workers import MAX_LAG_S
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,14 +22,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.ops is None and args.seconds is None:
         p.error("give --ops or --seconds")
-    import random
-
     gen = OrderGenerator(args.seed)
-    rng = random.Random(args.seed)
+    # The same exponential gaps, drawn in stratified blocks, as the workers' stream (arrivals.py).
+    gaps = StratifiedGaps(args.seed)
+    k = 0
     done = 0
     start = time.monotonic()
     next_print = start + args.every
-    next_t = start + (rng.expovariate(args.rate) if args.rate > 0 else 0.0)
+    next_t = start + (gaps.unit(k) / args.rate if args.rate > 0 else 0.0)
     try:
         while True:
             now = time.monotonic()
@@ -42,12 +42,14 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if args.rate > 0 and now - next_t > MAX_LAG_S:
                 # As the workers do: a stall is not made up in a burst (see workers.py).
-                next_t = now - MAX_LAG_S + rng.expovariate(args.rate)
+                k += 1
+                next_t = now - MAX_LAG_S + gaps.unit(k) / args.rate
                 continue
             transaction(gen)
             done += 1
             if args.rate > 0:
-                next_t += rng.expovariate(args.rate)
+                k += 1
+                next_t += gaps.unit(k) / args.rate
             if now >= next_print:
                 print(f"ops={done}", flush=True)
                 next_print = now + args.every

@@ -1,18 +1,17 @@
 """The built-in workload's worker processes and their ssj-style pacing.
 
 One process per core (processes, not threads: the interpreter lock would serialise threads). At a
-target load, transactions arrive as a Poisson process at target x calibrated rate, split evenly across
-workers; each worker draws exponential gaps and keeps an absolute schedule, so a transaction that starts
-late does not shift the ones after it and the long-run rate stays on target. Work is never throttled by
-sleeping a fixed duty cycle. Each worker counts completed transactions in its own slot of a shared
-array, which the driver sums at the window edges.
+target load, transactions arrive at target x calibrated rate with exponential gaps, in one stream that
+every worker serves (arrivals.py: how the gaps are drawn, and why one stream); each worker claims the
+next arrival, waits until it is due and runs it, so a transaction that starts late does not shift the
+ones after it and the long-run rate stays on target. Work is never throttled by sleeping a fixed duty
+cycle. Each worker counts completed transactions in its own slot of a shared array, which the driver
+sums at the window edges.
 
-A worker that falls behind does not burst to catch up where that would distort a window: arrivals it
-has not started when a measurement window opens are dropped, so the ramp-up's backlog is not worked off
-inside the window, and it never runs more than MAX_LAG_S behind its schedule. Arrivals are a Poisson
-process, which has no memory, so dropping the ones due before a moment and drawing the next gap from
-that moment leaves exactly the same process after it. A worker that cannot keep up therefore shows a
-lower actual load instead of making it up later.
+The stream does not burst to catch up where that would distort a window: arrivals not yet started when
+a measurement window opens are dropped, so the ramp-up's backlog is not worked off inside the window,
+and it never runs more than MAX_LAG_S behind. A server that cannot keep up therefore shows a lower
+actual load instead of making it up later.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
-import random
 import select
 import signal
 import time
@@ -30,6 +28,7 @@ from typing import Any
 
 from ...core.plan import Phase
 from ..base import WorkloadError, check_keys, setting
+from .arrivals import MAX_LAG_S, ArrivalStream, StreamLockError
 from .transaction import OrderGenerator, transaction
 
 # How early a transaction may start: below this, waiting costs more (wake-up latency) than it is worth,
@@ -39,10 +38,7 @@ EARLY_S = 50e-6
 # sleep; shorter ones sleep precisely. A millisecond-resolution wait alone would oversleep every short
 # gap, and at high load those lost fractions of a millisecond add up to lost throughput.
 COARSE_S = 3e-3
-# The furthest a worker runs behind its schedule. Arrivals older than this are dropped: a longer stall
-# is not made up in a burst at full speed, and shows as a lower load. At 100 % a worker that merely
-# keeps pace is a few milliseconds behind at most, so this drops nothing there.
-MAX_LAG_S = 0.25
+__all__ = ["MAX_LAG_S", "BuiltinWorkload"]
 
 
 def _fine_timer() -> None:
@@ -56,7 +52,14 @@ def _fine_timer() -> None:
 
 
 def _worker(
-    index: int, conn: Connection, counters: Any, seed: int, min_lines: int, max_lines: int, nice: int
+    index: int,
+    conn: Connection,
+    counters: Any,
+    stream: ArrivalStream,
+    seed: int,
+    min_lines: int,
+    max_lines: int,
+    nice: int,
 ) -> None:
     # The driver owns Ctrl-C: it stops the workers itself after publishing the abort.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -64,15 +67,14 @@ def _worker(
     if nice > 0:
         os.nice(nice)
     gen = OrderGenerator(seed * 1000 + index, min_lines, max_lines)
-    rng = random.Random(seed * 7919 + index)
     try:
         conn.send(("ready", os.getpid()))
-        _loop(index, conn, counters, gen, rng)
+        _loop(index, conn, counters, stream, gen)
     except (EOFError, OSError):
         return  # the driver is gone: nothing left to count for
 
 
-def _loop(index: int, conn: Connection, counters: Any, gen: OrderGenerator, rng: random.Random) -> None:
+def _loop(index: int, conn: Connection, counters: Any, stream: ArrivalStream, gen: OrderGenerator) -> None:
     mono = time.monotonic
     sleep = time.sleep
     # A poll object on the pipe checks for commands in well under a microsecond (Connection.poll builds
@@ -80,8 +82,7 @@ def _loop(index: int, conn: Connection, counters: Any, gen: OrderGenerator, rng:
     poller = select.poll()
     poller.register(conn.fileno(), select.POLLIN)
     mode = "idle"
-    rate = 0.0
-    next_t = 0.0
+    due: float | None = None  # the arrival this worker has claimed and not yet run
     while True:
         msg = None
         if mode == "idle":
@@ -92,36 +93,30 @@ def _loop(index: int, conn: Connection, counters: Any, gen: OrderGenerator, rng:
             if poller.poll(0):
                 msg = conn.recv()
         else:  # paced
-            now = mono()
-            wait = next_t - now
-            if wait < -MAX_LAG_S:
-                next_t = now - MAX_LAG_S + rng.expovariate(rate)
-                continue
-            if wait <= EARLY_S:
-                transaction(gen)
-                counters[index] += 1
-                next_t += rng.expovariate(rate)
-                if poller.poll(0):
-                    msg = conn.recv()
-            elif wait > COARSE_S:
-                if poller.poll(int((wait - 2e-3) * 1000)):
-                    msg = conn.recv()
-            else:
-                sleep(wait - EARLY_S)
+            if due is None:
+                due = stream.claim(mono())
+                if due is None:  # lock busy or stream stopped: look at the commands, then try again
+                    if poller.poll(1):
+                        msg = conn.recv()
+            if due is not None:
+                wait = due - mono()
+                if wait <= EARLY_S:
+                    transaction(gen)
+                    counters[index] += 1
+                    due = None
+                    if poller.poll(0):
+                        msg = conn.recv()
+                elif wait > COARSE_S:
+                    if poller.poll(int((wait - 2e-3) * 1000)):
+                        msg = conn.recv()
+                else:
+                    sleep(wait - EARLY_S)
         if msg is None:
             continue
         if msg[0] == "stop":
             return
-        if msg[0] == "window":
-            # The backlog of the ramp-up stays outside the window.
-            now = mono()
-            if mode == "paced" and next_t < now:
-                next_t = now + rng.expovariate(rate)
-            continue
         mode = msg[0]
-        if mode == "paced":
-            rate = float(msg[1])
-            next_t = mono() + rng.expovariate(rate)
+        due = None
 
 
 class BuiltinWorkload:
@@ -156,6 +151,7 @@ class BuiltinWorkload:
         self.min_lines = min_lines
         self.max_lines = max_lines
         self._ctx = mp.get_context("spawn")  # no inherited threads or sockets from the driver
+        self._stream: ArrivalStream | None = None
         self._procs: list[Any] = []
         self._conns: list[Connection] = []
         self._counters: Any = None
@@ -180,11 +176,21 @@ class BuiltinWorkload:
 
     def open(self) -> None:
         self._counters = self._ctx.RawArray("q", self.workers)
+        self._stream = ArrivalStream(self._ctx, self.seed)
         for i in range(self.workers):
             parent, child = self._ctx.Pipe()
             p = self._ctx.Process(
                 target=_worker,
-                args=(i, child, self._counters, self.seed, self.min_lines, self.max_lines, self.nice),
+                args=(
+                    i,
+                    child,
+                    self._counters,
+                    self._stream,
+                    self.seed,
+                    self.min_lines,
+                    self.max_lines,
+                    self.nice,
+                ),
                 name=f"wattbench-builtin-{i}",
                 daemon=True,
             )
@@ -207,16 +213,27 @@ class BuiltinWorkload:
                 raise WorkloadError(f"worker {p.name} exited with {p.exitcode}")
             conn.send(msg)
 
+    def _arrivals(self) -> ArrivalStream:
+        if self._stream is None:
+            raise WorkloadError("the builtin workload is not open")
+        return self._stream
+
     def start_phase(self, phase: Phase, rate: float | None) -> None:
         if rate is None:
             self._send(("max",))
         elif rate <= 0:
             self._send(("idle",))
         else:
-            self._send(("paced", rate / self.workers))
+            # The workers are idle between phases (end_phase), so the stream restarts with no claim
+            # in flight.
+            try:
+                self._arrivals().start(rate, time.monotonic())
+            except StreamLockError as exc:
+                raise WorkloadError(f"builtin workload: {exc}") from None
+            self._send(("paced",))
 
     def start_measure(self) -> None:
-        self._send(("window",))
+        self._arrivals().open_window(time.monotonic())
         self._mark = self.completed()
 
     def measure_done(self) -> bool:
@@ -227,6 +244,11 @@ class BuiltinWorkload:
 
     def end_phase(self) -> None:
         self._send(("idle",))
+        if self._stream is not None:
+            try:
+                self._stream.stop()
+            except StreamLockError as exc:
+                raise WorkloadError(f"builtin workload: {exc}") from None
 
     def completed(self) -> int:
         if self._counters is None:
