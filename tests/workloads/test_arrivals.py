@@ -1,0 +1,129 @@
+"""The paced level's arrival stream (workloads/builtin/arrivals.py), alone: every gap is exponential, a
+window's count varies far less than independent Poisson gaps allow, every process that holds the stream
+computes the same gaps, and a claim drops what is before the window or too far behind. Pure arithmetic
+on a fixed seed, plus one two-process check that the stream is served once."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing as mp
+import random
+import statistics
+
+import pytest
+
+from wattbench.workloads.builtin.arrivals import BLOCK, MAX_LAG_S, ArrivalStream, StratifiedGaps
+
+
+def test_each_gap_is_unit_exponential() -> None:
+    gaps = [StratifiedGaps(3).unit(k) for k in range(BLOCK * 200)]
+    assert statistics.fmean(gaps) == pytest.approx(1.0, abs=0.01)
+    # Kolmogorov-Smirnov distance against 1 - exp(-x): 12,800 draws, the 1 % critical value is ~0.0144.
+    xs = sorted(gaps)
+    n = len(xs)
+    d = max(max((i + 1) / n - (1 - math.exp(-x)), (1 - math.exp(-x)) - i / n) for i, x in enumerate(xs))
+    assert d < 0.0144
+
+
+def test_a_block_is_one_draw_per_slice_and_shuffled() -> None:
+    gaps = StratifiedGaps(5).block(0)
+    slices = sorted(int((1 - math.exp(-g)) * BLOCK) for g in gaps)
+    assert slices == list(range(BLOCK))
+    assert gaps != sorted(gaps)
+
+
+def test_the_count_in_a_window_varies_far_less_than_poisson() -> None:
+    # 6,000 arrivals a window (the demo's 10 % level): Poisson counts spread by 1/sqrt(6000) = 1.3 %.
+    rate, window, windows = 600.0, 10.0, 200
+    strat = StratifiedGaps(11)
+    rng = random.Random(11)
+    counts_s, counts_p, k = [], [], 0
+    t_s = t_p = 0.0
+    for w in range(windows):
+        end = (w + 1) * window
+        c_s = c_p = 0
+        while True:
+            nxt = t_s + strat.unit(k) / rate
+            if nxt >= end:
+                break
+            t_s, k, c_s = nxt, k + 1, c_s + 1
+        while True:
+            nxt = t_p + rng.expovariate(rate)
+            if nxt >= end:
+                break
+            t_p, c_p = nxt, c_p + 1
+        counts_s.append(c_s)
+        counts_p.append(c_p)
+    target = rate * window
+    spread_s = statistics.pstdev(counts_s) / target
+    spread_p = statistics.pstdev(counts_p) / target
+    assert 0.009 < spread_p < 0.017
+    assert spread_s < 0.004
+    # The worst window of 200 stays well inside the ±2 % check.
+    assert max(abs(c - target) for c in counts_s) / target < 0.01
+
+
+def test_every_holder_of_the_seed_computes_the_same_gaps() -> None:
+    a, b = StratifiedGaps(42), StratifiedGaps(42)
+    forward = [a.unit(k) for k in range(300)]
+    # b jumps around: a later block, then back; it must agree gap for gap.
+    assert b.unit(250) == forward[250]
+    assert [b.unit(k) for k in range(300)] == forward
+    assert StratifiedGaps(43).unit(0) != forward[0]
+
+
+def test_claims_walk_the_stream_in_order() -> None:
+    s = ArrivalStream(mp.get_context("spawn"), seed=1)
+    assert s.claim(0.0) is None  # not started
+    s.start(rate=100.0, now=10.0)
+    gaps = StratifiedGaps(1)
+    due = [s.claim(10.0) for _ in range(5)]
+    expect, t = [], 10.0
+    for k in range(5):
+        t += gaps.unit(k) / 100.0
+        expect.append(t)
+    assert due == pytest.approx(expect)
+    s.stop()
+    assert s.claim(20.0) is None
+
+
+def test_a_claim_drops_what_is_before_the_window_or_too_far_behind() -> None:
+    s = ArrivalStream(mp.get_context("spawn"), seed=2)
+    s.start(rate=1000.0, now=0.0)
+    s.open_window(5.0)
+    first = s.claim(5.0)
+    assert first is not None and 5.0 < first < 5.0 + 0.05  # restarts one gap after the window's start
+    # Fall 3 s behind: the next arrival is one gap after now - MAX_LAG_S, not the backlog.
+    late = s.claim(9.0)
+    assert late is not None and 9.0 - MAX_LAG_S < late < 9.0 - MAX_LAG_S + 0.05
+    # Within the lag the stream keeps its own times.
+    nxt = s.claim(late + 0.1)
+    assert nxt is not None and late < nxt < late + 0.05
+
+
+def _claim_many(stream: ArrivalStream, n: int, out: mp.Queue) -> None:
+    got = []
+    while len(got) < n:
+        t = stream.claim(0.0)
+        if t is not None:
+            got.append(t)
+    out.put(got)
+
+
+def test_two_processes_share_one_stream_and_never_serve_an_arrival_twice() -> None:
+    ctx = mp.get_context("spawn")
+    s = ArrivalStream(ctx, seed=9)
+    s.start(rate=1.0, now=0.0)  # far in the future at now=0: nothing is dropped
+    out: mp.Queue = ctx.Queue()
+    procs = [ctx.Process(target=_claim_many, args=(s, 500, out)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    got = out.get(timeout=60) + out.get(timeout=60)
+    for p in procs:
+        p.join(timeout=30)
+    gaps = StratifiedGaps(9)
+    t, expect = 0.0, []
+    for k in range(1000):
+        t += gaps.unit(k)
+        expect.append(t)
+    assert sorted(got) == pytest.approx(expect)
