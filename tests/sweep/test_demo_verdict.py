@@ -25,6 +25,9 @@ def _evaluation(valid: bool, checks: list[Check]) -> SimpleNamespace:
 
 def test_valid_run() -> None:
     assert verdict(_evaluation(True, [Check("complete", True, "11 levels measured")])) == "VALID"
+    ev = _evaluation(True, [Check("complete", True, "11 levels measured")])
+    ev.result["standard"] = {"spec": False, "eehpc_level": 1, "statement": "..."}
+    assert verdict(ev) == "VALID as EE HPC WG Level 1, not SPEC-comparable"
 
 
 def test_invalid_run_names_each_failed_check_with_its_figure_on_one_line() -> None:

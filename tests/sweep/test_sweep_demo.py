@@ -36,7 +36,13 @@ def test_demo_runs_everything(tmp_path: Path) -> None:
     # Valid or not (1 s windows on a shared machine may well not be), the run ends with one line that
     # says which, and why not.
     (result_line,) = [ln for ln in out.splitlines() if ln.startswith("demo result: ")]
-    assert result_line == ("demo result: VALID" if proc.returncode == 0 else result_line)
+    # A valid demo says which standard its measurement meets: 1 s windows are no EE HPC WG level (a
+    # core phase is at least a minute) and not SPEC-comparable.
+    assert result_line == (
+        "demo result: VALID as no EE HPC WG level, not SPEC-comparable"
+        if proc.returncode == 0
+        else result_line
+    )
     assert proc.returncode == 0 or result_line.startswith("demo result: INVALID: ")
     if "INVALID" in result_line:
         assert " failed" in result_line, result_line

@@ -94,7 +94,7 @@ def test_sweep_scores_match_ground_truth(tmp_path: Path, mosquitto: Any, influxd
     rows = {r["phase"]: r for r in ev.result["levels"]}
     # the result names what it summed, with every usable sample of the scored windows
     assert [{k: v for k, v in c.items() if k != "samples"} for c in ev.result["channels"]] == [
-        {"dev": "sim-e2e", "ch": "sim", "role": "power", "meter": "sim", "node": "node1"}
+        {"dev": "sim-e2e", "ch": "sim", "role": "power", "meter": "sim", "acc": 0.005, "node": "node1"}
     ]
     assert ev.result["channels"][0]["samples"] == sum(r["samples"] for r in rows.values())
     assert any(c.name == "channels" and c.ok for c in ev.checks)

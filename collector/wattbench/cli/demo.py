@@ -221,11 +221,13 @@ def _where(phase: str | None, levels: dict[str, Any]) -> str:
 
 
 def verdict(evaluation: Any, load_tolerance: float = 0.02) -> str:
-    """The demo's verdict on one line: VALID, or INVALID and every failed check, where and by how much,
+    """The demo's verdict on one line: VALID as the standard its measurement meets, or INVALID and every failed check, where and by how much,
     and, when a load was missed and the calibration intervals were further apart than the tolerance,
     that the machine's own speed moved (the likely cause on a shared or virtual machine)."""
     if evaluation.valid:
-        return "VALID"
+        from ..report.measured import badge_text
+
+        return badge_text(True, evaluation.checks, evaluation.result)
     from ..core.plan import calibration_spread
 
     levels = {lv.phase: lv for lv in evaluation.levels}

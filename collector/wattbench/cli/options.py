@@ -326,7 +326,18 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-inlet-required", action="store_true", help="do not fail a run without an inlet probe"
     )
     g.add_argument(
-        "--max-uncertainty", type=float, default=0.01, metavar="F", help="power uncertainty limit (0.01)"
+        "--max-uncertainty",
+        type=float,
+        default=None,
+        metavar="F",
+        help="fail a window whose power uncertainty is above F (e.g. 0.01); by default the report states "
+        "which standard the accuracy meets instead",
+    )
+    g.add_argument(
+        "--require",
+        choices=["none", "eehpc-l1", "eehpc-l2", "eehpc-l3", "spec"],
+        default="none",
+        help="fail the run unless its measurement meets this standard (default: none, only stated)",
     )
     g.add_argument("--max-skew", type=float, default=400.0, metavar="MS", help="clock skew limit (400)")
     g.add_argument("--price", type=float, help="system price, for ops per currency unit")
@@ -344,6 +355,7 @@ def limits_from_args(args: argparse.Namespace) -> Any:
         require_inlet=not args.no_inlet_required,
         max_uncertainty=args.max_uncertainty,
         max_skew_ms=args.max_skew,
+        require=args.require,
     )
 
 

@@ -63,6 +63,12 @@ class ChannelSpec:
     node: str | None = None
     hz: float | None = None
     meter: str | None = None  # from the metadata, for the report; None when not known
+    # What the metadata says of the meter, for the standard the measurement meets (conformance.py);
+    # None when not known: the maker's relative accuracy of W, the source's own update period in s,
+    # and the quantities the channel publishes.
+    acc: float | None = None
+    upd: float | None = None
+    quantities: tuple[str, ...] | None = None
 
     @property
     def key(self) -> str:

@@ -12,9 +12,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .align import WindowPower
+from .conformance import Statement
 from .score import LevelScore
 
 MAX_CHECKS = 256  # the result schema's limit
+REQUIRE = ("none", "eehpc-l1", "eehpc-l2", "eehpc-l3", "spec")
 
 
 # A server's inlet air: below freezing or above 50 °C no data-centre class allows, so a minimum outside
@@ -39,17 +41,24 @@ class Limits:
     min_rate_hz: float = 1.0
     min_inlet_c: float = 20.0  # unconfirmed
     require_inlet: bool = True
-    max_uncertainty: float = 0.01  # unconfirmed
+    # None: no pass/fail on accuracy; the run's standard statement (conformance.py) says which
+    # standard's accuracy it meets. A number makes it a check of every window (unconfirmed: 1 %).
+    max_uncertainty: float | None = None
     max_skew_ms: float = 400.0
+    # The standard the measurement must meet (conformance.py), or "none": only stated.
+    require: str = "none"
 
     def __post_init__(self) -> None:
+        if self.require not in REQUIRE:
+            raise ValueError(f"require must be one of {', '.join(REQUIRE)}, got {self.require!r}")
         if self.load_mode not in ("relative", "points"):
             raise ValueError("load_mode is 'relative' or 'points'")
         # A limit out of these ranges either fails every run or passes every run; both would make the
         # check say nothing, so they are refused before anything is measured.
         _in_range("load_tolerance", self.load_tolerance, 0.0, 1.0, "a fraction above 0 and below 1")
         _in_range("min_rate_hz", self.min_rate_hz, 0.0, math.inf, "readings per second above 0")
-        _in_range("max_uncertainty", self.max_uncertainty, 0.0, 1.0, "a fraction above 0 and below 1")
+        if self.max_uncertainty is not None:
+            _in_range("max_uncertainty", self.max_uncertainty, 0.0, 1.0, "a fraction above 0 and below 1")
         _in_range("max_skew_ms", self.max_skew_ms, 0.0, math.inf, "milliseconds above 0")
         lo, hi = INLET_RANGE_C
         if not (math.isfinite(self.min_inlet_c) and lo <= self.min_inlet_c <= hi):
@@ -154,9 +163,9 @@ def check_inlet(wp: WindowPower, limits: Limits) -> Check | None:
 
 
 def check_uncertainty(wp: WindowPower, limits: Limits) -> Check | None:
-    """Only where the meter reports an uncertainty (the u field)."""
+    """Only where a limit is set and the meter reports an uncertainty (the u field)."""
     u = wp.uncertainty
-    if not math.isfinite(u):
+    if limits.max_uncertainty is None or not math.isfinite(u):
         return None
     ok = u <= limits.max_uncertainty + 1e-12
     return Check(
@@ -276,6 +285,24 @@ def check_run(
             if c:
                 checks.append(c)
     return fit(checks)
+
+
+def check_standard(statement: Statement, limits: Limits) -> Check | None:
+    """The standard the run must meet (--require), against the one its measurement meets."""
+    need = limits.require
+    if need == "none":
+        return None
+    if need == "spec":
+        ok = statement.spec
+        why = "; ".join(statement.spec_reasons)
+    else:
+        want = int(need[-1])
+        ok = statement.level >= want
+        why = "; ".join(statement.level_reasons)
+    reason = f"required {need}; measured as {statement.short}"
+    if not ok and why:
+        reason += f" ({why})"
+    return Check("standard", ok, reason)
 
 
 def fit(checks: list[Check], limit: int = MAX_CHECKS) -> list[Check]:

@@ -12,6 +12,7 @@ from typing import Any
 from . import align as al
 from . import clocktrack as ct
 from . import compliance as cp
+from . import conformance as cf
 from . import score as sc
 from .plan import DEFAULT_CALIBRATION_USE, calibrated_rate, calibration_spread
 
@@ -131,14 +132,22 @@ def evaluate(
     summary = sc.summarize(levels, run_energy, cost)
     spread = calibration_spread([r for _, r in cal], calibration_use)
     checks = cp.check_run(levels, aligned, measured, planned, interrupted, limits, steps, spread)
+    statement = None
     if fetch is not None:
-        checks = cp.fit([cp.check_channels(aligned, channel_problems), *checks])
+        idle = any(lv.kind == "idle" and lv.has_power for lv in levels)
+        statement = cf.state(channels, aligned, idle)
+        required = cp.check_standard(statement, limits or cp.Limits())
+        checks = cp.fit(
+            [cp.check_channels(aligned, channel_problems), *checks, *([required] if required else [])]
+        )
     result = build_result(
         run, levels, checks, summary, calibrated, workload_name(events), interrupted, now_ms
     )
     listed = channel_rows(channels, aligned) if fetch is not None else []
     if listed:
         result["channels"] = listed
+    if statement is not None:
+        result["standard"] = statement.to_dict()
     return Evaluation(
         run,
         result,
@@ -172,6 +181,10 @@ def channel_rows(
         row: dict[str, Any] = {"dev": s.dev, "ch": s.ch, "role": s.role}
         if s.meter:
             row["meter"] = s.meter[:32]
+        if s.role == "power" and s.acc is not None and 0 <= s.acc <= 1:
+            row["acc"] = float(s.acc)
+        if s.role == "power" and s.upd is not None and 0 < s.upd <= 86400:
+            row["upd"] = float(s.upd)
         if s.role == "power":
             row["node"] = s.node_name[:32]
         row["samples"] = counts.get(s.key, 0)

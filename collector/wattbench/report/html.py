@@ -276,6 +276,8 @@ def _channels_html(rows: Sequence[Mapping[str, Any]]) -> str:
                 r.get("meter", "unknown"),
                 "power (summed)" if r.get("role") == "power" else r.get("role", ""),
                 r.get("node", ""),
+                f"{r['acc'] * 100:.2g} %" if "acc" in r else ("unknown" if r.get("role") == "power" else ""),
+                f"every {r['upd']:g} s" if "upd" in r else "",
                 fmt_count(r.get("samples", 0)),
             )
         )
@@ -285,7 +287,8 @@ def _channels_html(rows: Sequence[Mapping[str, Any]]) -> str:
     return (
         "<h2>Channels</h2><p class=meta>Only channels whose role is server power are summed; samples "
         "are the usable ones inside the measurement windows.</p><table><thead><tr><th>device</th>"
-        "<th>channel</th><th>meter</th><th>role</th><th>node</th><th>samples</th></tr></thead><tbody>"
+        "<th>channel</th><th>meter</th><th>role</th><th>node</th><th>accuracy</th><th>updates</th>"
+        "<th>samples</th></tr></thead><tbody>"
         + body
         + "</tbody></table>"
     )
@@ -300,6 +303,7 @@ def _measured_html(evaluation: Any) -> str:
         ("calibration", ms.calibration_text(m, evaluation.calibrated, fmt_count)),
         ("timing", ms.timing_text(m)),
         ("inlet", ms.inlet_text(m)),
+        ("standard", ms.standard_text(evaluation.result)),
     ]
     out = ["<h2>What was measured</h2>"]
     rehearsal = ms.rehearsal_text(m)
@@ -356,7 +360,7 @@ def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None, ops_la
         f"<h1>wattbench run {html.escape(evaluation.run)}</h1>",
         f"<p class=meta>{html.escape(result.get('workload', ''))} · scored {when} · "
         f'<span class="badge {"valid" if valid else "invalid"}">'
-        f"{html.escape(badge_text(valid, evaluation.checks))}</span></p>",
+        f"{html.escape(badge_text(valid, evaluation.checks, result))}</span></p>",
         "<h2>Result</h2>",
         _table_html(levels, ops_label),
         f"<p class=overall>{html.escape(overall_line(result['overall'], ops_label))}</p>",

@@ -202,9 +202,30 @@ def failed_names(checks: Sequence[Any]) -> list[str]:
     return out
 
 
-def badge_text(valid: bool, checks: Sequence[Any]) -> str:
+def standard_short(result: Mapping[str, Any]) -> str | None:
+    """'EE HPC WG Level 1, not SPEC-comparable' from the result's standard statement, or None when the
+    result has none (scored without a store, or an older result)."""
+    st = result.get("standard")
+    if not isinstance(st, Mapping):
+        return None
+    level = int(st.get("eehpc_level", 0))
+    lvl = f"EE HPC WG Level {level}" if level else "no EE HPC WG level"
+    return f"{lvl}, {'SPEC-comparable' if st.get('spec') else 'not SPEC-comparable'}"
+
+
+def standard_text(result: Mapping[str, Any]) -> str:
+    """The measurement's standard statement in words, or why there is none."""
+    st = result.get("standard")
+    if isinstance(st, Mapping) and st.get("statement"):
+        return str(st["statement"])
+    return "not stated: no power was measured for this run"
+
+
+def badge_text(valid: bool, checks: Sequence[Any], result: Mapping[str, Any] | None = None) -> str:
+    """VALID (as the standard its measurement meets, when stated) or INVALID and what failed."""
     if valid:
-        return "VALID"
+        short = standard_short(result or {})
+        return f"VALID as {short}" if short else "VALID"
     names = failed_names(checks)
     if not names:
         return "INVALID"

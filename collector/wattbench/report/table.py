@@ -163,8 +163,8 @@ def channels_table(rows: Sequence[dict[str, Any]]) -> Any:
     from rich.table import Table
 
     table = Table(title="Channels", header_style="bold", show_edge=False, box=None, pad_edge=False)
-    for col in ("device", "channel", "meter", "role", "node", "samples"):
-        table.add_column(col, justify="right" if col == "samples" else "left")
+    for col in ("device", "channel", "meter", "role", "node", "accuracy", "updates", "samples"):
+        table.add_column(col, justify="right" if col in ("samples", "accuracy", "updates") else "left")
     for r in rows:
         role = "power (summed)" if r.get("role") == "power" else str(r.get("role", ""))
         table.add_row(
@@ -173,6 +173,8 @@ def channels_table(rows: Sequence[dict[str, Any]]) -> Any:
             str(r.get("meter", "unknown")),
             role,
             str(r.get("node", "")),
+            f"{r['acc'] * 100:.2g} %" if "acc" in r else ("unknown" if r.get("role") == "power" else ""),
+            f"every {r['upd']:g} s" if "upd" in r else "",
             fmt_count(r.get("samples", 0)),
         )
     return table
@@ -189,8 +191,10 @@ def report_renderables(
     calibrated: float | None = None,
     channels: Sequence[dict[str, Any]] | None = None,
     before_checks: Sequence[RenderableType] = (),
+    result: dict[str, Any] | None = None,
 ) -> list[RenderableType]:
-    """Everything the terminal shows for a scored run, as rich renderables."""
+    """Everything the terminal shows for a scored run, as rich renderables. result (the result
+    message) gives the verdict its standard statement."""
     from rich.text import Text
 
     out: list[Any] = []
@@ -229,7 +233,9 @@ def report_renderables(
     if channels:
         out.append(channels_table(channels))
     if valid is not None:
-        out.append(Text(badge_text(valid, checks or []), style="bold green" if valid else "bold red"))
+        out.append(
+            Text(badge_text(valid, checks or [], result), style="bold green" if valid else "bold red")
+        )
     out += before_checks
     if checks:
         out.append(checks_table(checks))
@@ -251,6 +257,7 @@ def measured_renderables(evaluation: Any) -> list[RenderableType]:
     table.add_row("calibration", ms.calibration_text(m, evaluation.calibrated, fmt_count))
     table.add_row("timing", ms.timing_text(m))
     table.add_row("inlet", ms.inlet_text(m))
+    table.add_row("standard", ms.standard_text(evaluation.result))
     out: list[Any] = [table]
     rehearsal = ms.rehearsal_text(m)
     if rehearsal:
@@ -272,6 +279,7 @@ def evaluation_renderables(evaluation: Any, ops_label: str = "ops") -> list[Rend
         calibrated=evaluation.calibrated,
         channels=evaluation.result.get("channels"),
         before_checks=measured_renderables(evaluation),
+        result=evaluation.result,
     )
 
 

@@ -73,6 +73,9 @@ class KnownRole:
     meter: str | None = None
     node: str | None = None
     hz: float | None = None
+    acc: float | None = None
+    upd: float | None = None
+    quantities: tuple[str, ...] | None = None
     problem: str = ""
 
 
@@ -89,12 +92,15 @@ def roles_from_metas(docs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str],
     out: dict[tuple[str, str], KnownRole] = {}
     for key, roles in seen.items():
         ch = last[key]
-        hz = ch.get("hz")
+        hz, acc, upd, q = ch.get("hz"), ch.get("acc"), ch.get("upd"), ch.get("q")
         base = KnownRole(
             None,
             meter=ch.get("meter"),
             node=ch.get("node"),
             hz=float(hz) if hz is not None else None,
+            acc=float(acc) if acc is not None else None,
+            upd=float(upd) if upd is not None else None,
+            quantities=tuple(str(x) for x in q) if isinstance(q, list) else None,
         )
         distinct = sorted({str(r) if r else "none" for r in roles})
         if len(distinct) > 1:
@@ -112,7 +118,8 @@ def stored_roles(store: Store, start_ms: int, end_ms: int) -> dict[tuple[str, st
 
 
 def with_meta(spec: ChannelSpec, known: KnownRole | None) -> ChannelSpec:
-    """A named spec completed by what the metadata says (node, rate, meter); what was named wins."""
+    """A named spec completed by what the metadata says (node, rate, meter, accuracy, update period,
+    quantities); what was named wins."""
     if known is None:
         return spec
     return replace(
@@ -120,6 +127,9 @@ def with_meta(spec: ChannelSpec, known: KnownRole | None) -> ChannelSpec:
         node=spec.node or known.node,
         hz=spec.hz or known.hz,
         meter=spec.meter or known.meter,
+        acc=spec.acc if spec.acc is not None else known.acc,
+        upd=spec.upd if spec.upd is not None else known.upd,
+        quantities=spec.quantities if spec.quantities is not None else known.quantities,
     )
 
 
