@@ -115,7 +115,9 @@ class ArrivalStream:
             )
 
     def start(self, rate: float, now: float) -> None:
-        """Begin a level at `rate` arrivals per second, its first arrival one gap after `now`."""
+        """Begin a level at `rate` arrivals per second, its first arrival one gap after `now`. An
+        infinite rate is calibration: every arrival is due at once, and the workers take them as fast
+        as they can, through the same claims as at a paced level."""
         if not rate > 0:
             raise ValueError("rate must be > 0")
         self._driver_lock()
@@ -140,6 +142,10 @@ class ArrivalStream:
             self._state[_NEXT] = math.inf
         finally:
             self._lock.release()
+
+    def claimed(self) -> int:
+        """How many arrivals this level has handed out or dropped so far (its index in the stream)."""
+        return int(self._state[_INDEX])
 
     # ---- a worker's side ------------------------------------------------------------------------
 
