@@ -22,7 +22,9 @@ from wattbench.report.jsonreport import report_dict
 from wattbench.report.table import render_evaluation
 
 T0 = 1_767_225_600_000  # 2026-01-01
-ANALYZER = ChannelSpec("bench", "psu", hz=10, meter="wt300", acc=0.005, quantities=("W", "V", "A", "PF", "Wh"))
+ANALYZER = ChannelSpec(
+    "bench", "psu", hz=10, meter="wt300", acc=0.005, quantities=("W", "V", "A", "PF", "Wh")
+)
 
 
 def _phases(measure_s: float) -> list[tuple[str, str, float | None, int]]:
@@ -46,8 +48,7 @@ def _run(
     events = sweep_events(phases, t0=T0, measure_ms=int(measure_s * 1000))
     end = events[-1]["t"]
     series = [
-        trace(s.dev, s.ch, T0, end, s.hz or 1.0, lambda t: 100.0 + 0.001 * (t - T0) / 1000.0)
-        for s in specs
+        trace(s.dev, s.ch, T0, end, s.hz or 1.0, lambda t: 100.0 + 0.001 * (t - T0) / 1000.0) for s in specs
     ]
     # No inlet probe in these runs: the inlet check is not what they are about.
     limits = replace(limits or cp.Limits(), require_inlet=False)

@@ -288,9 +288,7 @@ def _channels_html(rows: Sequence[Mapping[str, Any]]) -> str:
         "<h2>Channels</h2><p class=meta>Only channels whose role is server power are summed; samples "
         "are the usable ones inside the measurement windows.</p><table><thead><tr><th>device</th>"
         "<th>channel</th><th>meter</th><th>role</th><th>node</th><th>accuracy</th><th>updates</th>"
-        "<th>samples</th></tr></thead><tbody>"
-        + body
-        + "</tbody></table>"
+        "<th>samples</th></tr></thead><tbody>" + body + "</tbody></table>"
     )
 
 

@@ -233,9 +233,7 @@ def report_renderables(
     if channels:
         out.append(channels_table(channels))
     if valid is not None:
-        out.append(
-            Text(badge_text(valid, checks or [], result), style="bold green" if valid else "bold red")
-        )
+        out.append(Text(badge_text(valid, checks or [], result), style="bold green" if valid else "bold red"))
     out += before_checks
     if checks:
         out.append(checks_table(checks))
