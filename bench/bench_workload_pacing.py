@@ -2,6 +2,11 @@
 active idle) through the real driver, on all cores; prints target against achieved per level.
 
     python bench/bench_workload_pacing.py [--measure 30] [--pre 10] [--post 5] [--workers N]
+    python bench/bench_workload_pacing.py --top 3 [--measure 8] [--workers N]
+
+--top ROUNDS drives the workload directly, without the driver: each round is 3 calibrations, then 100 %
+and 90 % of the calibrated rate (the mean of the last two), 1 s before each window; it prints each
+level's actual load. The top level is where a mismatch between calibration and pacing shows first.
 
 Actual load = achieved ops/s ÷ calibrated ops/s (as SPECpower_ssj2008 reports it). The ±2 % check is
 shown both ways: relative to the target (wattbench's default) and in load points.
@@ -13,7 +18,7 @@ import argparse
 import os
 import time
 
-from wattbench.core.plan import Timing, specpower_plan
+from wattbench.core.plan import Phase, Timing, specpower_plan
 from wattbench.sweep.driver import Driver
 from wattbench.sweep.progress import LogDisplay
 from wattbench.sweep.publish import MemorySink
@@ -38,7 +43,11 @@ def main() -> None:
     ap.add_argument("--post", type=float, default=5.0)
     ap.add_argument("--gap", type=float, default=2.0)
     ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--top", type=int, default=0, metavar="ROUNDS")
     args = ap.parse_args()
+    if args.top:
+        top(args.top, args.measure, args.workers)
+        return
 
     plan = specpower_plan(timing=Timing(args.pre, args.measure, args.post, args.gap))
     wl = BuiltinWorkload(workers=args.workers)
@@ -77,6 +86,41 @@ def main() -> None:
         f"worst relative deviation {worst * 100:.2f}%; run took {took / 60:.1f} min; interrupted: {rec.interrupted}"
     )
     # Other work on the machine takes cores from the workload; the load average says how much there was.
+    print("load average after: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+
+
+def top(rounds: int, measure: float, workers: int | None) -> None:
+    timing = Timing(1.0, measure, 0.0, 0.0)
+    wl = BuiltinWorkload(workers=workers, nice=10)
+    print(f"{wl.workers} worker processes on {os.cpu_count()} cores, {measure:g} s windows")
+    print("load average before: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+
+    def run(name: str, kind: str, target: float | None, rate: float | None) -> float:
+        wl.start_phase(Phase(name, kind, timing, target=target), rate)
+        time.sleep(1.0)
+        wl.start_measure()
+        t = time.monotonic()
+        time.sleep(measure)
+        n = wl.end_measure()
+        rate_now = n / (time.monotonic() - t)
+        wl.end_phase()
+        return rate_now
+
+    wl.open()
+    try:
+        for r in range(rounds):
+            cals = [run(f"cal{i + 1}", "calibration", None, None) for i in range(3)]
+            cal = (cals[1] + cals[2]) / 2
+            spread = max(cals[1:]) / min(cals[1:]) - 1
+            l100 = run("l100", "target", 1.0, cal) / cal
+            l90 = run("l90", "target", 0.9, 0.9 * cal) / cal
+            print(
+                f"round {r + 1}: calibrations {', '.join(f'{c:,.0f}' for c in cals)} ops/s (spread "
+                f"{spread * 100:.1f} %); 100 % -> {l100 * 100:.1f} %, 90 % -> {l90 * 100:.1f} %",
+                flush=True,
+            )
+    finally:
+        wl.close()
     print("load average after: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
