@@ -137,17 +137,31 @@ def test_require_turns_the_statement_into_a_check() -> None:
         cp.Limits(require="gold")
 
 
-def test_the_statement_is_in_every_report() -> None:
-    ev = _run([ANALYZER])
+BMC = ChannelSpec("srv1-bmc", "dcmi", hz=1, meter="ipmi", acc=0.05, upd=1.0, quantities=("W",))
+
+
+@pytest.mark.parametrize(
+    ("spec", "level", "badge", "acc_shown"),
+    [
+        (ANALYZER, 3, "VALID as EE HPC WG Level 3, SPEC-comparable", "0.5 %"),
+        (replace(ANALYZER, acc=0.015), 2, "VALID as EE HPC WG Level 2, not SPEC-comparable", "1.5 %"),
+        (BMC, 1, "VALID as EE HPC WG Level 1, not SPEC-comparable", "5 %"),
+        (replace(ANALYZER, acc=0.08), 0, "VALID as no EE HPC WG level, not SPEC-comparable", "8 %"),
+    ],
+    ids=["level3-spec", "level2", "level1-bmc", "none"],
+)
+def test_the_statement_is_in_every_report(spec: ChannelSpec, level: int, badge: str, acc_shown: str) -> None:
+    ev = _run([spec])
     text = render_evaluation(ev, width=300)
-    assert "VALID as EE HPC WG Level 3, SPEC-comparable" in text
-    assert "standard" in text and "EE HPC WG Level 3 (1 %)" in text
-    assert "0.5 %" in text  # the channel's accuracy beside what was summed
+    assert badge in text and "standard" in text
+    assert acc_shown in text  # the channel's accuracy beside what was summed
     doc = report_dict(ev, detail=False)
     contract.validate("report", doc)
-    assert doc["result"]["standard"]["eehpc_level"] == 3
+    assert doc["result"]["standard"]["eehpc_level"] == level
+    first = doc["result"]["standard"]["statement"].split(";")[0]
+    assert first in text
     page = render_html(ev)
-    assert "VALID as EE HPC WG Level 3, SPEC-comparable" in page and "EE HPC WG Level 3 (1 %)" in page
+    assert badge in page and first in page
 
 
 def test_a_statement_of_a_channel_without_metadata_uses_the_samples_u() -> None:
