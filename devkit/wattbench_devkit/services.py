@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -269,6 +270,38 @@ class Telegraf(Process):
         time.sleep(0.5)
         if not self.running:
             raise RuntimeError(f"telegraf exited at start\n{self.log_tail()}")
+        return self
+
+
+class SushyEmulator(Process):
+    """OpenStack's Redfish emulator (sushy-tools, from the test extras) with its fake systems driver and
+    one static chassis, on a free loopback port, no authentication. It serves chassis, systems and
+    managers; no power resource."""
+
+    CHASSIS_UUID = "48295861-2522-3561-6729-621118518810"
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__("sushy-emulator", workdir)
+        found = shutil.which("sushy-emulator") or str(Path(sys.executable).parent / "sushy-emulator")
+        if not os.access(found, os.X_OK):
+            raise ServiceUnavailable("sushy-emulator not found: install the test extras")
+        self.binary = found
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> SushyEmulator:
+        conf = self.workdir / "sushy.conf"
+        conf.write_text(
+            "SUSHY_EMULATOR_FAKE_DRIVER = True\n"
+            'SUSHY_EMULATOR_FAKE_SYSTEMS = [{"uuid": "27946b59-9e44-4fa7-8e91-f3527a1ef094", "name": "sut",'
+            ' "power_state": "On", "nics": []}]\n'
+            f'SUSHY_EMULATOR_CHASSIS = [{{"Id": "1U", "Name": "Chassis", "UUID": "{self.CHASSIS_UUID}",'
+            ' "contains": [], "links": []}]\n'
+        )
+        self._spawn(
+            [self.binary, "--interface", "127.0.0.1", "--port", str(self.port), "--config", str(conf)]
+        )
+        wait_port(self.port, 30, self.proc)  # type: ignore[arg-type]
         return self
 
 

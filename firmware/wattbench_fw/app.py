@@ -37,6 +37,8 @@ def channel_meta(ch_cfg, driver):
             m["cal"]["date"] = cal["date"][:32]
     if info.get("acc") is not None:
         m["acc"] = info["acc"]
+    if info.get("upd") is not None:
+        m["upd"] = info["upd"]
     return m
 
 

@@ -217,6 +217,10 @@ def _check_channel(i, ch, buses, board):
     elif board != "host":
         # A driver may name one option value that works on a host only (the sim meter's cpu model).
         need = getattr(meters.driver_class(meter), "HOST_ONLY", None)
+        if need is True:
+            raise ConfigError(
+                "%s.meter: %s reads this host's own interfaces and needs board host" % (path, meter)
+            )
         if need and opts.get(need[0]) == need[1]:
             raise ConfigError("%s.opts.%s: the %s %s needs a host" % (path, need[0], need[1], need[0]))
     # Each driver checks its own options when built; building one without a bus does no I/O, so

@@ -296,6 +296,13 @@ class HostAppliance:
             self.crashed = exc
             raise
         finally:
+            # A driver holding something outside this process (a BMC's session) lets it go.
+            for drv in app.drivers.values():
+                if hasattr(drv, "close"):
+                    try:
+                        drv.close()
+                    except Exception:  # noqa: BLE001 - stopping goes on whatever one driver does
+                        pass
             if self.truth is not None:
                 self.truth.close()
 

@@ -367,6 +367,18 @@ def cost_from_args(args: argparse.Namespace) -> Any:
     return CostInputs(price=args.price, tariff_kwh=args.tariff, years=args.years)
 
 
+def changed_scoring(args: argparse.Namespace) -> list[str]:
+    """The scoring options given other values than their defaults, as the user wrote them."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_scoring_arguments(parser)
+    defaults = vars(parser.parse_args([]))
+    return [
+        "--" + dest.replace("_", "-")
+        for dest, default in defaults.items()
+        if dest in vars(args) and vars(args)[dest] != default
+    ]
+
+
 def channels_from_args(args: argparse.Namespace) -> list[Any] | None:
     from ..sweep.channels import parse_channel
 

@@ -14,6 +14,7 @@ result could not be stored or published; it is still shown).
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def load(args: argparse.Namespace, store: Store) -> tuple[Any, str] | str:
     """(evaluation, run id), or an error message."""
     from ..core.evaluate import clock_figures, evaluate, from_stored, run_span
     from ..sweep import channels as chans
-    from .options import cost_from_args, limits_from_args, offsets_from_args
+    from .options import changed_scoring, cost_from_args, limits_from_args, offsets_from_args
 
     run = args.run_id
     if run == "latest":
@@ -78,6 +79,16 @@ def load(args: argparse.Namespace, store: Store) -> tuple[Any, str] | str:
         span = run_span(events) or (None, None)
         offsets = chans.offsets_from_store(store, sorted({s.dev for s in specs}), *span)
         deadband = chans.DEFAULT_DEADBAND_MS
+    changed = changed_scoring(args) if stored is not None and not args.rescore else []
+    if changed:
+        # Showing the stored result would silently ignore what the user asked for (another channel,
+        # another limit): score again, and keep the stored result as it is.
+        args.rescore = True
+        print(
+            f"wattbench report: run {run} has a stored result; {', '.join(changed)} change its scoring, "
+            "so it is scored again here (as --rescore)",
+            file=sys.stderr,
+        )
     if stored is not None and not args.rescore:
         ev = from_stored(stored, events, specs)
         ev.clock, ev.measured_offsets_ms, ev.offsets_ms = clock_figures(offsets, deadband)

@@ -69,6 +69,9 @@ class ChannelSpec:
     acc: float | None = None
     upd: float | None = None
     quantities: tuple[str, ...] | None = None
+    # Its metadata gives role component (a CPU package, DRAM) and the run named it: its power is
+    # summed as the run asked, and every report says the sum is component power, not wall power.
+    component: bool = False
 
     @property
     def key(self) -> str:

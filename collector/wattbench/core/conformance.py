@@ -172,6 +172,10 @@ def state(channels: Sequence[ChannelSpec], aligned: Sequence[WindowPower], idle_
     common: list[str] = []
     if not classes:
         common.append("no power channel was summed")
+    parts = [s.key for s in channels if s.role == "power" and s.component]
+    if parts:
+        # SPECpower and EE HPC WG both measure what the system draws from its supply.
+        common.append(f"{', '.join(parts[:4])} measure a component, not wall power")
     if unknown:
         common.append(f"the accuracy of {', '.join(unknown[:4])} is not known (its metadata gives no acc)")
     if classes and slowest is None:

@@ -178,7 +178,7 @@ def channel_rows(
     for s in channels:
         if s.role not in ("power", "inlet"):
             continue
-        row: dict[str, Any] = {"dev": s.dev, "ch": s.ch, "role": s.role}
+        row: dict[str, Any] = {"dev": s.dev, "ch": s.ch, "role": "component" if s.component else s.role}
         if s.meter:
             row["meter"] = s.meter[:32]
         if s.role == "power" and s.acc is not None and 0 <= s.acc <= 1:

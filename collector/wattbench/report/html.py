@@ -274,9 +274,9 @@ def _channels_html(rows: Sequence[Mapping[str, Any]]) -> str:
                 r["dev"],
                 r["ch"],
                 r.get("meter", "unknown"),
-                "power (summed)" if r.get("role") == "power" else r.get("role", ""),
+                ms.role_cell(r),
                 r.get("node", ""),
-                f"{r['acc'] * 100:.2g} %" if "acc" in r else ("unknown" if r.get("role") == "power" else ""),
+                ms.accuracy_cell(r),
                 f"every {r['upd']:g} s" if "upd" in r else "",
                 fmt_count(r.get("samples", 0)),
             )

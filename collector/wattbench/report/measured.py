@@ -234,3 +234,19 @@ def badge_text(valid: bool, checks: Sequence[Any], result: Mapping[str, Any] | N
 
 def failures_first(checks: Sequence[Any]) -> list[Any]:
     return [c for c in checks if not c.ok] + [c for c in checks if c.ok]
+
+
+# How a result's channel row shows its role: the summed ones say so; a component is summed only when
+# the run named it, and its power is then not the server's wall power.
+SUMMED_ROLE = {"power": "power (summed)", "component": "component (summed: named; not wall power)"}
+
+
+def role_cell(row: Mapping[str, Any]) -> str:
+    role = str(row.get("role", ""))
+    return SUMMED_ROLE.get(role, role)
+
+
+def accuracy_cell(row: Mapping[str, Any]) -> str:
+    if "acc" in row:
+        return f"{row['acc'] * 100:.2g} %"
+    return "unknown" if row.get("role") in SUMMED_ROLE else ""

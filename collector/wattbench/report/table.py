@@ -166,14 +166,13 @@ def channels_table(rows: Sequence[dict[str, Any]]) -> Any:
     for col in ("device", "channel", "meter", "role", "node", "accuracy", "updates", "samples"):
         table.add_column(col, justify="right" if col in ("samples", "accuracy", "updates") else "left")
     for r in rows:
-        role = "power (summed)" if r.get("role") == "power" else str(r.get("role", ""))
         table.add_row(
             str(r["dev"]),
             str(r["ch"]),
             str(r.get("meter", "unknown")),
-            role,
+            ms.role_cell(r),
             str(r.get("node", "")),
-            f"{r['acc'] * 100:.2g} %" if "acc" in r else ("unknown" if r.get("role") == "power" else ""),
+            ms.accuracy_cell(r),
             f"every {r['upd']:g} s" if "upd" in r else "",
             fmt_count(r.get("samples", 0)),
         )

@@ -149,6 +149,11 @@ def apply_roles(named: Sequence[ChannelSpec], roles: Mapping[tuple[str, str], Kn
     out = Choice()
     for spec in named:
         known = roles.get((spec.dev, spec.ch))
+        if known is not None and known.role == "component" and spec.role == "power":
+            # Never summed unless named; named, it is what the run measures, and says so.
+            out.specs.append(replace(with_meta(spec, known), component=True))
+            out.notes.append(f"{spec.key}: role component, summed because named: the power is not wall power")
+            continue
         if known is not None and known.role is not None and known.role != spec.role:
             out.problems.append(
                 f"{spec.key} was named as {spec.role} but its metadata gives role {known.role}: not used"

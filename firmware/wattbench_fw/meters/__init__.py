@@ -8,10 +8,13 @@ plus keyword options, and has:
 - setup(): one-time configuration, may raise a MeterError;
 - read() -> (values, flags): a dict of quantities and a contract flag bit set. Bus faults raise a
   MeterError subclass whose .flag says what to put on the sample.
-- info(): extra channel metadata (model, range, acc) for the retained meta message.
+- info(): extra channel metadata (model, range, acc, upd) for the retained meta message.
+- close(), optional: let go of what the driver holds outside the process (a BMC's session) when host
+  mode stops.
 
 Optional class attributes: HOST_ONLY = (option, value) when that option value works in host mode only
-(the configuration check refuses it on a board), and HOST_CLOCK = True when host mode should pass the
+(the configuration check refuses it on a board), or True when the whole meter does (it reads a host
+interface such as sysfs or a BMC), and HOST_CLOCK = True when host mode should pass the
 appliance's clock as the `clock` option (simulated meters, so their time follows the sampler's).
 
 Constructors check their options (type and range) and raise ValueError naming the option; they do
@@ -45,6 +48,8 @@ TABLE = (
     ("ds18b20", "sensors", "DS18B20", ONEWIRE, "DS18B20"),
     ("sht3x", "sensors", "SHT3x", I2C, "SHT3x"),
     ("simdc", "meters", "SimDC", NO_BUS, "simulated DC rail"),
+    ("rapl", "meters", "RAPL", NO_BUS, "RAPL (Linux powercap)"),
+    ("redfish", "meters", "Redfish", NO_BUS, "BMC (Redfish)"),
 )
 KINDS = tuple(r[0] for r in TABLE)
 

@@ -1,0 +1,103 @@
+"""RAPL end to end: a powercap-shaped tree whose package counter rises at a known rate (and wraps
+mid-run), read by the real host-mode appliance beside a simulated wall meter, published through real
+Mosquitto, stored by the collector in the embedded store and scored by a short sweep.
+
+The component channel is never summed into server power: the sweep sums the wall meter only and says
+why it left the package out. Named with `wattbench report --channel`, the package is scored, each
+level equal to the counter's rate within 0.1 %, and the report says it is component power and claims
+no measurement standard."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .e2e import sweep_with
+
+pytestmark = [pytest.mark.services, pytest.mark.timeout(300)]
+
+DEV = "rapl-e2e"
+PKG_W = 47.5
+WALL_W = 150.0
+RANGE_UJ = 262143328850
+
+
+class Counter(threading.Thread):
+    """Writes energy_uj as a CPU would: PKG_W joules a second, every millisecond, wrapping at the range."""
+
+    def __init__(self, zone: Path, start_uj: int) -> None:
+        super().__init__(daemon=True)
+        self.zone = zone
+        self.start_uj = start_uj
+        self.t0 = time.monotonic()
+        self.stopped = threading.Event()
+        self.write(start_uj)
+
+    def write(self, uj: int) -> None:
+        tmp = self.zone / "energy_uj.tmp"
+        tmp.write_text(f"{uj}\n")
+        os.replace(tmp, self.zone / "energy_uj")  # a reader never sees half a number
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.001):
+            uj = self.start_uj + round(PKG_W * 1e6 * (time.monotonic() - self.t0))
+            self.write(uj % (RANGE_UJ + 1))
+
+
+def test_rapl_package_power_end_to_end(tmp_path: Path, mosquitto: Any) -> None:
+    from wattbench.core import contract
+
+    zone = tmp_path / "powercap" / "intel-rapl:0"
+    zone.mkdir(parents=True)
+    (zone / "name").write_text("package-0\n")
+    (zone / "max_energy_range_uj").write_text(f"{RANGE_UJ}\n")
+    # About 8 s from the top of the range: the counter wraps during the run.
+    counter = Counter(zone, RANGE_UJ - round(PKG_W * 8e6))
+    counter.start()
+    pkg = {
+        "c": "pkg0",
+        "meter": "rapl",
+        "hz": 10,
+        "role": "component",
+        "node": "node1",
+        "opts": {"root": str(zone.parent), "domain": "intel-rapl:0"},
+    }
+    try:
+        run = sweep_with(tmp_path, mosquitto, DEV, [pkg], sim_watts=WALL_W)
+    finally:
+        counter.stopped.set()
+    outcome, notes = run.outcome, run.notes
+
+    # Unnamed, the sweep sums the wall meter only and says why the package is left out.
+    ev = outcome.evaluation
+    assert [s.key for s in outcome.channels] == [f"{DEV}/sim"]
+    assert any(f"{DEV}/pkg0: role component, not summed" in n for n in notes), notes
+    for row in ev.result["levels"]:
+        assert row["W"] == pytest.approx(WALL_W, rel=1e-3), row["phase"]
+
+    # Named, the package alone is scored: every level is the counter's rate.
+    p = run.report("--channel", f"{DEV}/pkg0", "--json")
+    assert "Traceback" not in p.stderr, p.stderr
+    # The sweep stored its result; naming another channel scores the run again rather than showing it.
+    assert "--channel" in p.stderr and "scored again" in p.stderr
+    doc = json.loads(p.stdout)
+    contract.validate("report", doc)
+    result = doc["result"]
+    assert [(c["dev"], c["ch"], c["role"]) for c in result["channels"]] == [(DEV, "pkg0", "component")]
+    levels = {r["phase"]: r for r in result["levels"]}
+    assert set(levels) == {"l100", "l50", "idle"}
+    for phase, row in levels.items():
+        assert row["W"] == pytest.approx(PKG_W, rel=1e-3), phase
+        assert row["samples"] >= 25  # 10 Hz over a 3 s window
+    st = result["standard"]
+    assert st["eehpc_level"] == 0 and not st["spec"]
+    assert f"{DEV}/pkg0 measure a component, not wall power" in st["statement"]
+
+    text = run.report("--channel", f"{DEV}/pkg0").stdout
+    assert "component (summed: named; not wall power)" in text
