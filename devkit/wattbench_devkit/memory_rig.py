@@ -95,6 +95,18 @@ def compile_firmware(dest: Path) -> Path:
 _BLK = re.compile(r"max blk sz: (\d+)")
 
 
+def long_config(channels: int, hz: int, hmac: bool) -> dict[str, Any]:
+    """The long run's configuration on the esp32 profile: `channels` INA228s on one I2C bus, each
+    at `hz` published samples a second, Home Assistant discovery on."""
+    cfg = typical_config("esp32", hmac)
+    cfg["channels"] = [
+        {"c": f"psu{i + 1}", "meter": "ina228", "bus": "i2c0", "hz": hz, "role": "power",
+         "node": f"srv{i + 1}", "opts": {"addr": 64 + i, "shunt_ohm": 0.002, "max_a": 16.384}}
+        for i in range(channels)
+    ]  # fmt: skip
+    return cfg
+
+
 def run_profile(
     profile: str,
     hmac: bool,
@@ -103,32 +115,52 @@ def run_profile(
     outage: tuple[int, int] = (120, 420),
     board_override: dict[str, Any] | None = None,
     turn_us: int = 500,
+    *,
+    outages: list[tuple[int, int]] | None = None,
+    config: dict[str, Any] | None = None,
+    seq_log: bool = False,
+    steady_every_s: int = 60,
+    block_watch: int = 1024,
+    timeout: float = 1800,
 ) -> dict[str, Any]:
     """One run; the result holds peak (bytes over the interpreter's own), the largest live block
-    (bytes) and the steady-state heap once a simulated minute."""
+    (bytes) and the steady-state heap once every `steady_every_s` simulated seconds. With `seq_log`
+    the broker stand-in reads every sample's sequence number: `seq` says which arrived."""
     board = board_profile(profile)
     for key, val in (board_override or {}).items():
         board[key] = {**board[key], **val} if isinstance(val, dict) else val
     job = {
-        "config": typical_config(profile, hmac),
+        "config": config or typical_config(profile, hmac),
         "board": board,
         "minutes": minutes,
-        "outage": list(outage),
+        "outages": [list(o) for o in (outages if outages is not None else [outage])],
         "turn_us": turn_us,
-        "block_watch": 1024,
+        "block_watch": block_watch,
+        "seq_log": seq_log,
+        "steady_every_s": steady_every_s,
     }
     lines: list[str] = []
     (result,) = run_micropython(
         RIG.read_text(),
         data=job,
         firmware=firmware,
-        timeout=1800,
+        timeout=timeout,
         stdout_lines=lines,
         repeat="rig_step()",
         heapsize=256 * KB,  # grows on demand; a small heap keeps the collection after each turn quick
     )
     blocks = [int(m.group(1)) for line in lines for m in [_BLK.search(line)] if m]
     result["max_block"] = max(blocks) * 16 if blocks else 0  # 16-byte GC blocks on a 32-bit port
+    result["steady"] = [[int(w) for w in line.split()[1:3]] for line in lines if line.startswith("STEADY ")]
+    result["backfills"] = [int(line.split()[1]) for line in lines if line.startswith("BACKFILL ")]
+    if seq_log:
+        runs = [
+            (int(a), int(b)) for line in lines if line.startswith("SEQRUN ") for a, b in [line.split()[1:3]]
+        ]
+        c = result["counters"]
+        result["seq"] = sequence_report(
+            runs, result["seq_rows"], result["seq_next"], c["samples"] - c["acked_samples"]
+        )
     result["peak"] = result["live_peak"]
     result["profile"] = profile
     result["hmac"] = hmac
@@ -137,6 +169,102 @@ def run_profile(
     steady = [v for _, v in result["steady"]]
     result["creep"] = steady[-1] - steady[0] if len(steady) >= 2 else None
     return result
+
+
+def sequence_report(runs: list[tuple[int, int]], rows: int, seq_next: int, unsent: int = 0) -> dict[str, Any]:
+    """What the broker received against what the appliance numbered: runs of consecutive sequence
+    numbers in arrival order, merged. `missing` are numbers below the last assigned that never
+    arrived, less the `unsent` samples the clean stop handed to flash for the next boot;
+    `duplicates` arrived more than once (a QoS 1 resend: the collector keeps one)."""
+    merged: list[list[int]] = []
+    for a, b in sorted(runs):
+        if merged and a <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    unique = sum(b - a + 1 for a, b in merged)
+    first = merged[0][0] if merged else None
+    last = merged[-1][1] if merged else None
+    holes = [[merged[i][1] + 1, merged[i + 1][0] - 1] for i in range(len(merged) - 1)]
+    tail = seq_next - 1 - last if last is not None else seq_next
+    return {
+        "first": first,
+        "last": last,
+        "unique": unique,
+        "rows": rows,
+        "duplicates": rows - unique,
+        "holes": holes[:20],
+        "missing": sum(b - a + 1 for a, b in holes) + max(tail - unsent, 0),
+        "unsent_at_stop": unsent,
+        "runs": len(runs),
+    }
+
+
+def long_outages(total_s: int) -> list[tuple[int, int]]:
+    """A few outages spread over a long run: 2 min, 4 min and 45 s (at 15 %, 50 % and 80 %)."""
+    return [(int(total_s * f), int(total_s * f) + d) for f, d in ((0.15, 120), (0.5, 240), (0.8, 45))]
+
+
+def long_summary(r: dict[str, Any]) -> dict[str, Any]:
+    """The long run's figures: steady heap in the first and last hour and the creep between them
+    (the last hour's highest against the first hour's lowest), samples and sequence numbers."""
+    steady = r["steady"]
+    end = r["sim_s"]
+    first = [v for t, v in steady if t <= 3600]
+    last = [v for t, v in steady if t >= end - 3600]
+    c = r["counters"]
+    return {
+        "first_hour": [min(first), max(first)] if first else None,
+        "last_hour": [min(last), max(last)] if last else None,
+        "creep": max(last) - min(first) if first and last else None,
+        "peak": r["peak"],
+        "peak_at": r["live_peak_at"],
+        "budget": r["budget"],
+        "samples": c["samples"],
+        "acked": c["acked_samples"],
+        "dropped": c["dropped"],
+        "errors": c["errors"],
+        "seq": r["seq"],
+        "backfills": r["backfills"],
+        "max_flash_rows": r["max_flash_rows"],
+    }
+
+
+def long_table(s: dict[str, Any]) -> str:
+    q = s["seq"]
+    fh, lh = s["first_hour"], s["last_hour"]
+    return "\n".join(
+        [
+            f"steady heap, first hour    {fh[0] / KB:.1f}-{fh[1] / KB:.1f} KB"
+            if fh
+            else "steady heap, first hour    none",
+            f"steady heap, last hour     {lh[0] / KB:.1f}-{lh[1] / KB:.1f} KB"
+            if lh
+            else "steady heap, last hour     none",
+            f"creep (last max - first min) {s['creep']} B (limit {2 * KB} B)",
+            f"peak live heap             {s['peak'] / KB:.1f} KB at {s['peak_at']} (esp32 budget {s['budget'] / KB:.0f} KB)",
+            f"samples taken              {s['samples']}",
+            f"acknowledged by the broker {s['acked']}",
+            f"dropped                    {s['dropped']}",
+            f"buffered at the stop       {q['unsent_at_stop']} (in flash for the next boot)",
+            f"sequence numbers received  {q['unique']} unique of {q['rows']} rows, {q['first']}..{q['last']}",
+            f"missing                    {q['missing']}",
+            f"received twice             {q['duplicates']} (QoS 1 resends after a reconnect)",
+            f"largest flash backlog      {s['max_flash_rows']} samples; backfills done at {s['backfills']} s",
+            f"firmware errors            {s['errors']}",
+        ]
+    )
+
+
+def long_problems(s: dict[str, Any]) -> list[str]:
+    out = []
+    if s["creep"] is None or s["creep"] > 2 * KB:
+        out.append(f"steady-state heap crept by {s['creep']} B from the first hour to the last")
+    if s["seq"]["missing"]:
+        out.append(f"{s['seq']['missing']} sequence numbers never reached the broker: {s['seq']['holes']}")
+    if s["dropped"]:
+        out.append(f"{s['dropped']} samples dropped")
+    return out
 
 
 def problems(r: dict[str, Any], budgets: dict[str, int] | None = None) -> list[str]:

@@ -302,8 +302,10 @@ class Appliance:
                 if self.max_samples is not None and self.sampler.rows_out >= self.max_samples:
                     self.sampling = False
             now = self.mono.now()
+            # While the link is down a batch closes only when full: flash then holds a few large
+            # records instead of one per interval, and each record costs RAM in the flash index.
             if self._batch_start is not None and (
-                now - self._batch_start >= self.interval_us or not self.sampling
+                not self.sampling or (self.link.up and now - self._batch_start >= self.interval_us)
             ):
                 self._close_batch()
             self.link.service()
@@ -319,7 +321,7 @@ class Appliance:
             due = self.sampler.next_due()
             if due is not None:
                 wait = min(wait, due - now)
-        if self._batch_start is not None:
+        if self._batch_start is not None and self.link.up:
             wait = min(wait, self._batch_start + self.interval_us - now)
         return max(0, wait)
 

@@ -18,6 +18,8 @@ MAGIC = b"WB"
 HEADER = 8
 SEG_PREFIX = "seg"
 SEG_SUFFIX = ".bin"
+ACKED = 0x80000000
+ACK_MASK = 0x7FFFFFFF
 
 
 class Entry:
@@ -32,49 +34,58 @@ class Entry:
 
 
 class Segment:
-    """One flash file and a compact index of its records: a few bytes each in arrays, not an object
-    per record, so a long outage fills flash without filling RAM."""
+    """One flash file and a compact index of its records: four words each in one array, and no
+    path or per-record object, so that a long outage fills flash without filling RAM."""
 
-    def __init__(self, number, path):
+    __slots__ = ("number", "recs", "bytes", "closed")
+
+    def __init__(self, number):
         self.number = number
-        self.path = path
-        self.eids = array("i")
-        self.ns = array("H")
-        self.offsets = array("I")
-        self.sizes = array("I")
-        self.acked = bytearray()
+        self.recs = array("I")  # per record: eid, sample count (bit 31: acknowledged), offset, size
         self.bytes = 0
         self.closed = False
 
     def add(self, eid, n, offset, size):
-        self.eids.append(eid)
-        self.ns.append(n)
-        self.offsets.append(offset)
-        self.sizes.append(size)
-        self.acked.append(0)
+        self.recs.extend((eid, n, offset, size))
+
+    def __len__(self):
+        return len(self.recs) >> 2
+
+    def eid(self, i):
+        return self.recs[4 * i]
+
+    def n(self, i):
+        return self.recs[4 * i + 1] & ACK_MASK
+
+    def acked(self, i):
+        return self.recs[4 * i + 1] & ACKED
+
+    def set_acked(self, i):
+        self.recs[4 * i + 1] |= ACKED
 
     def unacked_samples(self):
         total = 0
-        acked = self.acked
-        for i in range(len(acked)):
-            if not acked[i]:
-                total += self.ns[i]
+        recs = self.recs
+        for j in range(1, len(recs), 4):
+            if not recs[j] & ACKED:
+                total += recs[j]
         return total
 
     def done(self):
-        for a in self.acked:
-            if not a:
+        recs = self.recs
+        for j in range(1, len(recs), 4):
+            if not recs[j] & ACKED:
                 return False
         return True
 
     def find(self, eid):
         """Index of record eid in this segment, or -1 (eids grow along the file)."""
-        eids = self.eids
-        if not eids or eid < eids[0] or eid > eids[-1]:
+        recs = self.recs
+        if not recs or eid < recs[0] or eid > recs[-4]:
             return -1
-        for i in range(len(eids)):
-            if eids[i] == eid:
-                return i
+        for j in range(0, len(recs), 4):
+            if recs[j] == eid:
+                return j >> 2
         return -1
 
 
@@ -148,7 +159,7 @@ class Buffer:
             if not records:
                 port.remove(path)
                 continue
-            seg = Segment(number, path)
+            seg = Segment(number)
             seg.closed = True  # never append after a torn tail
             for n, offset, size in records:
                 seg.add(self.next_eid, n, offset, size)
@@ -161,7 +172,7 @@ class Buffer:
     def _drop_segment(self, seg):
         self.dropped += seg.unacked_samples()
         self.flash_used -= seg.bytes
-        port.remove(seg.path)
+        port.remove(self._seg_path(seg.number))
         self.segments.remove(seg)
 
     def _spill(self, entry):
@@ -172,13 +183,13 @@ class Buffer:
         while self.segments and self.flash_used + need > self.flash_limit:
             self._drop_segment(self.segments[0])
         seg = self.segments[-1] if self.segments else None
-        if seg is None or seg.closed or seg.bytes + need > self.segment_bytes and seg.eids:
+        if seg is None or seg.closed or seg.bytes + need > self.segment_bytes and len(seg):
             if seg is not None:
                 seg.closed = True
-            seg = Segment(self._next_seg, self._seg_path(self._next_seg))
+            seg = Segment(self._next_seg)
             self._next_seg += 1
             self.segments.append(seg)
-        with open(seg.path, "ab") as f:
+        with open(self._seg_path(seg.number), "ab") as f:
             f.write(_header(entry.n, len(entry.payload)))
             f.write(entry.payload)
         seg.add(entry.eid, entry.n, seg.bytes + HEADER, len(entry.payload))
@@ -189,9 +200,9 @@ class Buffer:
         return True
 
     def _read_flash(self, seg, i):
-        with open(seg.path, "rb") as f:
-            f.seek(seg.offsets[i])
-            return f.read(seg.sizes[i])
+        with open(self._seg_path(seg.number), "rb") as f:
+            f.seek(seg.recs[4 * i + 2])
+            return f.read(seg.recs[4 * i + 3])
 
     # ---- public -----------------------------------------------------------------------------
 
@@ -225,16 +236,15 @@ class Buffer:
     def next_unsent(self):
         """(eid, payload) of the oldest entry not yet handed out since the last rewind, or None."""
         for seg in self.segments:
-            eids = seg.eids
-            for i in range(len(eids)):
-                eid = eids[i]
-                if eid > self.cursor and not seg.acked[i]:
+            for i in range(len(seg)):
+                eid = seg.eid(i)
+                if eid > self.cursor and not seg.acked(i):
                     self.cursor = eid
                     try:
                         return eid, self._read_flash(seg, i)
                     except OSError:
-                        seg.acked[i] = 1  # unreadable: counted as dropped here, not again
-                        self.dropped += seg.ns[i]
+                        seg.set_acked(i)  # unreadable: counted as dropped here, not again
+                        self.dropped += seg.n(i)
                         continue
         for e in self.ram:
             if e.eid > self.cursor:
@@ -244,9 +254,8 @@ class Buffer:
 
     def has_unsent(self):
         for seg in self.segments:
-            eids = seg.eids
-            for i in range(len(eids)):
-                if eids[i] > self.cursor and not seg.acked[i]:
+            for i in range(len(seg)):
+                if seg.eid(i) > self.cursor and not seg.acked(i):
                     return True
         return bool(self.ram) and self.ram[-1].eid > self.cursor
 
@@ -262,10 +271,10 @@ class Buffer:
             i = seg.find(eid)
             if i < 0:
                 continue
-            if seg.acked[i]:
+            if seg.acked(i):
                 return False
-            seg.acked[i] = 1
-            self.acked_samples += seg.ns[i]
+            seg.set_acked(i)
+            self.acked_samples += seg.n(i)
             self._collect()
             return True
         return False
@@ -274,7 +283,7 @@ class Buffer:
         while self.segments and self.segments[0].done():
             seg = self.segments[0]
             self.flash_used -= seg.bytes
-            port.remove(seg.path)
+            port.remove(self._seg_path(seg.number))
             self.segments.pop(0)
 
     def rewind(self):

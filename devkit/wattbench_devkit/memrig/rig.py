@@ -108,6 +108,8 @@ class Tcp:
         self.published = 0
         self.discovery = 0
         self.room = SND_BUF
+        self.scan = False  # this PUBLISH carries samples and JOB["seq_log"] is on
+        self.carry = b""
 
     def setblocking(self, flag):
         pass
@@ -129,6 +131,24 @@ class Tcp:
             self.rx.extend(bytes((0x40, 2, self.pid >> 8, self.pid & 255)))
             self.published += 1
         self.state = 0
+        self.scan = False
+        self.carry = b""
+
+    def _rows(self, data):
+        """The sample sequence numbers in a piece of a samples payload; a row cut at the end of the
+        piece is carried to the next."""
+        j = 0
+        while True:
+            j = data.find(b'{"s":', j)
+            if j < 0:
+                self.carry = data[-4:]
+                return
+            e = data.find(b",", j + 5)
+            if e < 0:
+                self.carry = data[j:]
+                return
+            seq_seen(int(data[j + 5 : e]))
+            j = e
 
     def write(self, chunk):
         if DOWN[0]:
@@ -142,6 +162,8 @@ class Tcp:
             st = self.state
             if st == 3:
                 k = min(self.rem, n - i)
+                if self.scan:
+                    self._rows(self.carry + bytes(chunk[i : i + k]))
                 self.rem -= k
                 i += k
                 if not self.rem:
@@ -174,6 +196,11 @@ class Tcp:
                     self.tlen |= b
                 elif vi == 2:
                     self.discovery += b == 104  # "h": homeassistant/... (ours start with "w")
+                    self.scan = SEQ_LOG and b == 119  # "w"
+                elif vi == self.tlen:
+                    self.scan = self.scan and b == 101  # ".../samples": "e" then "s"
+                elif vi == self.tlen + 1:
+                    self.scan = self.scan and b == 115
                 elif vi == self.tlen + 2:
                     self.pid = b << 8
                 elif vi == self.tlen + 3:
@@ -227,6 +254,20 @@ class Udp:
 
 SOCKS = []
 ALL_SOCKS = []
+SEQ_LOG = JOB.get("seq_log", False)
+SEQ = [None, None, 0]  # first and last of the current unbroken run of sequence numbers, rows seen
+
+
+def seq_seen(s):
+    """Printed, not kept: a run of consecutive sequence numbers ends here (the host merges them)."""
+    SEQ[2] += 1
+    if SEQ[1] is not None and s == SEQ[1] + 1:
+        SEQ[1] = s
+        return
+    if SEQ[0] is not None:
+        print("SEQRUN %d %d" % (SEQ[0], SEQ[1]))
+    SEQ[0] = s
+    SEQ[1] = s
 
 
 def socket_(af=2, kind=1, proto=0):
@@ -466,10 +507,9 @@ with open("/board.json", "w") as f:
 
 S = 1000000
 RUN_US = JOB["minutes"] * 60 * S
-OUT_FROM = JOB["outage"][0] * S
-OUT_TO = JOB["outage"][1] * S
-steady = []  # (simulated s, live heap) once a simulated minute while connected and drained
-seen = {"max_flash": 0, "outage_seen": False, "backfill_done": None}
+OUTAGES = [(a * S, b * S) for a, b in JOB["outages"]]
+STEADY_US = JOB.get("steady_every_s", 60) * S
+seen = {"max_flash": 0, "outage_seen": False, "backfill_done": None, "backlog": False}
 RIG = {"phase": 0, "device": None, "start": 0, "next_steady": 0, "base": 0, "turn_start": 0}
 AGAIN = True
 
@@ -478,7 +518,7 @@ def rig_boot():
     from wattbench_fw import device
 
     RIG["start"] = T[0]
-    RIG["next_steady"] = T[0] + 60 * S
+    RIG["next_steady"] = T[0] + STEADY_US
     dev = device.boot("/config.json", "/board.json")
     if dev is None:
         raise RuntimeError("the appliance did not boot")
@@ -494,14 +534,20 @@ def rig_turn():
     STATS["turns"] += 1
     T[0] += JOB["turn_us"]  # what one loop turn costs the CPU
     now = T[0] - RIG["start"]
-    DOWN[0] = OUT_FROM <= now < OUT_TO
+    down = False
+    for a, b in OUTAGES:
+        down = down or a <= now < b
+    DOWN[0] = down
     c = app.buffer.counts()
     if c["flash"] > seen["max_flash"]:
         seen["max_flash"] = c["flash"]
     if DOWN[0]:
         seen["outage_seen"] = True
-    elif seen["outage_seen"] and seen["backfill_done"] is None and app.drained():
-        seen["backfill_done"] = now // S
+        seen["backlog"] = True
+    elif seen["backlog"] and app.drained():
+        seen["backlog"] = False
+        seen["backfill_done"] = now // S  # the last outage's
+        print("BACKFILL %d" % (now // S))
     return now >= RUN_US
 
 
@@ -525,8 +571,9 @@ def rig_step():
         if STATS.get("boot_live") is None:
             STATS["boot_live"] = live - RIG["base"]
         if T[0] >= RIG["next_steady"] and dev.app.link.up and dev.app.drained() and not DOWN[0]:
-            RIG["next_steady"] = T[0] + 60 * S
-            steady.append(((T[0] - RIG["start"]) // S, live - RIG["base"]))
+            RIG["next_steady"] = T[0] + STEADY_US
+            # Printed, not kept: a growing list here would be counted as the firmware's creep.
+            print("STEADY %d %d" % ((T[0] - RIG["start"]) // S, live - RIG["base"]))
         if rig_turn():
             RIG["phase"] = 2
     elif phase == 2:
@@ -549,6 +596,8 @@ def rig_step():
 def finish(live):
     app = RIG["device"].app
     base = RIG["base"]
+    if SEQ[0] is not None:
+        print("SEQRUN %d %d" % (SEQ[0], SEQ[1]))
     report(
         {
             "base": base,
@@ -557,7 +606,6 @@ def finish(live):
             "turn_bound": STATS["peak"] - base,
             "turn_bound_at": STATS["peak_where"],
             "end_live": live - base,
-            "steady": steady,
             "turns": STATS["turns"],
             "boot_live": STATS.get("boot_live"),
             "turn_max": STATS["turn_max"],
@@ -577,6 +625,7 @@ def finish(live):
                 )
             },
             "seq_next": app.seq.next,
+            "seq_rows": SEQ[2],
             "published": SOCKS[-1].published if SOCKS else 0,
             "max_flash_rows": seen["max_flash"],
             "outage_seen": seen["outage_seen"],
