@@ -67,7 +67,7 @@ def main() -> int:
             args.hmac,
             fw,
             minutes=minutes,
-            outages=outages,
+            outages=tuple(outages),
             config=rig.long_config(args.channels, args.hz, args.hmac),
             seq_log=True,
             steady_every_s=300,

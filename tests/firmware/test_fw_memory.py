@@ -83,7 +83,7 @@ def test_a_long_outage_fits_the_esp32_budget(firmware: Path) -> None:
     not cost RAM in proportion to the outage. (Each spilled one-second batch cost RAM in the flash
     index: 145 KB after an hour, on a board with 134 KB free.)"""
     r = rig.run_profile(
-        "esp32", False, firmware, minutes=26, outage=(120, 1320), seq_log=True, block_watch=8192
+        "esp32", False, firmware, minutes=26, outages=((120, 1320),), seq_log=True, block_watch=8192
     )
     c = r["counters"]
     assert r["max_flash_rows"] > 2000 and c["dropped"] == 0 and r["seq"]["missing"] == 0
