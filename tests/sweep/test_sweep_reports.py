@@ -195,3 +195,50 @@ def test_concurrency_run_table_and_page() -> None:
     assert "3.00×" in text  # 3 jobs in the c4 window against 1 in c1
     assert "400" in text  # 120 W x 10 s / 3 jobs
     assert render_html(ev, fetch).count("<svg") == 2
+
+
+def test_report_given_the_options_a_result_was_scored_with_shows_it_as_stored(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A run reported with --no-inlet-required is stored with that scoring; the same command again
+    shows the stored result, where it used to score the run again (and printed another result, as
+    the clock offsets read from the store had moved on meanwhile)."""
+    store, _ = _stored_run()
+    store.results.clear()  # a run driven by the user's own script: scored first by `report`
+    parser = argparse.ArgumentParser()
+    report_cli.add_arguments(parser)
+
+    first = parser.parse_args([RUN, "--no-inlet-required"])
+    ev, _ = report_cli.load(first, store)  # type: ignore[misc]
+    assert ev.result["options"] == {"--no-inlet-required": True}
+    contract.validate_result(ev.result)
+    assert report_cli.keep_result(first, store, ev, None) == (None, False)
+    assert store.result(RUN) == ev.result
+    capsys.readouterr()
+
+    again = parser.parse_args([RUN, "--no-inlet-required"])
+    shown, _ = report_cli.load(again, store)  # type: ignore[misc]
+    assert not again.rescore and shown.result == ev.result
+    assert capsys.readouterr().err == ""
+    plain = parser.parse_args([RUN])
+    shown, _ = report_cli.load(plain, store)  # type: ignore[misc]
+    assert not plain.rescore and shown.result == ev.result
+
+    # another limit than the result's: scored again, and said so
+    other = parser.parse_args([RUN, "--no-inlet-required", "--load-tolerance", "0.05"])
+    rescored, _ = report_cli.load(other, store)  # type: ignore[misc]
+    assert other.rescore and "--load-tolerance change its scoring" in capsys.readouterr().err
+    assert rescored.result["options"] == {"--no-inlet-required": True, "--load-tolerance": 0.05}
+    assert store.result(RUN) == ev.result
+
+
+def test_a_result_without_recorded_options_is_scored_again_for_any_option(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    store, ev = _stored_run()  # scored by a version that did not record its options
+    assert "options" not in ev.result
+    parser = argparse.ArgumentParser()
+    report_cli.add_arguments(parser)
+    args = parser.parse_args([RUN, "--no-inlet-required"])
+    report_cli.load(args, store)
+    assert args.rescore and "--no-inlet-required change its scoring" in capsys.readouterr().err

@@ -163,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
             store=store,
             mqtt=MqttSettings(broker_url),
             limits=Limits(require_inlet=False),
+            options={"--no-inlet-required": True},  # the same scoring as that option gives
             display=LogDisplay() if args.quiet or not sys.stderr.isatty() else RichDisplay(),
             wait_data_s=15.0,
             announce=lambda line: console.print(f"[bold]sweep[/]: {line}"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any, NoReturn
@@ -367,16 +368,30 @@ def cost_from_args(args: argparse.Namespace) -> Any:
     return CostInputs(price=args.price, tariff_kwh=args.tariff, years=args.years)
 
 
-def changed_scoring(args: argparse.Namespace) -> list[str]:
-    """The scoring options given other values than their defaults, as the user wrote them."""
+def _scoring_defaults() -> dict[str, Any]:
     parser = argparse.ArgumentParser(add_help=False)
     add_scoring_arguments(parser)
-    defaults = vars(parser.parse_args([]))
-    return [
-        "--" + dest.replace("_", "-")
-        for dest, default in defaults.items()
-        if dest in vars(args) and vars(args)[dest] != default
-    ]
+    return vars(parser.parse_args([]))
+
+
+def scoring_record(args: argparse.Namespace) -> dict[str, Any]:
+    """The scoring options given other values than their defaults, as the user wrote them, keyed by
+    option name: what a result records as the options it was scored with ({} for all defaults)."""
+    given = vars(args)
+    return {
+        "--" + dest.replace("_", "-"): given[dest]
+        for dest, default in _scoring_defaults().items()
+        if dest in given and given[dest] != default
+    }
+
+
+def changed_scoring(args: argparse.Namespace, recorded: Mapping[str, Any] | None = None) -> list[str]:
+    """The scoring options given here that a stored result was not scored with. recorded is the
+    result's own record of its options; a result without one (stored by an older version, or rebuilt
+    from points) counts as scored with the defaults. An option left out here changes nothing: the
+    stored result is shown as scored, with the options it names."""
+    was = dict(recorded or {})
+    return [opt for opt, value in scoring_record(args).items() if was.get(opt) != value]
 
 
 def channels_from_args(args: argparse.Namespace) -> list[Any] | None:

@@ -58,7 +58,13 @@ def load(args: argparse.Namespace, store: Store) -> tuple[Any, str] | str:
     """(evaluation, run id), or an error message."""
     from ..core.evaluate import clock_figures, evaluate, from_stored, run_span
     from ..sweep import channels as chans
-    from .options import changed_scoring, cost_from_args, limits_from_args, offsets_from_args
+    from .options import (
+        changed_scoring,
+        cost_from_args,
+        limits_from_args,
+        offsets_from_args,
+        scoring_record,
+    )
 
     run = args.run_id
     if run == "latest":
@@ -79,7 +85,7 @@ def load(args: argparse.Namespace, store: Store) -> tuple[Any, str] | str:
         span = run_span(events) or (None, None)
         offsets = chans.offsets_from_store(store, sorted({s.dev for s in specs}), *span)
         deadband = chans.DEFAULT_DEADBAND_MS
-    changed = changed_scoring(args) if stored is not None and not args.rescore else []
+    changed = changed_scoring(args, stored.get("options")) if stored is not None and not args.rescore else []
     if changed:
         # Showing the stored result would silently ignore what the user asked for (another channel,
         # another limit): score again, and keep the stored result as it is.
@@ -106,6 +112,7 @@ def load(args: argparse.Namespace, store: Store) -> tuple[Any, str] | str:
         now_ms=max(int(e["t"]) for e in events),
         deadband_ms=deadband,
         channel_problems=choice.problems,
+        options=scoring_record(args),
     )
     return ev, run
 

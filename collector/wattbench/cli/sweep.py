@@ -22,6 +22,7 @@ from .options import (
     cost_from_args,
     limits_from_args,
     offsets_from_args,
+    scoring_record,
 )
 
 EXIT_INVALID = 1
@@ -239,6 +240,7 @@ def run(args: argparse.Namespace) -> int:
         display=display,
         wait_data_s=args.wait_data,
         announce=lambda line: print(f"wattbench sweep: {line}", file=sys.stderr),
+        options=scoring_record(args),
     )
     try:
         outcome = run_sweep(setup)

@@ -84,13 +84,16 @@ def evaluate(
     now_ms: int | None = None,
     deadband_ms: float = 0.0,
     channel_problems: Sequence[str] = (),
+    options: Mapping[str, Any] | None = None,
 ) -> Evaluation:
     """Score a run. fetch may be None (no store): the levels then have ops but no power.
 
     offsets_ms are device-minus-host clock offsets as measured, one per device or a ClockTrack when the
     offset changed during the run; alignment shifts each window by its offset when beyond deadband_ms,
     and the clock_skew check judges the largest of each device. channel_problems are reasons the
-    channels could not all be chosen as asked; they fail the `channels` check."""
+    channels could not all be chosen as asked; they fail the `channels` check. options are the scoring
+    options the run was scored with, as the command line took them: the result records them, so a
+    later report can tell whether it was asked for another scoring."""
     tracks, measured, offsets = clock_figures(offsets_ms or {}, deadband_ms)
     steps = {k: len(t.steps) for k, t in tracks.items() if t.steps}
     windows = al.windows_from_events(events)
@@ -148,6 +151,8 @@ def evaluate(
         result["channels"] = listed
     if statement is not None:
         result["standard"] = statement.to_dict()
+    if options is not None:
+        result["options"] = dict(options)
     return Evaluation(
         run,
         result,

@@ -302,6 +302,7 @@ def _measured_html(evaluation: Any) -> str:
         ("timing", ms.timing_text(m)),
         ("inlet", ms.inlet_text(m)),
         ("standard", ms.standard_text(evaluation.result)),
+        ("scored with", ms.options_text(evaluation.result)),
     ]
     out = ["<h2>What was measured</h2>"]
     rehearsal = ms.rehearsal_text(m)

@@ -221,6 +221,24 @@ def standard_text(result: Mapping[str, Any]) -> str:
     return "not stated: no power was measured for this run"
 
 
+def options_text(result: Mapping[str, Any]) -> str:
+    """The scoring options the result was scored with, as a command line would give them."""
+    opts = result.get("options")
+    if not isinstance(opts, Mapping):
+        return "not recorded"
+    if not opts:
+        return "the defaults"
+    words = []
+    for name, value in opts.items():
+        if value is True:
+            words.append(str(name))
+        elif isinstance(value, list):
+            words += [f"{name} {v}" for v in value]
+        else:
+            words.append(f"{name} {value}")
+    return " ".join(words)
+
+
 def badge_text(valid: bool, checks: Sequence[Any], result: Mapping[str, Any] | None = None) -> str:
     """VALID (as the standard its measurement meets, when stated) or INVALID and what failed."""
     if valid:

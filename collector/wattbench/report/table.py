@@ -255,6 +255,7 @@ def measured_renderables(evaluation: Any) -> list[RenderableType]:
     table.add_row("timing", ms.timing_text(m))
     table.add_row("inlet", ms.inlet_text(m))
     table.add_row("standard", ms.standard_text(evaluation.result))
+    table.add_row("scored with", ms.options_text(evaluation.result))
     out: list[Any] = [table]
     rehearsal = ms.rehearsal_text(m)
     if rehearsal:

@@ -60,6 +60,8 @@ class SweepSetup:
     # Told the chosen channels (and those left out, with why) before the run begins.
     announce: Callable[[str], None] | None = None
     listen_s: float = 5.0  # how long to listen for appliances publishing power when none is named
+    # The scoring options as the command line took them, recorded in the result (None: not recorded).
+    options: dict[str, Any] | None = None
 
 
 @dataclass
@@ -173,6 +175,7 @@ def run_sweep(setup: SweepSetup) -> Outcome:
                 planned=record.planned,
                 interrupted=record.interrupted or store_error,
                 calibration_use=setup.plan.calibration_use,
+                options=setup.options,
             )
             specs, complete = list(specs or []), False
         fanout.result(evaluation.result)
@@ -225,5 +228,6 @@ def score_record(
         calibration_use=setup.plan.calibration_use,
         deadband_ms=deadband,
         channel_problems=problems,
+        options=setup.options,
     )
     return evaluation, specs, complete
