@@ -30,6 +30,15 @@ def mosquitto(tmp_path: Path) -> Iterator[services.Mosquitto]:
 
 
 @pytest.fixture
+def ipmi_sim(tmp_path: Path) -> Iterator[services.IpmiSim]:
+    """OpenIPMI's BMC simulator with one power sensor at 344 W."""
+    sim = _require(lambda: services.IpmiSim(tmp_path / "ipmi_sim", watts=344.0))
+    sim.start()
+    yield sim
+    sim.stop()
+
+
+@pytest.fixture
 def influxdb(tmp_path: Path) -> Iterator[services.InfluxDB]:
     db = _require(lambda: services.InfluxDB(tmp_path / "influxdb"))
     db.start()

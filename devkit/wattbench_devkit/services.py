@@ -68,10 +68,18 @@ class Process:
         self.log_path = workdir / f"{name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def _spawn(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+    def _spawn(self, argv: list[str], env: dict[str, str] | None = None, sigpipe: bool = True) -> None:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir, env=env, start_new_session=True
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.workdir,
+            env=env,
+            start_new_session=True,
+            # sigpipe=False: the child inherits Python's ignored SIGPIPE, for a server that dies of a
+            # client closing its socket (ipmi_sim's console).
+            restore_signals=sigpipe,
         )
         log.close()
 
@@ -303,6 +311,112 @@ class SushyEmulator(Process):
         )
         wait_port(self.port, 30, self.proc)  # type: ignore[arg-type]
         return self
+
+
+class IpmiSim(Process):
+    """OpenIPMI's BMC simulator (Debian openipmi) on loopback: RMCP+ on a free UDP port, one full SDR
+    sensor "Pwr Consumption" in Watts (2 W a step, 0-510 W), no DCMI (ipmi_sim does not implement
+    it), and its command console on a free TCP port, through which the test changes the reading."""
+
+    USER = "wbuser"
+    PASSWORD = "wbpass"
+    SENSOR = "Pwr Consumption"
+    STEP_W = 2
+
+    def __init__(self, workdir: Path, watts: float = 300.0) -> None:
+        super().__init__("ipmi_sim", workdir)
+        self.binary = find_binary("ipmi_sim")
+        self.port = free_udp_port()
+        self.console = free_port()
+        self.watts = watts
+
+    def _raw(self, watts: float) -> int:
+        raw = round(watts / self.STEP_W)
+        if not 0 <= raw <= 255:
+            raise ValueError(f"{watts} W is outside the simulated sensor's 0-510 W")
+        return raw
+
+    def start(self) -> IpmiSim:
+        name = self.SENSOR.encode()
+        # A full sensor record (IPMI 2.0, 43.1): owner 0x20, sensor 2, system board, threshold type,
+        # sensor type "other units", unit Watts (6), linear, M = STEP_W, B = 0, no thresholds.
+        sdr = [0, 0, 0x51, 0x01, 43 + len(name), 0x20, 0, 2, 0x07, 1, 0x67, 0x40, 0x0B, 0x01]
+        sdr += [0] * 7 + [6, 0, 0, self.STEP_W] + [0] * 9 + [0xFF, 0] + [0] * 11 + [0xC0 | len(name)]
+        sdr += list(name)
+        (self.workdir / "lan.conf").write_text(
+            'name "wattbench"\n'
+            "set_working_mc 0x20\n"
+            "  startlan 1\n"
+            f"    addr 127.0.0.1 {self.port}\n"
+            "    priv_limit admin\n"
+            + "".join(
+                f"    allowed_auths_{r} none md5 straight\n"
+                for r in ("callback", "user", "operator", "admin")
+            )
+            + "    guid a123456789abcdefa123456789abcdef\n"
+            "  endlan\n"
+            f'  user 2 true "{self.USER}" "{self.PASSWORD}" admin 10 none md5 straight\n'
+            f"  console 127.0.0.1 {self.console}\n"
+        )
+        (self.workdir / "bmc.emu").write_text(
+            "mc_setbmc 0x20\n"
+            "mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02\n"
+            "sensor_add 0x20 0 2 0x0b 0x01\n"
+            f"sensor_set_value 0x20 0 2 {self._raw(self.watts)} 0\n"
+            "main_sdr_add 0x20 "
+            + " ".join(f"0x{b:02x}" for b in sdr)
+            + "\n"
+            + self._scanning_cmd(True)
+            + "mc_enable 0x20\n"
+        )
+        state = self.workdir / "state"
+        state.mkdir(exist_ok=True)
+        self._spawn(
+            [self.binary, "-c", "lan.conf", "-f", "bmc.emu", "-s", str(state), "-n", "-p"], sigpipe=False
+        )
+        # Ready once a session opens (a connect-and-close probe of the console would kill it with
+        # SIGPIPE, were it not ignored).
+        argv = [find_binary("ipmitool"), "-I", "lanplus", "-C", "3", "-H", "127.0.0.1", "-p", str(self.port)]
+        argv += ["-U", self.USER, "-P", self.PASSWORD, "-N", "1", "-R", "1", "mc", "info"]
+        deadline = time.monotonic() + 20
+        while subprocess.run(argv, capture_output=True, timeout=10).returncode != 0:
+            if time.monotonic() > deadline or not self.running:
+                raise RuntimeError(f"ipmi_sim answers no session on {self.port}: {self.log_tail()}")
+            time.sleep(0.2)
+        return self
+
+    @staticmethod
+    def _scanning_cmd(on: bool) -> str:
+        return (
+            f"sensor_set_event_support 0x20 0 2 enable {'scanning' if on else 'no-scanning'} none "
+            + " ".join(["0" * 15] * 4)
+            + "\n"
+        )
+
+    def command(self, line: str) -> None:
+        """One command on the simulator's console (ipmi_sim_cmd(5)); returns once it has been echoed."""
+        with socket.create_connection(("127.0.0.1", self.console), timeout=5) as s:
+            seen = b""
+            while not seen.endswith(b"> "):  # the prompt
+                seen += s.recv(4096) or b"> "
+            s.sendall(line.rstrip("\n").encode() + b"\n")
+            seen = b""
+            while not seen.endswith(b"> "):  # the echo, then the next prompt: the command has run
+                seen += s.recv(4096) or b"> "
+
+    def set_watts(self, watts: float) -> None:
+        self.command(f"sensor_set_value 0x20 0 2 {self._raw(watts)} 0")
+        self.watts = watts
+
+    def set_scanning(self, on: bool) -> None:
+        """Off: the sensor stays listed but has no reading (ipmitool shows "ns")."""
+        self.command(self._scanning_cmd(on))
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def telegraf_env(

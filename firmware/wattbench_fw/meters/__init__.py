@@ -50,6 +50,7 @@ TABLE = (
     ("simdc", "meters", "SimDC", NO_BUS, "simulated DC rail"),
     ("rapl", "meters", "RAPL", NO_BUS, "RAPL (Linux powercap)"),
     ("redfish", "meters", "Redfish", NO_BUS, "BMC (Redfish)"),
+    ("ipmi", "meters", "IPMI", NO_BUS, "BMC (IPMI)"),
 )
 KINDS = tuple(r[0] for r in TABLE)
 
