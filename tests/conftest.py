@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,6 +37,23 @@ def ipmi_sim(tmp_path: Path) -> Iterator[services.IpmiSim]:
     sim.start()
     yield sim
     sim.stop()
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path) -> Iterator[Any]:
+    """Start a real Prometheus from deploy/prometheus/ as shipped, scraping the given targets:
+    prometheus(["127.0.0.1:9464"]). Stopped after the test."""
+    started: list[services.Prometheus] = []
+
+    def start(targets: list[str]) -> services.Prometheus:
+        conf = services.REPO / "deploy" / "prometheus"
+        prom = _require(lambda: services.Prometheus(tmp_path / f"prometheus{len(started)}", conf, targets))
+        started.append(prom)
+        return prom.start()
+
+    yield start
+    for prom in started:
+        prom.stop()
 
 
 @pytest.fixture

@@ -41,6 +41,7 @@ ALLOWED: dict[str, set[str]] = {
     "spool": set(),
     "store": {"core", "config"},
     "mqttconn": set(),
+    "promql": set(),
     "broker": {"signals"},
     "ingest": {"core", "config", "spool", "store", "mqttconn"},
     "workloads": {"core"},
@@ -58,6 +59,7 @@ ALLOWED: dict[str, set[str]] = {
         "workloads",
         "report",
         "sweep",
+        "promql",
     },
 }
 

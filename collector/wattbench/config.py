@@ -76,6 +76,8 @@ class CollectorConfig:
     restore_state: bool = True
     hmac_keys: str = ""  # JSON file {"device-id": "hex key"}: batches of those devices must be signed
     hmac_require: bool = False  # refuse unsigned batches from devices without a key as well
+    # Serve Prometheus /metrics on HOST:PORT (ingest/metrics.py); empty: not served.
+    metrics: str = ""
 
     def __repr__(self) -> str:
         shown = []
@@ -127,6 +129,8 @@ class CollectorConfig:
         for name in ("state_dir", "spool_dir", "hmac_keys", "tls_ca", "store"):
             if "\0" in getattr(c, name):
                 raise ConfigError(f"{name} holds a NUL character")
+        if c.metrics:
+            c.metrics = metrics_address(c.metrics)
         for name in ("health_period_s", "retry_s", "connect_timeout_s"):
             value = getattr(c, name)
             if not (math.isfinite(value) and 0 < value <= 86400):
@@ -239,6 +243,7 @@ ENV = {
     "WATTBENCH_STATE_DIR": "state_dir",
     "WATTBENCH_SPOOL_DIR": "spool_dir",
     "WATTBENCH_HMAC_KEYS": "hmac_keys",
+    "WATTBENCH_METRICS": "metrics",
     "WATTBENCH_HMAC_REQUIRE": "hmac_require",
 }
 SECRET_FILES = {
@@ -308,6 +313,22 @@ def _flatten(doc: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+def metrics_address(text: str) -> str:
+    """HOST:PORT (or :PORT for every interface) for the /metrics endpoint; ConfigError otherwise."""
+    host, sep, port = str(text).rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"metrics address {text!r}: use HOST:PORT, for example 127.0.0.1:9464")
+    host = host.strip("[]")
+    if any(ch.isspace() or ch in "/\0" for ch in host):
+        raise ConfigError(f"metrics address {text!r}: {host!r} is not a host")
+    return f"{host}:{int(port)}"
+
+
+def split_metrics_address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 def load_config(

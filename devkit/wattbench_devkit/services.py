@@ -413,6 +413,52 @@ class IpmiSim(Process):
         self.command(self._scanning_cmd(on))
 
 
+class Prometheus(Process):
+    """Prometheus (Debian) on a free loopback port, from a configuration directory copied as it is
+    (deploy/prometheus/), with a targets file written beside it as a user would."""
+
+    def __init__(self, workdir: Path, config_dir: Path, targets: list[str]) -> None:
+        super().__init__("prometheus", workdir)
+        self.binary = find_binary("prometheus")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.etc = workdir / "etc"
+        shutil.copytree(config_dir, self.etc, dirs_exist_ok=True)
+        (self.etc / "wattbench-targets.json").write_text(json.dumps([{"targets": targets}]))
+
+    def start(self) -> Prometheus:
+        self._spawn(
+            [
+                self.binary,
+                f"--config.file={self.etc / 'prometheus.yml'}",
+                f"--storage.tsdb.path={self.workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--log.level=warn",
+            ]
+        )
+        wait_port(self.port, 30, self.proc)  # type: ignore[arg-type]
+        return self
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        """The instant query's result vector: [{"metric": {...}, "value": [t, "text"]}, ...]."""
+        url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            doc = json.loads(resp.read())
+        if doc.get("status") != "success":
+            raise RuntimeError(f"query {promql!r}: {doc}")
+        return list(doc["data"]["result"])
+
+    def wait_query(self, promql: str, timeout: float = 60.0) -> list[dict[str, Any]]:
+        """The first non-empty result of the query within timeout; [] when none came."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.query(promql)
+            if found:
+                return found
+            time.sleep(0.5)
+        return []
+
+
 def free_udp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))

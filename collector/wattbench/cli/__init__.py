@@ -39,6 +39,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("wattbench.cli.status", "show per-device accounting: gaps, duplicates, clock offset, rate"),
     "sweep": ("wattbench.cli.sweep", "drive the server through graduated loads and score it"),
     "report": ("wattbench.cli.report", "re-render a stored run as table, JSON and HTML"),
+    "compare-estimate": (
+        "wattbench.cli.estimate",
+        "a software power estimator (Kepler, Scaphandre) from Prometheus against a run's measured power",
+    ),
     "score": ("wattbench.cli.score", "score a per-level table (CSV or JSON) such as a published result"),
     "flash": ("wattbench.cli.flash", "deploy the firmware and its config to a board with mpremote"),
     "broker": ("wattbench.cli.broker", "run the embedded MQTT broker on its own"),

@@ -46,6 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="refuse unsigned batches from every device",
     )
     parser.add_argument("--health-period", type=float, metavar="S", help="seconds between health points (5)")
+    parser.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve Prometheus /metrics here (e.g. 127.0.0.1:9464; docs/prometheus.md)",
+    )
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, object]:
@@ -65,6 +70,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
         "health_period_s": args.health_period,
         "hmac_keys": args.hmac_keys,
         "hmac_require": args.require_signatures,
+        "metrics": args.metrics,
     }
 
 

@@ -31,10 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 import wattbench_schema as contract
 
-from ..config import CollectorConfig, ConfigError
+from ..config import CollectorConfig, ConfigError, split_metrics_address
 from ..spool import Spool, SpoolError
 from ..store import open_store
 from .auth import Verifier
+from .live import Live, channels_now
+from .metrics import serve
 from .mqtt import BrokerRefused, MqttLink, probe_protocol
 from .parallel import CheckPool, default_workers
 from .pipeline import Batch, Pipeline
@@ -107,6 +109,7 @@ class Collector:
         # (connection generation, packet id, qos, topic, payload, receive time ms)
         self._inbox: deque[Message] = deque()
         self._pool: Any = None
+        self._metrics_server: Any = None
         self._wake = threading.Event()
         self._commits: queue.Queue[Commit] = queue.Queue(maxsize=1)
         self._stopping = threading.Event()
@@ -163,6 +166,8 @@ class Collector:
                     )
                 log.info("broker %s does not speak MQTT 5: using MQTT 3.1.1", cfg.broker)
         self.link = MqttLink(cfg, self._on_message, protocol=protocol)
+        if cfg.metrics:
+            self._serve_metrics()
         self._threads = [
             threading.Thread(target=self._guard, args=(self._ingest_loop,), name="wb-ingest", daemon=True),
             threading.Thread(target=self._guard, args=(self._writer_loop,), name="wb-writer", daemon=True),
@@ -189,6 +194,26 @@ class Collector:
             self.store,
         )
         return self
+
+    def _serve_metrics(self) -> None:
+        host, port = split_metrics_address(self.config.metrics)
+        try:
+            self._metrics_server = serve(self.live, host, port)
+        except OSError as exc:
+            self._abort()
+            raise CollectorError(
+                f"cannot serve /metrics on {self.config.metrics}: {exc}", EXIT_CONFIG
+            ) from None
+        log.info("serving Prometheus /metrics on http://%s/metrics", self.config.metrics)
+
+    def live(self) -> Live:
+        """One consistent copy of what the collector knows now, for /metrics."""
+        with self._pipeline_lock:
+            p = self.pipeline
+            channels = channels_now(p.latest, p.meta)
+            devices = {dev: acct.summary() for dev, acct in p.accounts.devices.items()}
+            result = p.last_result
+        return Live(now_ms(), channels, devices, self.counters(), result)
 
     def _start_pool(self) -> None:
 
@@ -254,6 +279,10 @@ class Collector:
             t.join(max(0.1, deadline - time.monotonic()))
 
     def _close_storage(self) -> None:
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
+            self._metrics_server = None
         if self.store is not None and self._given_store is None:
             try:
                 self.store.close()

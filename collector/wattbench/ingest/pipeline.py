@@ -60,6 +60,10 @@ class Pipeline:
         self.last_rejects: list[dict[str, Any]] = []
         self._last_reject_ms = 0
         self._last_status_ms: dict[str, int] = {}
+        # The newest accepted sample of each channel, (dev, ch) -> row, and the newest run result:
+        # what the live view (/metrics) shows. Only the last row of a batch per channel is kept.
+        self.latest: dict[tuple[str, str], dict[str, Any]] = {}
+        self.last_result: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ messages
 
@@ -99,6 +103,13 @@ class Pipeline:
             if rows:
                 self.batch.records.append(rec.samples(doc["dev"], rows))
                 self.batch.samples += len(rows)
+                dev = doc["dev"]
+                latest = self.latest
+                # A batch's rows are in sequence order: the last row of each channel is its newest.
+                for ch, row in {row["c"]: row for row in rows}.items():
+                    held = latest.get((dev, ch))
+                    if held is None or row["t"] >= held["t"]:
+                        latest[(dev, ch)] = row
             for step in steps:
                 self.energy_steps += 1
                 self._notice(
@@ -131,6 +142,8 @@ class Pipeline:
             self.batch.records.append(rec.phase(doc))
         elif kind == "result":
             self.batch.records.append(rec.result(doc))
+            if self.last_result is None or doc["t"] >= self.last_result["t"]:
+                self.last_result = doc
         return outcome
 
     def _reject(self, rej: Rejected, recv_ms: int) -> None:
