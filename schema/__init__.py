@@ -82,10 +82,18 @@ def dumps(payload: Any) -> bytes:
 
 def meter_kinds() -> tuple[str, ...]:
     """The meter kinds a meta message may name: the firmware's meter table, the one list of them, so a
-    new meter is its driver folder plus one table row and never a schema edit."""
+    new meter is its driver folder plus one table row and never a schema edit; and the smart-plug
+    formats the collector bridges (bridged.json)."""
     from wattbench_fw.meters import KINDS
 
-    return KINDS
+    return KINDS + bridged_kinds()
+
+
+@cache
+def bridged_kinds() -> tuple[str, ...]:
+    """The smart-plug formats of the collector's bridge, one row each in bridged.json."""
+    doc = json.loads((Path(__file__).parent / "bridged.json").read_text())
+    return tuple(str(row["kind"]) for row in doc["formats"])
 
 
 @cache

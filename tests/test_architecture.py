@@ -42,8 +42,9 @@ ALLOWED: dict[str, set[str]] = {
     "store": {"core", "config"},
     "mqttconn": set(),
     "promql": set(),
+    "bridge": set(),
     "broker": {"signals"},
-    "ingest": {"core", "config", "spool", "store", "mqttconn"},
+    "ingest": {"core", "config", "spool", "store", "mqttconn", "bridge"},
     "workloads": {"core"},
     "report": {"core", "store"},
     "sweep": {"core", "store", "workloads", "mqttconn", "config"},
@@ -60,6 +61,7 @@ ALLOWED: dict[str, set[str]] = {
         "report",
         "sweep",
         "promql",
+        "bridge",
     },
 }
 

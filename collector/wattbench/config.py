@@ -78,6 +78,8 @@ class CollectorConfig:
     hmac_require: bool = False  # refuse unsigned batches from devices without a key as well
     # Serve Prometheus /metrics on HOST:PORT (ingest/metrics.py); empty: not served.
     metrics: str = ""
+    # Smart plugs to bridge into the contract: a TOML mapping file (bridge/__init__.py); empty: none.
+    plugs: str = ""
 
     def __repr__(self) -> str:
         shown = []
@@ -126,7 +128,9 @@ class CollectorConfig:
         state = _expand(c.state_dir) if c.state_dir else default_state_dir()
         c.state_dir = str(state)
         c.spool_dir = str(_expand(c.spool_dir)) if c.spool_dir else str(state / "spool" / c.id)
-        for name in ("state_dir", "spool_dir", "hmac_keys", "tls_ca", "store"):
+        if c.plugs:
+            c.plugs = str(_expand(c.plugs))
+        for name in ("state_dir", "spool_dir", "hmac_keys", "tls_ca", "store", "plugs"):
             if "\0" in getattr(c, name):
                 raise ConfigError(f"{name} holds a NUL character")
         if c.metrics:
@@ -244,6 +248,7 @@ ENV = {
     "WATTBENCH_SPOOL_DIR": "spool_dir",
     "WATTBENCH_HMAC_KEYS": "hmac_keys",
     "WATTBENCH_METRICS": "metrics",
+    "WATTBENCH_PLUGS": "plugs",
     "WATTBENCH_HMAC_REQUIRE": "hmac_require",
 }
 SECRET_FILES = {

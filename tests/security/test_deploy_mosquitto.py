@@ -271,7 +271,7 @@ def test_shipped_mosquitto_files_carry_everything_and_refuse_spoofing(tmp_path: 
     telegraf: services.Telegraf | None = None
     try:
         broker.install()
-        broker.add_clients("bench-b", "homeassistant", "wattbench-telegraf")
+        broker.add_clients("bench-b", "homeassistant", "wattbench-telegraf", "tasmota_5a3f2c")
         broker.start()
         # The shipped Telegraf route, with its own account, over TLS, as deploy/telegraf.conf documents.
         telegraf = services.Telegraf(
@@ -293,6 +293,11 @@ def test_shipped_mosquitto_files_carry_everything_and_refuse_spoofing(tmp_path: 
 
         store = tmp_path / "wattbench.sqlite"
         collector_log = tmp_path / "collect.log"
+        # A Tasmota plug with its own account, bridged by the collector (docs/sources/plugs.md).
+        plugs = tmp_path / "plugs.toml"
+        plugs.write_text(
+            '[[plug]]\nformat = "tasmota"\ntopic = "tasmota_5a3f2c"\ndev = "plug-srv1"\nperiod_s = 1\n'
+        )
         collector = wattbench(
             [
                 "-v",
@@ -309,6 +314,8 @@ def test_shipped_mosquitto_files_carry_everything_and_refuse_spoofing(tmp_path: 
                 str(store),
                 "--state-dir",
                 str(tmp_path / "collector-state"),
+                "--plugs",
+                str(plugs),
             ],
             collector_log,
         )
@@ -409,7 +416,17 @@ def test_shipped_mosquitto_files_carry_everything_and_refuse_spoofing(tmp_path: 
         assert runs.topics(rf"wattbench/v1/run/{run}/phase"), "phase events flow"
         assert discovered() == expected_discovery, "only the appliance's own discovery configs"
 
+        plug = Observer(broker, "tasmota_5a3f2c", [])
+        observers.append(plug)
+        for watts in (120, 121, 122):
+            telemetry = {
+                "Time": "2026-11-25T10:00:00",
+                "ENERGY": {"Power": watts, "Voltage": 230, "Total": 1.5},
+            }
+            assert plug.publish("tele/tasmota_5a3f2c/SENSOR", json.dumps(telemetry).encode()) == 0
+
         reader = open_store(str(store))
+        wait_for(lambda: reader.count_samples("plug-srv1") == 3, 30, "the plug's samples bridged and stored")
         wait_for(lambda: reader.result(run) is not None, 30, "the result stored by the collector")
         assert reader.count_samples("bench-a") > 0, "the collector stored samples"
         assert reader.phases(run), "the collector stored the phase events"
@@ -442,6 +459,9 @@ def test_shipped_mosquitto_files_carry_everything_and_refuse_spoofing(tmp_path: 
         assert spoof.publish("wattbench/v1/dev/bench-b/samples", b"{}") == NOT_AUTHORIZED
         assert spoof.publish("wattbench/v1/dev/bench-b/status", b"{}") == NOT_AUTHORIZED
         assert spoof.publish("homeassistant/sensor/bench-b/sim_power/config", b"{}") == NOT_AUTHORIZED
+        # A plug's account reaches its own telemetry only, never the contract's topics.
+        assert plug.publish("wattbench/v1/dev/plug-srv1/samples", b"{}") == NOT_AUTHORIZED
+        assert plug.publish("tele/other_plug/SENSOR", b"{}") == NOT_AUTHORIZED
         time.sleep(0.5)
         assert not [t for t, _, _ in ha.got[before:] if "bench-b" in t]
         assert "Denied PUBLISH" in broker.log(), (

@@ -46,9 +46,11 @@ def sweep_with(
     sim_watts: float | None = None,
     named: list[str] | None = None,
     before: Callable[[], None] | None = None,
+    plugs: str | None = None,
 ) -> SweepRun:
     """A 2-level sweep (3 s windows) on an appliance `dev` with `channels`, plus a simulated wall meter
-    `sim` of sim_watts when given. named: the sweep's --channel list (None: chosen from metadata)."""
+    `sim` of sim_watts when given (no appliance when there is neither). named: the sweep's --channel
+    list (None: chosen from metadata). plugs: the collector's smart-plug mapping file."""
     fw_host = pytest.importorskip("wattbench_fw.host")
     from wattbench.config import CollectorConfig
     from wattbench.core.plan import Timing, specpower_plan
@@ -74,14 +76,15 @@ def sweep_with(
             spool_dir=str(tmp_path / "spool"),
             validate_workers=0,
             health_period_s=1.0,
+            plugs=plugs or "",
         )
     )
     collector.start()
-    appliance = fw_host.HostAppliance(cfg).start()
+    appliance = fw_host.HostAppliance(cfg).start() if cfg["channels"] else None
     store = open_store(db)
     notes: list[str] = []
     try:
-        assert appliance.wait_connected(20)
+        assert appliance is None or appliance.wait_connected(20)
         if before is not None:
             before()
         plan = specpower_plan(calibrations=3, levels=(1.0, 0.5), timing=Timing(0.5, 3.0, 0.3, 0.2))
@@ -98,7 +101,8 @@ def sweep_with(
             )
         )
     finally:
-        appliance.stop(timeout=10)
+        if appliance is not None:
+            appliance.stop(timeout=10)
         collector.stop()
         store.close()
     assert outcome.record.interrupted is None

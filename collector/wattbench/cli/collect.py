@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--health-period", type=float, metavar="S", help="seconds between health points (5)")
     parser.add_argument(
+        "--plugs", metavar="FILE", help="smart plugs to bridge (TOML mapping; docs/sources/plugs.md)"
+    )
+    parser.add_argument(
         "--metrics",
         metavar="HOST:PORT",
         help="serve Prometheus /metrics here (e.g. 127.0.0.1:9464; docs/prometheus.md)",
@@ -71,6 +74,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
         "hmac_keys": args.hmac_keys,
         "hmac_require": args.require_signatures,
         "metrics": args.metrics,
+        "plugs": args.plugs,
     }
 
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import wattbench_schema as contract
 
+from ..bridge import Bridge, PlugConfigError, load_plugs
 from ..config import CollectorConfig, ConfigError, split_metrics_address
 from ..spool import Spool, SpoolError
 from ..store import open_store
@@ -41,7 +42,7 @@ from .mqtt import BrokerRefused, MqttLink, probe_protocol
 from .parallel import CheckPool, default_workers
 from .pipeline import Batch, Pipeline
 from .state import StateFile
-from .validate import Validator
+from .validate import Rejected, Validator
 from .writer import NotDurable, Writer, WriterStats
 
 if TYPE_CHECKING:
@@ -119,6 +120,13 @@ class Collector:
         self._pipeline_lock = threading.Lock()
         self._next_health = 0.0
         self._warned_repeats: dict[str, int] = {}
+        self.bridge: Bridge | None = None
+        if self.config.plugs:
+            try:
+                # Read before anything starts: a wrong mapping is exit 2, not a collector that drops plugs.
+                self.bridge = Bridge(load_plugs(self.config.plugs), boot=int(time.time()))
+            except PlugConfigError as exc:
+                raise ConfigError(str(exc)) from None
         self.state_file = StateFile(self.config.state_dir, self.config.id)
         self.state_path = self.state_file.path
 
@@ -165,7 +173,12 @@ class Collector:
                         EXIT_BROKER,
                     )
                 log.info("broker %s does not speak MQTT 5: using MQTT 3.1.1", cfg.broker)
-        self.link = MqttLink(cfg, self._on_message, protocol=protocol)
+        self.link = MqttLink(
+            cfg,
+            self._on_message,
+            protocol=protocol,
+            extra_filters=self.bridge.filters() if self.bridge else (),
+        )
         if cfg.metrics:
             self._serve_metrics()
         self._threads = [
@@ -372,9 +385,15 @@ class Collector:
             while inbox and len(pending) < depth and (drain_left is None or drain_left > 0):
                 items: list[Message] = []
                 while inbox and len(items) < chunk and (drain_left is None or drain_left > 0):
-                    items.append(inbox.popleft())
+                    m = inbox.popleft()
                     if drain_left is not None:
                         drain_left -= 1
+                    if self.bridge is not None and self._bridged(m, acks):
+                        moved += 1
+                        continue
+                    items.append(m)
+                if not items:
+                    continue
                 fut = None
                 if pool is not None:
                     try:
@@ -446,6 +465,26 @@ class Collector:
             if not moved and not done and not pending:
                 self._wake.wait(0.2)
                 self._wake.clear()
+
+    def _bridged(self, m: Message, acks: list[tuple[int, int, int]]) -> bool:
+        """A bridged plug's message: made into contract messages and handled here, in this process
+        (plugs send a message every few seconds); False for any other topic."""
+        assert self.bridge is not None
+        gen, mid, qos, topic, payload, recv_ms = m
+        plug = self.bridge.plug_for(topic)
+        if plug is None:
+            return False
+        with self._pipeline_lock:
+            out = self.bridge.translate(plug, topic, payload, recv_ms)
+            for t, raw in out.messages:
+                self.pipeline.handle(t, raw, recv_ms)
+            if out.reject_detail is not None:
+                excerpt = payload[:64].decode("utf-8", "replace")
+                self.pipeline.process(
+                    Rejected("plug", out.reject_detail, topic, len(payload), out.dev, excerpt), recv_ms
+                )
+        acks.append((gen, mid, qos))
+        return True
 
     def _health_into_batch(self) -> None:
         spool_bytes, spool_age = self._spool_figures()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import wattbench_schema as contract
@@ -40,8 +40,9 @@ class BrokerRefused(RuntimeError):
     """The broker refused the connection for a reason that retrying will not fix (credentials, id)."""
 
 
-def topic_filters(share: str = "") -> list[str]:
-    filters = [contract.subscription(name) for name in SUBSCRIBED]
+def topic_filters(share: str = "", extra: Sequence[str] = ()) -> list[str]:
+    """The collector's subscriptions: the contract's topics, and extra ones (the bridged plugs')."""
+    filters = [contract.subscription(name) for name in SUBSCRIBED] + list(extra)
     if share:
         # Every topic goes through the share group, so two collectors never both write one message.
         filters = [f"$share/{share}/{f}" for f in filters]
@@ -57,8 +58,15 @@ def probe_protocol(config: CollectorConfig, timeout: float = 5.0) -> str:
 class MqttLink:
     """protocol: "5" or "3.1.1" (with config.protocol_fallback, see probe_protocol)."""
 
-    def __init__(self, config: CollectorConfig, on_message: OnMessage, protocol: str | None = None) -> None:
+    def __init__(
+        self,
+        config: CollectorConfig,
+        on_message: OnMessage,
+        protocol: str | None = None,
+        extra_filters: Sequence[str] = (),
+    ) -> None:
         self.config = config
+        self.extra_filters = list(extra_filters)
         self.protocol = protocol or ("3.1.1" if config.protocol == "3.1.1" else "5")
         self._on_message_cb = on_message
         self.v5 = self.protocol == "5"
@@ -149,7 +157,7 @@ class MqttLink:
         )
         # Subscribing again is harmless when the session kept the subscriptions, and needed when the
         # broker lost them (expired session, broker without persistence).
-        filters = topic_filters(self.config.share)
+        filters = topic_filters(self.config.share, self.extra_filters)
         if self.v5:
             from paho.mqtt.subscribeoptions import SubscribeOptions
 

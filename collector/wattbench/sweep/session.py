@@ -83,6 +83,13 @@ def bind_channels(setup: SweepSetup) -> chans.Choice:
         if setup.mqtt is not None:
             seen = chans.survey(_meta_client(setup), listen_s=min(setup.listen_s, 2.0))
             roles = chans.roles_from_metas(seen.metas.values())
+            unseen = {s.dev for s in setup.channels} - {dev for dev, _ in roles}
+            if unseen and setup.store is not None:
+                # A device with no metadata on the broker (a smart plug the collector bridges) is
+                # described by what the collector stored for it.
+                now = int(time.time() * 1000)
+                stored = chans.stored_roles(setup.store, now, now)
+                roles.update({k: v for k, v in stored.items() if k[0] in unseen})
             offline = sorted({s.dev for s in setup.channels if seen.states.get(s.dev) == "offline"})
             if offline:
                 raise chans.ChannelError(

@@ -38,7 +38,10 @@ def _meter_property(doc: dict[str, Any]) -> dict[str, Any]:
 def test_the_contracts_meter_kinds_are_the_table() -> None:
     kinds = list(meters.KINDS)
     assert len(set(kinds)) == len(kinds) == len(ROWS)
-    assert _meter_property(schema.load_schema("meta"))["enum"] == kinds
+    # ... and the smart-plug formats the collector bridges (schema/bridged.json), never a firmware kind
+    bridged = list(schema.bridged_kinds())
+    assert not set(bridged) & set(kinds)
+    assert _meter_property(schema.load_schema("meta"))["enum"] == kinds + bridged
     assert list(contract.METERS) == kinds
     # The schema file bounds the name and lists no kinds of its own that could drift from the table.
     on_disk = _meter_property(json.loads((schema.SCHEMA_DIR / "meta.schema.json").read_text()))
@@ -188,7 +191,7 @@ for kind in meters.KINDS:
     r = meters.row(kind)
     found.append([kind, cls.KIND, cls.__name__, list(r[3]), r[4]])
 try:
-    meters.driver_class("tasmota")
+    meters.driver_class("zigbee")
     unknown = None
 except ValueError as e:
     unknown = str(e)
@@ -197,4 +200,4 @@ report({"before": before, "found": found, "meters": list(contract.METERS), "unkn
     assert out["before"] == []  # importing the table imports no driver
     assert out["found"] == [[r[0], r[0], r[2], list(r[3]), r[4]] for r in ROWS]
     assert out["meters"] == list(meters.KINDS)
-    assert out["unknown"] == "unknown meter 'tasmota'"
+    assert out["unknown"] == "unknown meter 'zigbee'"
