@@ -31,6 +31,11 @@ command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 command -v ipmi_sim >/dev/null 2>&1 || need_apt+=(openipmi)
 command -v ipmitool >/dev/null 2>&1 || need_apt+=(ipmitool)
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
+# The ready-made tool workloads (collector/wattbench/workloads/{fio,sysbench,stressng,bonnie}) are tested against real runs.
+command -v fio >/dev/null 2>&1 || need_apt+=(fio)
+command -v sysbench >/dev/null 2>&1 || need_apt+=(sysbench)
+command -v stress-ng >/dev/null 2>&1 || need_apt+=(stress-ng)
+command -v bonnie++ >/dev/null 2>&1 || [ -x /usr/sbin/bonnie++ ] || need_apt+=(bonnie++)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "apt-get install ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo

@@ -36,6 +36,7 @@ class CountingWorkload:
 
     name = "counting"
     window = "fixed"
+    overrun_s = 0.0
     calibrates = True
 
     def __init__(self, interrupt_in: str | None = None) -> None:
@@ -164,6 +165,7 @@ def test_concurrency_plan_needs_no_calibration() -> None:
 
     class Jobs(CountingWorkload):
         window = "until_done"
+        overrun_s = 0.0
         calibrates = False
 
         def measure_done(self) -> bool:

@@ -45,7 +45,8 @@ def test_each_registry_line_names_a_class_that_builds_itself_from_its_settings()
 @pytest.mark.parametrize("bad", ["nope", ["builtin"], 3, None])
 def test_an_unknown_workload_is_refused_naming_the_registered_ones(bad: object) -> None:
     with pytest.raises(
-        WorkloadError, match=r"unknown workload .*; choose one of builtin, command, concurrency$"
+        WorkloadError,
+        match=r"unknown workload .*; choose one of builtin, command, concurrency, fio, sysbench, stressng, bonnie$",
     ):
         workload_class(bad)  # type: ignore[arg-type]
 

@@ -258,14 +258,13 @@ class Driver:
         start_ev = self._emit("measure_start", phase.name, **fields)
         # Active idle always lasts its planned window: there is no work whose end could close it.
         until_done = self.workload.window == "until_done" and phase.kind != "idle"
-        finished = self._wait(
-            timing.measure_s, phase, "measuring", m0, timing.pre_s, rate, until_done=until_done
-        )
+        longest = timing.measure_s + (self.workload.overrun_s if until_done else 0.0)
+        finished = self._wait(longest, phase, "measuring", m0, timing.pre_s, rate, until_done=until_done)
         if until_done and not finished:
             log.warning(
                 "%s: the work did not finish within %.0f s; the window closes now",
                 phase.name,
-                timing.measure_s,
+                longest,
             )
         ops = self.workload.end_measure()
         end_ev = self._emit("measure_end", phase.name, ops=int(ops), **fields)

@@ -1,6 +1,6 @@
 """Workloads the sweep can drive: builtin (transactional, on all cores), command (any program, one run
-per phase) and concurrency (N copies of a job). Each lives in its own folder with a README and a sample
-configuration."""
+per phase), concurrency (N copies of a job), and ready-made tools on the command workload (fio,
+sysbench, stress-ng, bonnie++). Each lives in its own folder with a README and a sample configuration."""
 
 from __future__ import annotations
 
@@ -16,13 +16,18 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "builtin": (".builtin.workers", "BuiltinWorkload"),
     "command": (".command.runner", "CommandWorkload"),
     "concurrency": (".concurrency.runner", "ConcurrencyWorkload"),
+    "fio": (".fio", "FioWorkload"),
+    "sysbench": (".sysbench", "SysbenchWorkload"),
+    "stressng": (".stressng", "StressNgWorkload"),
+    "bonnie": (".bonnie", "BonnieWorkload"),
 }
 NAMES = tuple(REGISTRY)
 HERE = Path(__file__).resolve().parent
 
 
 def sample_config(name: str) -> Path:
-    return HERE / name / "sample.toml"
+    """The workload's sample configuration, in its folder (the first part of its module path)."""
+    return HERE / REGISTRY[name][0].lstrip(".").split(".")[0] / "sample.toml"
 
 
 def load_config(path: str | Path) -> dict[str, Any]:

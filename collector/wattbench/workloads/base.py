@@ -43,12 +43,14 @@ class Workload(Protocol):
     """A source of work the driver walks through the phases of a plan.
 
     window is "fixed" when the measurement window lasts its planned time, or "until_done" when it
-    closes as soon as the work finishes (the plan's measure time is then the longest it may take).
+    closes as soon as the work finishes (the plan's measure time is then the longest it may take, plus
+    overrun_s: a tool told to run for the window needs a moment more to start and print its report).
     calibrates says whether the workload needs calibration intervals to find its top rate.
     """
 
     name: str
     window: str
+    overrun_s: float
     calibrates: bool
 
     @classmethod

@@ -120,6 +120,7 @@ class BuiltinWorkload:
 
     name = "builtin"
     window = "fixed"
+    overrun_s = 0.0
     calibrates = True
 
     def __init__(

@@ -30,7 +30,7 @@ import signal
 import subprocess
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -94,6 +94,9 @@ class CommandProcess:
         self.ops = 0.0
         self.seen = False
         self.stderr_tail: deque[str] = deque(maxlen=20)
+        # Everything printed, for a parser of the whole output (a tool's closing report); bounded, as a
+        # chatty command must not fill the driver's memory.
+        self.output: deque[str] = deque(maxlen=20_000)
         self._lock = threading.Lock()
         try:
             self.proc = subprocess.Popen(
@@ -118,6 +121,7 @@ class CommandProcess:
 
     def _read_out(self, stream: IO[str]) -> None:
         for line in stream:
+            self.output.append(line)
             m = self.pattern.search(line)
             if not m:
                 continue
@@ -166,6 +170,7 @@ class CommandWorkload:
 
     name = "command"
     calibrates = True
+    overrun_s = 0.0
 
     def __init__(
         self,
@@ -177,7 +182,10 @@ class CommandWorkload:
         increment: bool = False,
         cwd: str | None = None,
         stop_grace_s: float = 5.0,
+        parse: Callable[[str], float] | None = None,
     ) -> None:
+        """parse, with report "total": reads the op count from everything the command printed (a
+        tool's closing report, such as fio's JSON) and raises WorkloadError when it is not there."""
         if not run or not run.strip():
             raise WorkloadError("the command workload needs a command (run = ...)")
         if report not in ("stream", "total"):
@@ -194,6 +202,7 @@ class CommandWorkload:
         if self.pattern.groups < 1:
             raise WorkloadError("ops_pattern needs one group capturing the number")
         self.increment = increment
+        self.parse = parse
         self.cwd = cwd
         self.stop_grace_s = stop_grace_s
         self._proc: CommandProcess | None = None
@@ -318,7 +327,15 @@ class CommandWorkload:
             reason = self.failure()
             if reason:
                 raise WorkloadError(reason)
-            ops = self._current()
+            if self.parse is not None:
+                if self._stopping:
+                    raise WorkloadError(
+                        f"phase {self._phase}: the command outlasted its window and was stopped, "
+                        "so it printed no report to count"
+                    )
+                ops = self.parse("".join(self._proc.output))
+            else:
+                ops = self._current()
             self._done_before += ops
             return max(0, round(ops))
         reason = self.failure()

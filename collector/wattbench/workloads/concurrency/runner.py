@@ -28,6 +28,7 @@ def builtin_job(ops: int) -> str:
 class ConcurrencyWorkload:
     name = "concurrency"
     window = "until_done"
+    overrun_s = 0.0
     calibrates = False
 
     def __init__(self, job: str = "builtin:20000", shell: bool = False, cwd: str | None = None) -> None:
