@@ -1,0 +1,142 @@
+"""The SERT-style suite score: several worklets, each swept at graduated loads, combined into one
+efficiency figure relative to a reference run the user names. Pure: numbers in, numbers out.
+
+The method (docs/sweep.md, "Suite score"), after SPEC SERT 2's structure; SPEC's own reference
+constants are not public, so the score is relative to a run of the user's own and is never comparable
+with published SERT scores:
+
+1. interval efficiency = normalised performance / interval power, where normalised performance is the
+   interval's ops/s over the reference run's calibrated ops/s for the same worklet (so on the
+   reference run itself it is the actual load fraction);
+2. a worklet's efficiency is the geometric mean of its intervals' efficiencies (active idle is not an
+   interval: it is measured and reported once for the suite);
+3. a group's efficiency (cpu, memory, storage) is the geometric mean of its worklets';
+4. the suite's efficiency is the geometric mean of the groups' weighted CPU 65 %, memory 30 %,
+   storage 5 % (SERT's weights), and its score is that over the reference run's suite efficiency:
+   exactly 1.0 for the reference itself.
+
+A group the run does not have is left out and the weights of the others are renormalised; the score
+then says it is partial and which groups it lacks. Anything that would make a number up (a worklet the
+reference does not have, a zero or negative figure, no interval) is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+WEIGHTS: dict[str, float] = {"cpu": 0.65, "memory": 0.30, "storage": 0.05}
+
+
+class SuiteError(ValueError):
+    """The suite cannot be scored without making a number up; the message says why."""
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One measured load level of a worklet: its throughput and its average power."""
+
+    phase: str
+    ops_per_s: float
+    watts: float
+
+
+@dataclass(frozen=True)
+class WorkletRun:
+    name: str
+    group: str  # a key of the weights: cpu, memory or storage
+    calibrated: float  # ops/s at calibration
+    intervals: tuple[Interval, ...]
+
+
+@dataclass(frozen=True)
+class SuiteScore:
+    score: float  # the run's suite efficiency over the reference's: 1.0 for the reference itself
+    efficiency: float  # the run's own suite efficiency (weighted geometric mean of its groups)
+    groups: dict[str, float]  # group -> its efficiency
+    worklets: dict[str, float]  # worklet -> its efficiency
+    weights: dict[str, float]  # the weights used, renormalised over the groups present
+    missing_groups: tuple[str, ...] = ()
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.missing_groups)
+
+
+def geometric_mean(values: Sequence[float], weights: Sequence[float] | None = None) -> float:
+    """exp(Σ wᵢ ln xᵢ / Σ wᵢ); equal weights when none are given. Every value and weight must be > 0."""
+    if not values:
+        raise SuiteError("a geometric mean of nothing")
+    ws = [1.0] * len(values) if weights is None else list(weights)
+    if len(ws) != len(values):
+        raise SuiteError("as many weights as values are needed")
+    for v in (*values, *ws):
+        if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+            raise SuiteError(f"{v!r} cannot enter a geometric mean (it must be a positive number)")
+    return math.exp(sum(w * math.log(v) for v, w in zip(values, ws, strict=True)) / sum(ws))
+
+
+def worklet_efficiency(run: WorkletRun, reference_rate: float) -> float:
+    """The geometric mean of the intervals' normalised performance per watt."""
+    if not run.intervals:
+        raise SuiteError(f"worklet {run.name}: no measured interval")
+    if not (math.isfinite(reference_rate) and reference_rate > 0):
+        raise SuiteError(f"worklet {run.name}: the reference's calibrated rate is {reference_rate!r}")
+    effs = []
+    for iv in run.intervals:
+        if not (math.isfinite(iv.watts) and iv.watts > 0):
+            raise SuiteError(f"worklet {run.name}, {iv.phase}: power {iv.watts!r} W")
+        if not (math.isfinite(iv.ops_per_s) and iv.ops_per_s > 0):
+            raise SuiteError(f"worklet {run.name}, {iv.phase}: {iv.ops_per_s!r} ops/s")
+        effs.append((iv.ops_per_s / reference_rate) / iv.watts)
+    return geometric_mean(effs)
+
+
+def _efficiency(
+    runs: Sequence[WorkletRun], reference: Mapping[str, WorkletRun], weights: Mapping[str, float]
+) -> tuple[float, dict[str, float], dict[str, float], dict[str, float], tuple[str, ...]]:
+    names = [r.name for r in runs]
+    if len(set(names)) != len(names):
+        raise SuiteError("a worklet appears twice in the suite")
+    worklets: dict[str, float] = {}
+    by_group: dict[str, list[float]] = {}
+    for run in runs:
+        if run.group not in weights:
+            raise SuiteError(f"worklet {run.name}: group {run.group!r} has no weight ({', '.join(weights)})")
+        ref = reference.get(run.name)
+        if ref is None:
+            raise SuiteError(f"worklet {run.name}: the reference run has no such worklet to normalise by")
+        worklets[run.name] = worklet_efficiency(run, ref.calibrated)
+        by_group.setdefault(run.group, []).append(worklets[run.name])
+    if not by_group:
+        raise SuiteError("the suite has no worklet")
+    groups = {g: geometric_mean(v) for g, v in by_group.items()}
+    present = [g for g in weights if g in groups]
+    total = sum(weights[g] for g in present)
+    used = {g: weights[g] / total for g in present}
+    eff = geometric_mean([groups[g] for g in present], [used[g] for g in present])
+    missing = tuple(g for g in weights if g not in groups)
+    return eff, groups, worklets, used, missing
+
+
+def suite_score(
+    runs: Sequence[WorkletRun],
+    reference: Sequence[WorkletRun],
+    weights: Mapping[str, float] = WEIGHTS,
+) -> SuiteScore:
+    """The run's suite score against the reference run (which may be the run itself: 1.0)."""
+    ref_by_name = {r.name: r for r in reference}
+    eff, groups, worklets, used, missing = _efficiency(runs, ref_by_name, weights)
+    # The reference is scored over the same worklets, so both efficiencies weigh the same groups.
+    ref_runs = [ref_by_name[r.name] for r in runs]
+    ref_eff, _, _, _, _ = _efficiency(ref_runs, ref_by_name, weights)
+    notes = []
+    if missing:
+        notes.append(
+            f"partial: no {', '.join(missing)} worklet; the weights are renormalised over "
+            + ", ".join(f"{g} {w:.0%}" for g, w in used.items())
+        )
+    notes.append("SERT-style, relative to the reference run: not comparable with published SERT scores")
+    return SuiteScore(eff / ref_eff, eff, groups, worklets, used, missing, notes)
