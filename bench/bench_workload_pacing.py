@@ -2,7 +2,11 @@
 active idle) through the real driver, on all cores; prints target against achieved per level.
 
     python bench/bench_workload_pacing.py [--measure 30] [--pre 10] [--post 5] [--workers N]
+    python bench/bench_workload_pacing.py --worklet all [--measure 8] [--file PATH --size-mb N]
     python bench/bench_workload_pacing.py --top 3 [--measure 8] [--workers N]
+
+--worklet NAME (repeat, or all) runs the same plan for each worklet (collector/wattbench/workloads/
+worklet/) instead of the transaction mix, and ends with one line per worklet: its worst deviation.
 
 --top ROUNDS drives the workload directly, without the driver: each round is 3 calibrations, then 100 %
 and 90 % of the calibrated rate (the mean of the last two), 1 s before each window; it prints each
@@ -23,6 +27,7 @@ from wattbench.sweep.driver import Driver
 from wattbench.sweep.progress import LogDisplay
 from wattbench.sweep.publish import MemorySink
 from wattbench.workloads.builtin.workers import BuiltinWorkload
+from wattbench.workloads.worklet import WORKLETS, WorkletWorkload
 
 
 class Quiet(LogDisplay):
@@ -44,19 +49,38 @@ def main() -> None:
     ap.add_argument("--gap", type=float, default=2.0)
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--top", type=int, default=0, metavar="ROUNDS")
+    ap.add_argument("--worklet", action="append", choices=[*WORKLETS, "all"], help="a worklet, or all")
+    ap.add_argument("--file", default="wattbench-worklet.dat", help="the storage worklets' file")
+    ap.add_argument("--size-mb", type=int, default=1024, help="the storage worklets' file size")
     args = ap.parse_args()
     if args.top:
         top(args.top, args.measure, args.workers)
         return
 
     plan = specpower_plan(timing=Timing(args.pre, args.measure, args.post, args.gap))
-    wl = BuiltinWorkload(workers=args.workers)
+    if not args.worklet:
+        sweep(BuiltinWorkload(workers=args.workers), plan)
+        return
+    names = list(WORKLETS) if "all" in args.worklet else args.worklet
+    summary = []
+    for name in names:
+        options = {"file": args.file, "size_mb": args.size_mb} if WORKLETS[name][0] == "storage" else {}
+        print(f"\n== worklet {name} ({WORKLETS[name][0]}): one op is {WORKLETS[name][1]}")
+        worst = sweep(WorkletWorkload(name, workers=args.workers, options=options), plan)
+        summary.append((name, worst))
+    print(f"\n{'worklet':>11} {'worst rel. dev':>15}  ±2%")
+    for name, worst in summary:
+        print(f"{name:>11} {worst * 100:14.2f}%  {'pass' if worst <= 0.02 else 'FAIL'}")
+
+
+def sweep(wl: BuiltinWorkload, plan: object) -> float:
+    """The plan through the real driver; prints each level and returns the worst relative deviation."""
     print(
         f"{wl.workers} worker processes on {os.cpu_count()} cores; {plan.duration_s() / 60:.1f} min planned"
     )
     print("load average before: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     t0 = time.monotonic()
-    rec = Driver("pacing-bench", plan, wl, MemorySink(), display=Quiet()).run()
+    rec = Driver("pacing-bench", plan, wl, MemorySink(), display=Quiet()).run()  # type: ignore[arg-type]
     took = time.monotonic() - t0
     cal = rec.calibrated or 0.0
     starts = {e["phase"]: e for e in rec.events if e["event"] == "measure_start"}
@@ -87,6 +111,7 @@ def main() -> None:
     )
     # Other work on the machine takes cores from the workload; the load average says how much there was.
     print("load average after: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    return worst
 
 
 def top(rounds: int, measure: float, workers: int | None) -> None:

@@ -16,6 +16,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "builtin": (".builtin.workers", "BuiltinWorkload"),
     "command": (".command.runner", "CommandWorkload"),
     "concurrency": (".concurrency.runner", "ConcurrencyWorkload"),
+    "worklet": (".worklet", "WorkletWorkload"),
     "fio": (".fio", "FioWorkload"),
     "sysbench": (".sysbench", "SysbenchWorkload"),
     "stressng": (".stressng", "StressNgWorkload"),

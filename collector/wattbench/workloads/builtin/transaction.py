@@ -12,6 +12,7 @@ import hashlib
 import json
 import random
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 _WORDS = (
@@ -65,3 +66,9 @@ def process(order: dict[str, Any]) -> int:
 
 def transaction(gen: OrderGenerator) -> int:
     return process(gen.order())
+
+
+def make_unit(seed: int, min_lines: int = 5, max_lines: int = 25) -> Callable[[], int]:
+    """One worker's transaction: a generator of orders seeded for the worker, and the work on each."""
+    gen = OrderGenerator(seed, min_lines, max_lines)
+    return lambda: transaction(gen)

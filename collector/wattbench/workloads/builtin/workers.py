@@ -23,14 +23,13 @@ import os
 import select
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
 from typing import Any
 
 from ...core.plan import Phase
 from ..base import WorkloadError, check_keys, setting
 from .arrivals import MAX_LAG_S, ArrivalStream, StreamLockError
-from .transaction import OrderGenerator, transaction
 
 # How early a transaction may start: below this, waiting costs more (wake-up latency) than it is worth,
 # and a Poisson schedule does not notice a few tens of microseconds.
@@ -57,25 +56,35 @@ def _worker(
     conn: Connection,
     counters: Any,
     stream: ArrivalStream,
+    unit: tuple[str, dict[str, Any]],
     seed: int,
-    min_lines: int,
-    max_lines: int,
     nice: int,
 ) -> None:
+    """unit: (module, settings): the module's make_unit(seed, **settings) builds the callable that does
+    one op's work (the transaction, or a worklet's)."""
     # The driver owns Ctrl-C: it stops the workers itself after publishing the abort.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _fine_timer()
     if nice > 0:
         os.nice(nice)
-    gen = OrderGenerator(seed * 1000 + index, min_lines, max_lines)
+    from importlib import import_module
+
+    try:
+        work = import_module(unit[0]).make_unit(seed * 1000 + index, **unit[1])
+    except Exception as exc:  # reported to the driver, which names it: never a silent dead worker
+        with contextlib.suppress(OSError, EOFError):
+            conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+        return
     try:
         conn.send(("ready", os.getpid()))
-        _loop(index, conn, counters, stream, gen)
+        _loop(index, conn, counters, stream, work)
     except (EOFError, OSError):
         return  # the driver is gone: nothing left to count for
 
 
-def _loop(index: int, conn: Connection, counters: Any, stream: ArrivalStream, gen: OrderGenerator) -> None:
+def _loop(
+    index: int, conn: Connection, counters: Any, stream: ArrivalStream, work: Callable[[], Any]
+) -> None:
     mono = time.monotonic
     sleep = time.sleep
     # A poll object on the pipe checks for commands in well under a microsecond (Connection.poll builds
@@ -97,7 +106,7 @@ def _loop(index: int, conn: Connection, counters: Any, stream: ArrivalStream, ge
             if due is not None:
                 wait = due - mono()
                 if wait <= EARLY_S:
-                    transaction(gen)
+                    work()
                     counters[index] += 1
                     due = None
                     if poller.poll(0):
@@ -178,17 +187,8 @@ class BuiltinWorkload:
             parent, child = self._ctx.Pipe()
             p = self._ctx.Process(
                 target=_worker,
-                args=(
-                    i,
-                    child,
-                    self._counters,
-                    self._stream,
-                    self.seed,
-                    self.min_lines,
-                    self.max_lines,
-                    self.nice,
-                ),
-                name=f"wattbench-builtin-{i}",
+                args=(i, child, self._counters, self._stream, self.unit(), self.seed, self.nice),
+                name=f"wattbench-{self.name}-{i}",
                 daemon=True,
             )
             p.start()
@@ -199,10 +199,20 @@ class BuiltinWorkload:
             try:
                 if not conn.poll(60):
                     raise EOFError
-                conn.recv()
+                reply = conn.recv()
             except (EOFError, OSError):
                 self.close()
                 raise WorkloadError(f"worker {p.name} did not start (exit code {p.exitcode})") from None
+            if reply[0] == "failed":
+                self.close()
+                raise WorkloadError(f"{self.name} workload: its work cannot start: {reply[1]}")
+
+    def unit(self) -> tuple[str, dict[str, Any]]:
+        """What one op is: a module with make_unit(seed, **settings), and the settings."""
+        return (
+            "wattbench.workloads.builtin.transaction",
+            {"min_lines": self.min_lines, "max_lines": self.max_lines},
+        )
 
     def _send(self, msg: tuple[Any, ...]) -> None:
         for conn, p in zip(self._conns, self._procs, strict=True):

@@ -1,0 +1,44 @@
+"""The file the storage worklets read: laid out once at its full size (written, so reads hit the
+device, not holes), opened with O_DIRECT where the filesystem allows it, and an aligned buffer."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import tempfile
+
+ALIGN = 4096
+
+
+def open_file(path: str, size_mb: int, direct: bool, block: int) -> tuple[int, mmap.mmap, int]:
+    if not 1 <= size_mb <= 1 << 24:
+        raise ValueError("size_mb must be 1 to 16777216")
+    size = size_mb * 1024 * 1024
+    if not os.path.exists(path) or os.path.getsize(path) < size:
+        # Written under another name and renamed, so a worker never reads a half-made file.
+        folder = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".wattbench-")
+        try:
+            chunk = os.urandom(1 << 20)
+            for _ in range(size_mb):
+                os.write(fd, chunk)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if not os.path.exists(path) or os.path.getsize(path) < size:
+            os.replace(tmp, path)
+        else:
+            os.unlink(tmp)
+    flags = os.O_RDONLY
+    if direct:
+        flags |= getattr(os, "O_DIRECT", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if direct:
+            raise ValueError(
+                f"{path}: no direct I/O here ({exc.strerror}); set direct = false to read through the page cache"
+            ) from None
+        raise
+    buf = mmap.mmap(-1, block)  # page-aligned, as O_DIRECT needs
+    return fd, buf, size // block

@@ -1,0 +1,87 @@
+"""Worklets: each one's op runs and is deterministic in its work; each folder has its README and a
+sample that builds the workload; the worklet workload calibrates and paces a level on the built-in
+arrival stream; a worklet whose work cannot start stops before the first phase with the reason."""
+
+from __future__ import annotations
+
+import time
+from importlib import import_module
+from pathlib import Path
+
+import pytest
+
+from wattbench.core.plan import Phase, Timing
+from wattbench.workloads import load_config, make_workload
+from wattbench.workloads.base import WorkloadError
+from wattbench.workloads.worklet import WORKLETS
+
+HERE = Path(import_module("wattbench.workloads.worklet").__file__ or "").parent
+
+
+@pytest.mark.parametrize("name", list(WORKLETS))
+def test_each_worklet_does_its_op(name: str, tmp_path: Path) -> None:
+    options = {"file": str(tmp_path / "w.dat"), "size_mb": 8} if WORKLETS[name][0] == "storage" else {}
+    if name == "capacity":
+        options = {"size_mb": 8}
+    op = import_module(f"wattbench.workloads.worklet.{name}").make_unit(7, **options)
+    for _ in range(3):
+        op()
+    folder = HERE / name
+    assert (folder / "README.md").is_file()
+    wl = make_workload("worklet", load_config(folder / "sample.toml"))
+    assert wl.worklet == name and wl.group == WORKLETS[name][0]
+
+
+def test_the_worklet_paces_a_level_on_the_arrival_stream() -> None:
+    wl = make_workload("worklet", {"worklet": "sha256", "workers": 1})
+    t = Timing(pre_s=0.3, measure_s=2.0, post_s=0.0, gap_s=0.0)
+    wl.open()
+    try:
+        wl.start_phase(Phase("cal1", "calibration", t), None)
+        time.sleep(t.pre_s)
+        wl.start_measure()
+        time.sleep(t.measure_s)
+        calibrated = wl.end_measure() / t.measure_s
+        wl.end_phase()
+        assert calibrated > 100
+        rate = 0.5 * calibrated
+        wl.start_phase(Phase("l50", "target", t, target=0.5), rate)
+        time.sleep(t.pre_s)
+        wl.start_measure()
+        time.sleep(t.measure_s)
+        got = wl.end_measure() / t.measure_s
+        wl.end_phase()
+    finally:
+        wl.close()
+    # The arrivals are stratified (bench/bench_workload_pacing.py measures the fine figure); here the
+    # level must simply be paced, not flat out.
+    assert got == pytest.approx(rate, rel=0.1), (got, rate)
+
+
+@pytest.mark.parametrize(
+    ("config", "why"),
+    [
+        ({"worklet": "xml"}, "worklet 'xml': one of compress"),
+        ({}, "worklet missing"),
+        ({"worklet": "random", "options": {"colour": 1}}, "option colour=1"),
+        ({"worklet": "random", "options": {"size_mb": "big"}}, "option size_mb='big'"),
+        ({"worklet": "sha256", "bogus": 1}, "unknown settings"),
+    ],
+)
+def test_settings_are_checked(config: dict[str, object], why: str) -> None:
+    with pytest.raises(WorkloadError, match=why):
+        make_workload("worklet", config)
+
+
+def test_a_storage_worklet_that_cannot_open_its_file_stops_before_the_first_phase(tmp_path: Path) -> None:
+    wl = make_workload(
+        "worklet", {"worklet": "random", "options": {"file": str(tmp_path / "no" / "w.dat"), "size_mb": 1}}
+    )
+    with pytest.raises(WorkloadError, match=r"worklet random: .*No such file"):
+        wl.open()
+
+
+def test_a_worker_whose_work_cannot_start_is_named() -> None:
+    wl = make_workload("worklet", {"worklet": "capacity", "workers": 1, "options": {"size_mb": 0}})
+    with pytest.raises(WorkloadError, match="its work cannot start: ValueError: size_mb must be"):
+        wl.open()
