@@ -81,6 +81,17 @@ def format_for(kind: str) -> Format:
     return fmt
 
 
+def json_object(payload: bytes) -> dict[str, Any]:
+    """A plug message that must be one JSON object; BridgeError naming what it is otherwise."""
+    try:
+        doc = json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        raise BridgeError(f"not JSON: {payload[:40]!r}") from None
+    if not isinstance(doc, dict):
+        raise BridgeError("not a JSON object")
+    return doc
+
+
 def number(doc: Any, *path: str | int) -> float | None:
     """The finite number at path in a decoded JSON document; None when absent; BridgeError otherwise."""
     node = doc

@@ -11,10 +11,7 @@ without metering, or a partial update) is refused, not read as 0 W.
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-from .. import BridgeError, Plug, PlugConfigError, number
+from .. import BridgeError, Plug, PlugConfigError, json_object, number
 
 FIELDS = (
     (("apower",), "W"),
@@ -39,12 +36,7 @@ class Shelly:
             raise PlugConfigError("switch must be the switch component's id, 0 to 15")
 
     def read(self, plug: Plug, topic: str, payload: bytes) -> dict[str, float] | None:
-        try:
-            doc: Any = json.loads(payload)
-        except (ValueError, UnicodeDecodeError):
-            raise BridgeError(f"not JSON: {payload[:40]!r}") from None
-        if not isinstance(doc, dict):
-            raise BridgeError("not a JSON object")
+        doc = json_object(payload)
         out: dict[str, float] = {}
         for path, q in FIELDS:
             value = number(doc, *path)

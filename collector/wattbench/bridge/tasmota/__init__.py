@@ -10,10 +10,7 @@ is local time without a zone, so it is not used: samples are stamped when they a
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-from .. import BridgeError, Plug, PlugConfigError, number
+from .. import BridgeError, Plug, PlugConfigError, json_object, number
 
 FIELDS = (
     ("Power", "W", 1.0),
@@ -39,12 +36,7 @@ class Tasmota:
             raise PlugConfigError("index must be the relay's number, 0 to 7")
 
     def read(self, plug: Plug, topic: str, payload: bytes) -> dict[str, float] | None:
-        try:
-            doc: Any = json.loads(payload)
-        except (ValueError, UnicodeDecodeError):
-            raise BridgeError(f"not JSON: {payload[:40]!r}") from None
-        if not isinstance(doc, dict):
-            raise BridgeError("not a JSON object")
+        doc = json_object(payload)
         energy = doc.get("ENERGY")
         if energy is None:
             return None  # SENSOR telemetry of another sensor on the same device: no sample
