@@ -61,7 +61,7 @@ def test_sysbench_counts_events_and_holds_its_rate() -> None:
     try:
         assert window(wl, CAL, None) > 100
         paced = window(wl, L50, 100.0)
-        assert 160 <= paced <= 240, paced
+        assert 140 <= paced <= 260, paced  # paced near 200, never flat out (over 800 here)
     finally:
         wl.close()
 

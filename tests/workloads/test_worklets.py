@@ -53,9 +53,9 @@ def test_the_worklet_paces_a_level_on_the_arrival_stream() -> None:
         wl.end_phase()
     finally:
         wl.close()
-    # The arrivals are stratified (bench/bench_workload_pacing.py measures the fine figure); here the
-    # level must simply be paced, not flat out.
-    assert got == pytest.approx(rate, rel=0.1), (got, rate)
+    # Paced, not flat out: the fine figure on a quiet machine is bench/bench_workload_pacing.py's, and
+    # tests assert behaviour, not timings.
+    assert 0.3 * calibrated <= got <= 0.7 * calibrated, (got, calibrated)
 
 
 @pytest.mark.parametrize(
