@@ -437,7 +437,18 @@ class Prometheus(Process):
             ]
         )
         wait_port(self.port, 30, self.proc)  # type: ignore[arg-type]
-        return self
+        # The port opens before the storage is: the API answers 503 until /-/ready says 200.
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=5) as resp:
+                    if resp.status == 200:
+                        return self
+            except OSError:  # urllib's HTTPError (503 while starting) is an OSError too
+                pass
+            if time.monotonic() > deadline or not self.running:
+                raise RuntimeError(f"prometheus not ready after 60 s: {self.log_tail()}")
+            time.sleep(0.2)
 
     def query(self, promql: str) -> list[dict[str, Any]]:
         """The instant query's result vector: [{"metric": {...}, "value": [t, "text"]}, ...]."""
