@@ -30,7 +30,19 @@ from wattbench_schema import bridged_kinds
 
 ROLES = ("power", "inlet", "component", "other")
 QUANTITIES = ("W", "V", "A", "PF", "Hz", "Wh")
-DEVICE = "^[a-z0-9][a-z0-9_-]{0,31}$"
+
+
+def _pattern(schema_name: str, *path: str) -> str:
+    """A pattern of the contract, so the mapping file is held to exactly what its messages must meet."""
+    node: Any = contract.load_schema(schema_name)
+    for key in path:
+        node = node[key]
+    return str(node["pattern"])
+
+
+DEVICE = _pattern("common", "$defs", "device_id")
+CHANNEL = _pattern("common", "$defs", "channel_id")
+NODE = _pattern("meta", "properties", "channels", "items", "properties", "node")
 
 
 class BridgeError(ValueError):
@@ -141,15 +153,13 @@ def load_plugs(path: str | Path) -> list[Plug]:
         if isinstance(period, bool) or not isinstance(period, (int, float)) or not 0 < period <= 86400:
             raise PlugConfigError(f"{where}: period_s must be the plug's reporting period in s (0 to 86400)")
         channel = row.get("channel", "plug")
-        if not isinstance(channel, str) or not re.match(DEVICE, channel):
-            raise PlugConfigError(f"{where}: channel must be a channel id ({DEVICE})")
+        if not isinstance(channel, str) or not re.match(CHANNEL, channel):
+            raise PlugConfigError(f"{where}: channel must be a channel id ({CHANNEL})")
         role = row.get("role", "power")
         if role not in ROLES:
             raise PlugConfigError(f"{where}: role must be one of {', '.join(ROLES)}")
         node = row.get("node")
-        if node is not None and (
-            not isinstance(node, str) or not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$", node)
-        ):
+        if node is not None and (not isinstance(node, str) or not re.match(NODE, node)):
             raise PlugConfigError(f"{where}: node must be a node name")
         acc = row.get("acc")
         if acc is not None and (
