@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from paho.mqtt.client import topic_matches_sub
+
 import wattbench_schema as contract
 from wattbench_schema import bridged_kinds
 
@@ -227,7 +229,7 @@ class Bridge:
 
     def plug_for(self, topic: str) -> Plug | None:
         for f, plug in self._by_filter:
-            if _matches(f, topic):
+            if topic_matches_sub(f, topic):
                 return plug
         return None
 
@@ -294,14 +296,3 @@ class Bridge:
             "board": "host",
             "channels": [channel],
         }
-
-
-def _matches(pattern: str, topic: str) -> bool:
-    """MQTT filter matching for + and a trailing #."""
-    p, t = pattern.split("/"), topic.split("/")
-    for i, level in enumerate(p):
-        if level == "#":
-            return True
-        if i >= len(t) or (level != "+" and level != t[i]):
-            return False
-    return len(p) == len(t)
