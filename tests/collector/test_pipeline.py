@@ -117,3 +117,17 @@ def test_pre_checked_messages_take_the_same_path() -> None:
         b.handle_checked(vec.topic, vec.raw, RECV, None if isinstance(res, Accepted) else res)
     assert a.take()[0].records == b.take()[0].records
     assert a.counters() == b.counters()
+
+
+def test_the_newest_sample_per_channel_is_kept_only_for_the_live_view() -> None:
+    (vector,) = [v for v in contract.vectors("valid") if v.name == "samples_dc_ina228"]
+    raw = contract.dumps(vector.payload)
+    plain = Pipeline("c1")
+    plain.handle(vector.topic, raw, RECV)
+    assert plain.accepted == 1 and plain.latest == {}  # no /metrics: the hot path keeps nothing for it
+    live = Pipeline("c1", keep_latest=True)
+    live.handle(vector.topic, raw, RECV)
+    dev = vector.payload["dev"]
+    for row in vector.payload["samples"]:
+        newest = max((r for r in vector.payload["samples"] if r["c"] == row["c"]), key=lambda r: r["t"])
+        assert live.latest[(dev, row["c"])] == newest

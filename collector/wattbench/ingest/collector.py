@@ -103,6 +103,7 @@ class Collector:
             self.config.id,
             Validator(verifier=self._verifier()),
             track_gaps=not self.config.share or self.config.share_by_topic,
+            keep_latest=bool(self.config.metrics),
         )
         self.acked = 0
         self.error: CollectorError | None = None

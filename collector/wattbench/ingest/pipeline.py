@@ -44,8 +44,14 @@ class Pipeline:
     """Validates, accounts and turns messages into records. One instance per collector process."""
 
     def __init__(
-        self, collector_id: str, validator: Validator | None = None, track_gaps: bool = True
+        self,
+        collector_id: str,
+        validator: Validator | None = None,
+        track_gaps: bool = True,
+        keep_latest: bool = False,
     ) -> None:
+        """keep_latest: keep each channel's newest sample for the live view (/metrics); off, the hot
+        path does not pay for it."""
         self.collector_id = collector_id
         self.validator = validator or Validator()
         self.accounts = Accounts(track_gaps)
@@ -62,6 +68,7 @@ class Pipeline:
         self._last_status_ms: dict[str, int] = {}
         # The newest accepted sample of each channel, (dev, ch) -> row, and the newest run result:
         # what the live view (/metrics) shows. Only the last row of a batch per channel is kept.
+        self.keep_latest = keep_latest
         self.latest: dict[tuple[str, str], dict[str, Any]] = {}
         self.last_result: dict[str, Any] | None = None
 
@@ -103,6 +110,7 @@ class Pipeline:
             if rows:
                 self.batch.records.append(rec.samples(doc["dev"], rows))
                 self.batch.samples += len(rows)
+            if rows and self.keep_latest:
                 dev = doc["dev"]
                 latest = self.latest
                 # A batch's rows are in sequence order: the last row of each channel is its newest.
