@@ -56,7 +56,10 @@ def test_each_shipped_sample_mapping_loads() -> None:
         ("[[plug]]\nformat='tasmota'\ntopic='a'\ndev='d'", "period_s must be"),
         ("[[plug]]\nformat='tasmota'\ntopic='a'\ndev='d'\nperiod_s=1\nrole='wall'", "role must be one of"),
         # the contract's channel id is at most 24 characters: a longer one would be refused per message
-        ("[[plug]]\nformat='tasmota'\ntopic='a'\ndev='d'\nperiod_s=1\nchannel='" + "c" * 30 + "'", "channel must be"),
+        (
+            "[[plug]]\nformat='tasmota'\ntopic='a'\ndev='d'\nperiod_s=1\nchannel='" + "c" * 30 + "'",
+            "channel must be",
+        ),
         ("[[plug]]\nformat='tasmota'\ntopic='a'\ndev='d'\nperiod_s=1\ncolour=1", "unknown key colour"),
         ("[[plug]]\nformat='shelly'\ntopic='a'\ndev='d'\nperiod_s=1\nswitch=99", "switch must be"),
         ("[[plug]]\nformat='esphome'\ntopic='a'\ndev='d'\nperiod_s=1", "sensors must map"),
