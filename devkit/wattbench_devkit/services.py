@@ -451,13 +451,10 @@ class Prometheus(Process):
             time.sleep(0.2)
 
     def query(self, promql: str) -> list[dict[str, Any]]:
-        """The instant query's result vector: [{"metric": {...}, "value": [t, "text"]}, ...]."""
-        url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
-        with urllib.request.urlopen(url, timeout=10) as resp:
-            doc = json.loads(resp.read())
-        if doc.get("status") != "success":
-            raise RuntimeError(f"query {promql!r}: {doc}")
-        return list(doc["data"]["result"])
+        """The instant query's result vector now, through the client `compare-estimate` uses."""
+        from wattbench.promql import instant
+
+        return instant(self.url, promql, time.time())
 
     def wait_query(self, promql: str, timeout: float = 60.0) -> list[dict[str, Any]]:
         """The first non-empty result of the query within timeout; [] when none came."""
