@@ -65,7 +65,7 @@ def main() -> None:
     summary = []
     for name in names:
         options = {"file": args.file, "size_mb": args.size_mb} if WORKLETS[name][0] == "storage" else {}
-        print(f"\n== worklet {name} ({WORKLETS[name][0]}): one op is {WORKLETS[name][1]}")
+        print(f"\n== worklet {name} ({WORKLETS[name][0]}): one op is {WORKLETS[name][2]}")
         worst = sweep(WorkletWorkload(name, workers=args.workers, options=options), plan)
         summary.append((name, worst))
     print(f"\n{'worklet':>11} {'worst rel. dev':>15}  ±2%")

@@ -301,3 +301,39 @@ def test_report_with_an_unreachable_broker_is_exit_3(
     _sqlite_run(path, _events())
     code, _out, err = _report([RUN, "--store", str(path), "--broker", f"127.0.0.1:{port}"], capsys)
     assert code == 3 and "unreachable" in err and "Traceback" not in err
+
+
+def test_the_workloads_op_unit_heads_the_throughput_columns() -> None:
+    """A worklet counts hashes, not transactions: its run_start says so, the result records it, and
+    the table, the facts and the HTML head their columns with it. Before, every report said ops/s."""
+    from wattbench.workloads import make_workload
+
+    wl = make_workload("worklet", {"worklet": "sha256", "workers": 1})
+    events = _events(workload=wl.name)
+    events[0]["unit"] = wl.ops_unit
+    contract.validate_phase(events[0])
+    ev = evaluate(RUN, events, _store(events).series, SPECS, {})
+    assert ev.result["unit"] == "hashes" and ev.result["workload"] == "worklet-sha256-v1"
+    _validate("result", ev.result)
+    text = render_evaluation(ev)
+    assert "hashes/s per W" in text and "calibrated 3,000 hashes/s" in text
+    assert "ops/s" not in text
+    page = render_html(ev)
+    assert "hashes/s per W" in page and "ops/s" not in page
+    # A run recorded before units were: ops, as it always was.
+    old = evaluate(RUN, _events(), _store(_events()).series, SPECS, {})
+    assert "unit" not in old.result and "ops/s per W" in render_evaluation(old)
+
+
+def test_the_driver_records_the_workloads_unit() -> None:
+    from wattbench.workloads import make_workload
+
+    for name, config, unit in (
+        ("builtin", {}, "ops"),
+        ("worklet", {"worklet": "random"}, "4KiB-reads"),
+        ("fio", {}, "IOs"),
+        ("command", {"run": "true", "unit": "frames"}, "frames"),
+    ):
+        assert make_workload(name, config).ops_unit == unit
+    with pytest.raises(Exception, match="unit"):
+        make_workload("command", {"run": "true", "unit": "/bad"})

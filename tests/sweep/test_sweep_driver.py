@@ -37,6 +37,7 @@ class CountingWorkload:
     name = "counting"
     window = "fixed"
     overrun_s = 0.0
+    ops_unit = "ops"
     calibrates = True
 
     def __init__(self, interrupt_in: str | None = None) -> None:

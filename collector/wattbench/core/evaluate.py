@@ -70,6 +70,14 @@ def workload_name(events: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
+def ops_unit(events: Sequence[Mapping[str, Any]]) -> str | None:
+    """What one op of the run's workload is ("hashes", "4KiB-reads"), as its run_start said."""
+    for e in events:
+        if e.get("event") == "run_start" and e.get("unit"):
+            return str(e["unit"])
+    return None
+
+
 def evaluate(
     run: str,
     events: Sequence[Mapping[str, Any]],
@@ -144,7 +152,7 @@ def evaluate(
             [cp.check_channels(aligned, channel_problems), *checks, *([required] if required else [])]
         )
     result = build_result(
-        run, levels, checks, summary, calibrated, workload_name(events), interrupted, now_ms
+        run, levels, checks, summary, calibrated, workload_name(events), interrupted, now_ms, ops_unit(events)
     )
     listed = channel_rows(channels, aligned) if fetch is not None else []
     if listed:
@@ -296,6 +304,7 @@ def build_result(
     workload: str | None,
     interrupted: str | None,
     now_ms: int | None = None,
+    unit: str | None = None,
 ) -> dict[str, Any]:
     """The result message of the contract. A level without power data has no row (its checks say why)."""
     rows = [result_level(lv) for lv in levels if lv.has_power][:64]
@@ -313,6 +322,8 @@ def build_result(
         result["partial"] = True
     if workload:
         result["workload"] = workload[:64]
+    if unit:
+        result["unit"] = unit[:32]
     if _finite(calibrated):
         result["calibrated"] = float(calibrated)  # type: ignore[arg-type]
     summ: dict[str, float] = {"peak_ops": float(summary.peak_ops)}

@@ -19,7 +19,7 @@ from ..core.clocktrack import OffsetSource, window_offset
 from ..core.score import LevelScore, concurrency_figures
 from . import measured as ms
 from .jsonreport import clock_stretches
-from .measured import badge_text, failures_first
+from .measured import badge_text, failures_first, result_ops_label
 from .table import (
     column_heads,
     fmt_count,
@@ -298,7 +298,10 @@ def _measured_html(evaluation: Any) -> str:
     m = ms.measured(evaluation)
     rows = [
         ("system under test", " · ".join(f"{k}: {v}" for k, v in ms.sut_items(m))),
-        ("calibration", ms.calibration_text(m, evaluation.calibrated, fmt_count)),
+        (
+            "calibration",
+            ms.calibration_text(m, evaluation.calibrated, fmt_count, ms.result_ops_label(evaluation.result)),
+        ),
         ("timing", ms.timing_text(m)),
         ("inlet", ms.inlet_text(m)),
         ("standard", ms.standard_text(evaluation.result)),
@@ -327,10 +330,12 @@ def _measured_html(evaluation: Any) -> str:
     return "".join(out)
 
 
-def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None, ops_label: str = "ops") -> str:
-    """The page as a string. fetch (Store.series) adds the power traces; without it they are left out."""
+def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None) -> str:
+    """The page as a string. fetch (Store.series) adds the power traces; without it they are left out.
+    Throughput is in the workload's own unit."""
 
     result = evaluation.result
+    ops_label = result_ops_label(result)
     levels = evaluation.levels
     valid = bool(result.get("valid"))
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(result["t"] / 1000))
@@ -398,9 +403,7 @@ def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None, ops_la
     return "\n".join(parts)
 
 
-def write_html(
-    path: str, evaluation: Any, fetch: Callable[..., Any] | None = None, ops_label: str = "ops"
-) -> None:
-    text = render_html(evaluation, fetch, ops_label)
+def write_html(path: str, evaluation: Any, fetch: Callable[..., Any] | None = None) -> None:
+    text = render_html(evaluation, fetch)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)

@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from ..core.contract import validate
-from .measured import UNITS, measured
+from .measured import measured, result_ops_label, units
 
 
 def report_dict(evaluation: Any, detail: bool = True) -> dict[str, Any]:
@@ -18,7 +18,7 @@ def report_dict(evaluation: Any, detail: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {
         "v": 1,
         "result": dict(evaluation.result),
-        "units": dict(UNITS),
+        "units": units(result_ops_label(evaluation.result)),
         "measured": measured(evaluation),
     }
     if not detail or not evaluation.aligned:

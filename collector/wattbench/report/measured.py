@@ -14,6 +14,31 @@ from ..core.align import windows_from_events
 # SPECpower_ssj2008's measurement window; a run with shorter windows is a rehearsal, not comparable.
 SPEC_WINDOW_S = 240.0
 
+
+def rate_unit(ops_label: str = "ops") -> str:
+    """The unit of a throughput: the workload's op per second ("ops/s", "hashes/s"). SPEC's *_ops
+    names (ssj_ops) are a throughput already and stay as they are."""
+    return ops_label if ops_label.endswith("_ops") else f"{ops_label}/s"
+
+
+def result_ops_label(result: Mapping[str, Any]) -> str:
+    """The op a result's throughput counts (its workload's unit), "ops" when it does not say."""
+    return str(result.get("unit") or "ops")
+
+
+def units(ops_label: str = "ops") -> dict[str, str]:
+    """The unit of each figure of the result's levels and summary, for a workload counting ops_label."""
+    rate = rate_unit(ops_label)
+    return {
+        **UNITS,
+        "ops": rate,
+        "calibrated": rate,
+        "peak_ops": rate,
+        "ratio": f"{rate} per W",
+        "overall": f"{rate} per W",
+    }
+
+
 # The unit of each figure of the result's levels and summary ("ops" is a throughput, like ssj_ops).
 UNITS: dict[str, str] = {
     "ops": "ops/s",
@@ -172,13 +197,14 @@ def rehearsal_text(m: Mapping[str, Any]) -> str | None:
     )
 
 
-def calibration_text(m: Mapping[str, Any], calibrated: float | None, fmt: Any) -> str:
+def calibration_text(m: Mapping[str, Any], calibrated: float | None, fmt: Any, ops_label: str = "ops") -> str:
     cal = m.get("calibration", [])
     if not cal:
         return "no calibration interval"
-    text = ", ".join(f"{c['phase']} {fmt(c['ops_per_s'])} ops/s" for c in cal)
+    rate = rate_unit(ops_label)
+    text = ", ".join(f"{c['phase']} {fmt(c['ops_per_s'])} {rate}" for c in cal)
     if calibrated:
-        text += f"; calibrated throughput {fmt(calibrated)} ops/s"
+        text += f"; calibrated throughput {fmt(calibrated)} {rate}"
     return text
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.score import concurrency_figures
 from . import measured as ms
-from .measured import badge_text, failures_first
+from .measured import badge_text, failures_first, rate_unit, result_ops_label
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -57,12 +57,6 @@ def target_label(lv: LevelScore) -> str:
     if lv.target is None:
         return lv.phase
     return f"{lv.target * 100:g}%"
-
-
-def rate_unit(ops_label: str = "ops") -> str:
-    """The unit of the throughput column: ops per second, or a label that is a throughput already
-    (ssj_ops)."""
-    return "ops/s" if ops_label == "ops" else ops_label
 
 
 def ratio_unit(ops_label: str = "ops") -> str:
@@ -208,11 +202,10 @@ def report_renderables(
         out.append(Text(overall_line(overall, ops_label), style="bold"))
     facts = []
     if calibrated:
-        facts.append(f"calibrated {fmt_count(calibrated)} {ops_label}/s")
+        facts.append(f"calibrated {fmt_count(calibrated)} {rate_unit(ops_label)}")
     if summary:
         if "peak_ops" in summary:
-            per_s = "/s" if ops_label == "ops" else ""  # ssj_ops are a throughput already
-            facts.append(f"peak {fmt_count(summary['peak_ops'])} {ops_label}{per_s}")
+            facts.append(f"peak {fmt_count(summary['peak_ops'])} {rate_unit(ops_label)}")
         if "peak_W" in summary:
             facts.append(f"peak power {fmt_watts(summary['peak_W'])} W")
         if "idle_W" in summary:
@@ -225,7 +218,7 @@ def report_renderables(
             facts.append(f"energy cost {summary['cost']:.4g}")
         if "ops_per_dollar" in summary:
             facts.append(
-                f"{fmt_count(summary['ops_per_dollar'])} ops per currency unit over the service life"
+                f"{fmt_count(summary['ops_per_dollar'])} {ops_label} per currency unit over the service life"
             )
     if facts:
         out.append(Text(" · ".join(facts)))
@@ -251,7 +244,10 @@ def measured_renderables(evaluation: Any) -> list[RenderableType]:
     table.add_column(style="bold")
     table.add_column()
     table.add_row("system under test", " · ".join(f"{k}: {v}" for k, v in ms.sut_items(m)))
-    table.add_row("calibration", ms.calibration_text(m, evaluation.calibrated, fmt_count))
+    table.add_row(
+        "calibration",
+        ms.calibration_text(m, evaluation.calibrated, fmt_count, ms.result_ops_label(evaluation.result)),
+    )
     table.add_row("timing", ms.timing_text(m))
     table.add_row("inlet", ms.inlet_text(m))
     table.add_row("standard", ms.standard_text(evaluation.result))
@@ -263,13 +259,13 @@ def measured_renderables(evaluation: Any) -> list[RenderableType]:
     return out
 
 
-def evaluation_renderables(evaluation: Any, ops_label: str = "ops") -> list[RenderableType]:
+def evaluation_renderables(evaluation: Any) -> list[RenderableType]:
     """A scored run as the terminal shows it: the table, the verdict naming what failed, what was
-    measured, then the checks with the failures first."""
+    measured, then the checks with the failures first. Throughput is in the workload's own unit."""
     return report_renderables(
         evaluation.levels,
         evaluation.result["overall"],
-        ops_label,
+        result_ops_label(evaluation.result),
         title=f"run {evaluation.run}",
         valid=evaluation.valid,
         checks=evaluation.checks,
@@ -281,8 +277,8 @@ def evaluation_renderables(evaluation: Any, ops_label: str = "ops") -> list[Rend
     )
 
 
-def print_evaluation(console: Console, evaluation: Any, ops_label: str = "ops") -> None:
-    for r in evaluation_renderables(evaluation, ops_label):
+def print_evaluation(console: Console, evaluation: Any) -> None:
+    for r in evaluation_renderables(evaluation):
         console.print(r)
 
 

@@ -200,6 +200,7 @@ class Driver:
                 "run",
                 kind="run",
                 workload=self.workload.name[:64],
+                unit=self.workload.ops_unit[:32],
                 host=self.host,
                 sut=self.sut or None,
                 channels=self.channels or None,

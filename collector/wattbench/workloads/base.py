@@ -7,6 +7,9 @@ from typing import Any, Protocol
 
 from ..core.plan import Phase
 
+# What a workload's op may be called: it heads report columns and is stored with the result.
+UNIT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_ .-]{0,31}"
+
 
 class WorkloadError(RuntimeError):
     """The workload cannot run (bad command, worker died): the sweep stops with a clear message."""
@@ -45,10 +48,13 @@ class Workload(Protocol):
     window is "fixed" when the measurement window lasts its planned time, or "until_done" when it
     closes as soon as the work finishes (the plan's measure time is then the longest it may take, plus
     overrun_s: a tool told to run for the window needs a moment more to start and print its report).
-    calibrates says whether the workload needs calibration intervals to find its top rate.
+    calibrates says whether the workload needs calibration intervals to find its top rate. ops_unit
+    is what one op is, in the plural ("ops", "hashes", "4KiB-reads"): reports head their throughput
+    columns with it.
     """
 
     name: str
+    ops_unit: str
     window: str
     overrun_s: float
     calibrates: bool

@@ -17,6 +17,7 @@ CSV_FORMAT = "1.98"
 
 class BonnieWorkload(ToolWorkload):
     name = "bonnie"
+    ops_unit = "file-ops"
     TOOL = "bonnie++"
     DEFAULTS: ClassVar[dict[str, Any]] = {"dir": "wattbench-bonnie", "files": 16, "user": ""}
     SETTINGS = tuple(DEFAULTS)

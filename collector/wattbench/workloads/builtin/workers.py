@@ -128,6 +128,7 @@ class BuiltinWorkload:
     """The transactional workload on all cores."""
 
     name = "builtin"
+    ops_unit = "ops"
     window = "fixed"
     overrun_s = 0.0
     calibrates = True

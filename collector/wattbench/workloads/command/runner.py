@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ...core.plan import Phase
-from ..base import WorkloadError, check_keys, setting
+from ..base import UNIT_PATTERN, WorkloadError, check_keys, setting
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +171,7 @@ class CommandWorkload:
     name = "command"
     calibrates = True
     overrun_s = 0.0
+    ops_unit = "ops"
 
     def __init__(
         self,
@@ -183,6 +184,7 @@ class CommandWorkload:
         cwd: str | None = None,
         stop_grace_s: float = 5.0,
         parse: Callable[[str], float] | None = None,
+        unit: str | None = None,
     ) -> None:
         """parse, with report "total": reads the op count from everything the command printed (a
         tool's closing report, such as fio's JSON) and raises WorkloadError when it is not there."""
@@ -190,6 +192,10 @@ class CommandWorkload:
             raise WorkloadError("the command workload needs a command (run = ...)")
         if report not in ("stream", "total"):
             raise WorkloadError("report is 'stream' or 'total'")
+        if unit is not None:
+            if not re.fullmatch(UNIT_PATTERN, unit):
+                raise WorkloadError(f"unit {unit!r}: 1 to 32 letters, digits, spaces, '_', '.' or '-'")
+            self.ops_unit = unit
         self.template = run
         self.report = report
         self.window = "fixed" if report == "stream" else "until_done"
@@ -214,14 +220,24 @@ class CommandWorkload:
         # Placeholders are checked once up front so a typo fails before the first phase, not an hour in.
         fill(self.template, self.shell, **dict.fromkeys(PLACEHOLDERS, 1))
 
-    SETTINGS = ("run", "report", "shell", "ops_file", "ops_pattern", "increment", "cwd", "stop_grace_s")
+    SETTINGS = (
+        "run",
+        "report",
+        "shell",
+        "ops_file",
+        "ops_pattern",
+        "increment",
+        "cwd",
+        "stop_grace_s",
+        "unit",
+    )
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> CommandWorkload:
         check_keys(cls.name, config, cls.SETTINGS)
         text, flag, number = (str,), (bool,), (float,)
         kinds = {"run": text, "report": text, "shell": flag, "ops_file": text, "ops_pattern": text}
-        kinds.update(increment=flag, cwd=text, stop_grace_s=number)
+        kinds.update(increment=flag, cwd=text, stop_grace_s=number, unit=text)
         given = {key: setting(cls.name, config, key, kinds[key], None) for key in config}
         return cls(**given)
 

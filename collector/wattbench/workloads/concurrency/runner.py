@@ -27,6 +27,7 @@ def builtin_job(ops: int) -> str:
 
 class ConcurrencyWorkload:
     name = "concurrency"
+    ops_unit = "jobs"
     window = "until_done"
     overrun_s = 0.0
     calibrates = False

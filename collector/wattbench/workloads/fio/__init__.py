@@ -35,6 +35,7 @@ def direct_io_problem(path: str) -> str | None:
 
 class FioWorkload(ToolWorkload):
     name = "fio"
+    ops_unit = "IOs"
     TOOL = "fio"
     DEFAULTS: ClassVar[dict[str, Any]] = {
         "file": "wattbench-fio.dat",

@@ -17,6 +17,7 @@ ROW = r"^stress-ng: (?:metrc|info):\s+\[\d+\]\s+{name}\s+([0-9]+)\s+[0-9.]+"
 
 class StressNgWorkload(ToolWorkload):
     name = "stressng"
+    ops_unit = "bogo-ops"
     TOOL = "stress-ng"
     DEFAULTS: ClassVar[dict[str, Any]] = {"stressor": "cpu", "workers": 0, "method": ""}
     SETTINGS = tuple(DEFAULTS)

@@ -16,6 +16,7 @@ EVENTS = re.compile(r"^\s*total number of events:\s*([0-9]+)\s*$", re.MULTILINE)
 
 class SysbenchWorkload(ToolWorkload):
     name = "sysbench"
+    ops_unit = "events"
     TOOL = "sysbench"
     DEFAULTS: ClassVar[dict[str, Any]] = {"test": "cpu", "threads": 0, "options": ""}
     SETTINGS = tuple(DEFAULTS)

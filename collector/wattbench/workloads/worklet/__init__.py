@@ -14,17 +14,21 @@ from ..base import WorkloadError, check_keys, setting
 from ..builtin.workers import BuiltinWorkload
 from ._storage import open_file
 
-# name -> (group, what one op is)
-WORKLETS: dict[str, tuple[str, str]] = {
-    "compress": ("cpu", "zlib compress and decompress of a 64 KiB text block"),
-    "sha256": ("cpu", "SHA-256 of a 64 KiB block"),
-    "sort": ("cpu", "sort of 20 000 random integers"),
-    "lu": ("cpu", "LU solve of a 200 x 200 system (numpy, LAPACK)"),
-    "sor": ("cpu", "one red-black SOR sweep of a 256 x 256 grid (numpy)"),
-    "flood": ("memory", "a streaming triad over 3 x 8 MiB arrays"),
-    "capacity": ("memory", "65 536 random reads across the worker's whole array"),
-    "random": ("storage", "one random 4 KiB read of the file"),
-    "sequential": ("storage", "one sequential 1 MiB read of the file"),
+# name -> (group, unit, what one op is). The unit heads the report's throughput columns. VERSION
+# changes whenever any worklet's op changes: results of other versions are not comparable
+# (`wattbench compare` marks them).
+VERSION = 1
+WORKLETS: dict[str, tuple[str, str, str]] = {
+    "compress": ("cpu", "compressions", "zlib compress and decompress of a 64 KiB text block"),
+    "sha256": ("cpu", "hashes", "SHA-256 of a 64 KiB block"),
+    "aes": ("cpu", "AES-blocks", "AES-256-CBC encryption and decryption of a 64 KiB block"),
+    "sort": ("cpu", "sorts", "sort of 20 000 random integers"),
+    "lu": ("cpu", "solves", "LU solve of a 200 x 200 system (numpy, LAPACK)"),
+    "sor": ("cpu", "sweeps", "one red-black SOR sweep of a 256 x 256 grid (numpy)"),
+    "flood": ("memory", "triads", "a streaming triad over 3 x 8 MiB arrays"),
+    "capacity": ("memory", "probe-sets", "65 536 random reads across the worker's whole array"),
+    "random": ("storage", "4KiB-reads", "one random 4 KiB read of the file"),
+    "sequential": ("storage", "1MiB-reads", "one sequential 1 MiB read of the file"),
 }
 
 
@@ -51,7 +55,9 @@ class WorkletWorkload(BuiltinWorkload):
             raise WorkloadError(f"worklet {worklet!r}: one of {', '.join(WORKLETS)}")
         super().__init__(workers=workers, seed=seed, nice=nice)
         self.worklet = worklet
-        self.group, self.op = WORKLETS[worklet]
+        self.group, self.ops_unit, self.op = WORKLETS[worklet]
+        # The run's record names the worklet and the version of its op.
+        self.name = f"worklet-{worklet}-v{VERSION}"
         self.options = dict(options or {})
         for key, value in self.options.items():
             kinds = self.OPTION_TYPES.get(key)
