@@ -36,6 +36,8 @@ command -v fio >/dev/null 2>&1 || need_apt+=(fio)
 command -v sysbench >/dev/null 2>&1 || need_apt+=(sysbench)
 command -v stress-ng >/dev/null 2>&1 || need_apt+=(stress-ng)
 command -v bonnie++ >/dev/null 2>&1 || [ -x /usr/sbin/bonnie++ ] || need_apt+=(bonnie++)
+# `wattbench compare` pages are checked by rendering them, offline, in headless Chromium.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "apt-get install ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo

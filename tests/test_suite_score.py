@@ -110,3 +110,106 @@ def test_a_missing_group_is_partial_with_renormalised_weights() -> None:
 def test_what_would_make_a_number_up_is_refused(runs: list[WorkletRun], why: str) -> None:
     with pytest.raises(SuiteError, match=why):
         suite_score(runs, REFERENCE)
+
+
+# ---------------------------------------------------------------------------- the suite's result
+T = 1_795_600_000_000
+
+
+def result_of(r: WorkletRun, valid: bool = True, partial: bool = False, idle_w: float | None = None) -> dict:
+    """A worklet's result message as its sweep would publish it."""
+    levels = [
+        {"phase": iv.phase, "kind": "target", "target": 1.0 / (i + 1), "ops": iv.ops_per_s, "W": iv.watts,
+         "Wh": iv.watts * 240 / 3600}
+        for i, iv in enumerate(r.intervals)
+    ]  # fmt: skip
+    if idle_w is not None:
+        levels.append({"phase": "idle", "kind": "idle", "target": 0.0, "ops": 0.0, "W": idle_w})
+    out = {"v": 1, "run": f"s1-{r.name}", "t": 1, "valid": valid, "overall": 1.0, "levels": levels,
+           "checks": [{"name": "complete", "ok": valid, **({} if valid else {"reason": "level l1 missing"})}],
+           "calibrated": r.calibrated, "workload": f"worklet-{r.name}-v1"}  # fmt: skip
+    if partial:
+        out["partial"] = True
+    return out
+
+
+def finished(runs: list[WorkletRun], **kw: object) -> list:
+    from wattbench.core.suite import WorkletResult
+
+    return [
+        WorkletResult(r.name, r.group, "ops", result_of(r, idle_w=60.0 if i == 0 else None, **kw))  # type: ignore[arg-type]
+        for i, r in enumerate(runs)
+    ]
+
+
+def _valid_suite(doc: dict) -> None:
+    import wattbench_schema
+
+    errors = [e.message for e in wattbench_schema.jsonschema_validator("suite").iter_errors(doc)]
+    assert errors == []
+
+
+def test_the_suite_result_scores_itself_exactly_one_and_is_labelled() -> None:
+    from wattbench.core.suite import suite_document
+
+    doc = suite_document("four", "s1", T, finished(REFERENCE))
+    _valid_suite(doc)
+    assert doc["score"]["value"] == 1.0 and doc["valid"] and doc["complete"]
+    assert doc["idle_W"] == 60.0
+    assert "not comparable with published SERT scores" in doc["label"]
+    by_hand = math.sqrt((1.0 / 200.0) * (0.5 / 150.0))
+    (compress,) = [w for w in doc["worklets"] if w["name"] == "compress"]
+    assert compress["efficiency"] == pytest.approx(by_hand, rel=1e-12)
+    assert compress["overall"] == pytest.approx(1500.0 / 350.0, rel=1e-12)
+    assert compress["levels"][0]["window_s"] == pytest.approx(240.0)
+
+
+def test_a_suite_against_a_reference_suite_result() -> None:
+    from wattbench.core.suite import suite_document
+
+    ref = suite_document("four", "s0", T, finished(REFERENCE))
+    faster = [
+        WorkletRun(r.name, r.group, 2 * r.calibrated, tuple(Interval(i.phase, 2 * i.ops_per_s, i.watts) for i in r.intervals))
+        for r in REFERENCE
+    ]  # fmt: skip
+    doc = suite_document("four", "s1", T, finished(faster), reference=ref)
+    _valid_suite(doc)
+    assert doc["score"]["value"] == pytest.approx(2.0, rel=1e-12)
+    assert doc["score"]["reference"] == "four run s0"
+
+
+def test_an_interrupted_suite_keeps_its_finished_worklets() -> None:
+    """Two of four worklets finished, the third was interrupted: the two are kept with their
+    efficiencies, the third is listed as interrupted and not scored, the score is partial, and the
+    suite is not valid."""
+    from wattbench.core.suite import suite_document
+
+    done = finished(REFERENCE[:2])
+    third = finished([REFERENCE[2]], partial=True)[0]
+    doc = suite_document("four", "s1", T, [*done, third], interrupted="interrupted by operator during l1")
+    _valid_suite(doc)
+    assert [w["name"] for w in doc["worklets"]] == ["compress", "sha256", "flood"]
+    assert doc["worklets"][2]["partial"] and "efficiency" not in doc["worklets"][2]
+    assert doc["score"]["partial"] and doc["score"]["missing_groups"] == ["memory", "storage"]
+    assert not doc["complete"] and not doc["valid"] and doc["interrupted"].startswith("interrupted")
+    assert doc["score"]["value"] == 1.0  # against itself, over what finished
+
+
+def test_an_invalid_worklet_makes_the_suite_not_valid_and_says_why() -> None:
+    from wattbench.core.suite import WorkletResult, suite_document
+
+    rs = finished(REFERENCE)
+    rs[3] = WorkletResult("random", "storage", "ops", result_of(REFERENCE[3], valid=False))
+    doc = suite_document("four", "s1", T, rs)
+    _valid_suite(doc)
+    assert not doc["valid"] and doc["complete"]
+    assert doc["worklets"][3]["failed"] == ["complete: level l1 missing"]
+
+
+def test_a_reference_without_the_worklet_is_refused_not_guessed() -> None:
+    from wattbench.core.suite import suite_document
+
+    ref = suite_document("two", "s0", T, finished(REFERENCE[:2]))
+    doc = suite_document("four", "s1", T, finished(REFERENCE), reference=ref)
+    _valid_suite(doc)
+    assert "score" not in doc and "flood" in doc["score_refused"] and not doc["valid"]

@@ -38,7 +38,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "collect": ("wattbench.cli.collect", "ingest appliance samples from MQTT into the store"),
     "status": ("wattbench.cli.status", "show per-device accounting: gaps, duplicates, clock offset, rate"),
     "sweep": ("wattbench.cli.sweep", "drive the server through graduated loads and score it"),
+    "suite": (
+        "wattbench.cli.suite",
+        "sweep several worklets in one session and give their SERT-style suite score",
+    ),
     "report": ("wattbench.cli.report", "re-render a stored run as table, JSON and HTML"),
+    "compare": (
+        "wattbench.cli.compare",
+        "candidate servers side by side: runs, suites and published tables, with price-performance",
+    ),
     "compare-estimate": (
         "wattbench.cli.estimate",
         "a software power estimator (Kepler, Scaphandre) from Prometheus against a run's measured power",

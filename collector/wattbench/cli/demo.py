@@ -46,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="niceness of the workload processes, 0 to 19 (%(default)s: the broker, collector and appliance come first)",
     )
+    parser.add_argument(
+        "--suite",
+        action="store_true",
+        help="a short worklet suite instead of the transaction mix: sha256, flood and random reads, "
+        "100 %% and 50 %% each, one active idle, and the SERT-style suite score (about 3.5 minutes)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no live display")
 
 
@@ -147,11 +153,24 @@ def run(args: argparse.Namespace) -> int:
         from ..workloads.builtin.workers import BuiltinWorkload
         from .sweep import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_WORKLOAD, emit_outputs
 
-        plan = specpower_plan(timing=Timing(args.pre, args.measure, args.post, args.gap))
-        console.print(
-            f"[bold]sweep[/]: {len(plan.phases)} phases (3 calibration, 100%…10%, active idle), "
-            f"{args.measure:g} s windows, about {plan.duration_s():.0f} s"
-        )
+        timing = Timing(args.pre, args.measure, args.post, args.gap)
+        plan = specpower_plan(timing=timing)
+        if args.suite:
+            suite = demo_suite(workdir, args.workers, args.nice)
+            plans = {
+                e.name: specpower_plan(3, (1.0, 0.5), i == 0, timing) for i, e in enumerate(suite.entries)
+            }
+            phases = sum(len(p.phases) for p in plans.values())
+            total = sum(p.duration_s() for p in plans.values())
+            console.print(
+                f"[bold]suite[/]: {', '.join(e.name for e in suite.entries)}; each 3 calibration, 100%, 50%; "
+                f"active idle once; {phases} phases, {args.measure:g} s windows, about {total:.0f} s"
+            )
+        else:
+            console.print(
+                f"[bold]sweep[/]: {len(plan.phases)} phases (3 calibration, 100%…10%, active idle), "
+                f"{args.measure:g} s windows, about {plan.duration_s():.0f} s"
+            )
         console.print("no inlet probe in the demo: the inlet temperature check is not applied")
         note = busy_note(os.getloadavg()[0], os.cpu_count() or 1)
         if note:
@@ -168,7 +187,18 @@ def run(args: argparse.Namespace) -> int:
             wait_data_s=15.0,
             announce=lambda line: console.print(f"[bold]sweep[/]: {line}"),
         )
-        outcome = run_sweep(setup)
+        if args.suite:
+            from ..sweep.suite import run_suite
+
+            done = run_suite(
+                suite,
+                setup.run,
+                setup,
+                lambda entry, _first: plans[entry.name],
+                announce=lambda line: console.print(f"[bold]suite[/]: {line}"),
+            )
+        else:
+            outcome = run_sweep(setup)
     except KeyboardInterrupt:
         console.print("[yellow]demo interrupted[/]")
         stop_all()
@@ -181,6 +211,28 @@ def run(args: argparse.Namespace) -> int:
         stop_all()
         raise
 
+    if args.suite:
+        from .suite import exit_code, write_outputs
+
+        try:
+            write_outputs(done.document, argparse.Namespace(html=args.html, json_out=None), console)
+        finally:
+            stop_all()
+        doc = done.document
+        score = doc.get("score")
+        figure = (
+            f"suite score {score['value']:.4f} (SERT-style, relative to itself)"
+            if score
+            else "no suite score"
+        )
+        console.print(
+            f"demo result: {'VALID' if doc['valid'] else 'NOT VALID'}, {figure}",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
+        console.print(f"demo finished in {time.monotonic() - t_start:.0f} s")
+        return exit_code(done)
     ns = argparse.Namespace(html=args.html, json_out=None)
     try:
         emit_outputs(outcome.evaluation, ns, store.series, console)
@@ -200,6 +252,37 @@ def run(args: argparse.Namespace) -> int:
     if outcome.record.interrupted:
         return EXIT_WORKLOAD if outcome.record.interrupted.startswith("workload failed") else EXIT_INTERRUPTED
     return 0 if outcome.evaluation.valid else EXIT_INVALID
+
+
+def demo_suite(workdir: Any, workers: int | None, nice: int) -> Any:
+    """One worklet of each group. The storage worklet reads a 64 MiB file in the demo's folder,
+    directly where that filesystem allows it and through the page cache (said so) where it does not."""
+    import os
+
+    from ..sweep.suite import parse_suite
+
+    path = str(workdir / "worklet.dat")
+    probe = workdir / "direct.probe"
+    probe.write_bytes(bytes(4096))
+    try:
+        os.close(os.open(str(probe), os.O_RDONLY | getattr(os, "O_DIRECT", 0)))
+        direct = True
+    except OSError:  # tmpfs and some others have no direct I/O
+        direct = False
+    finally:
+        probe.unlink()
+    common: dict[str, Any] = {"nice": nice, **({"workers": workers} if workers else {})}
+    return parse_suite(
+        {
+            "name": "demo",
+            "worklet": [
+                {"worklet": "sha256", **common},
+                {"worklet": "flood", **common},
+                {"worklet": "random", **common, "options": {"file": path, "size_mb": 64, "direct": direct}},
+            ],
+        },
+        "demo suite",
+    )
 
 
 def busy_note(load1: float, cores: int) -> str | None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 WEIGHTS: dict[str, float] = {"cpu": 0.65, "memory": 0.30, "storage": 0.05}
 
@@ -140,3 +141,152 @@ def suite_score(
         )
     notes.append("SERT-style, relative to the reference run: not comparable with published SERT scores")
     return SuiteScore(eff / ref_eff, eff, groups, worklets, used, missing, notes)
+
+
+# ---------------------------------------------------------------------------- the suite's result
+LABEL = (
+    "SERT-style suite score, relative to the reference run named: not SPEC SERT, and not comparable "
+    "with published SERT scores (their reference constants are not public)"
+)
+
+
+@dataclass(frozen=True)
+class WorkletResult:
+    """One worklet of a suite as its sweep left it: which worklet, and its result message."""
+
+    name: str
+    group: str
+    unit: str
+    result: Mapping[str, Any]
+
+
+def worklet_run(name: str, group: str, result: Mapping[str, Any]) -> WorkletRun:
+    """A worklet's target loads and calibrated rate from its result message (active idle left out)."""
+    intervals = tuple(
+        Interval(str(lv["phase"]), float(lv["ops"]), float(lv["W"]))
+        for lv in result.get("levels", [])
+        if lv.get("kind") == "target"
+    )
+    return WorkletRun(name, group, float(result.get("calibrated") or 0.0), intervals)
+
+
+def _level_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for lv in result.get("levels", []):
+        if lv.get("kind") != "target":
+            continue
+        row = {k: lv[k] for k in ("phase", "target", "actual", "ops", "W") if k in lv}
+        row["ratio"] = float(lv["ops"]) / float(lv["W"])
+        if lv.get("Wh"):
+            # The window's length, for telling a rehearsal from a full run later.
+            row["window_s"] = float(lv["Wh"]) / float(lv["W"]) * 3600.0
+        rows.append(row)
+    return rows
+
+
+def worklet_entry(w: WorkletResult) -> dict[str, Any]:
+    """A worklet's part of the suite result: its loads, its overall ops per watt (Σ ops/s over Σ W of
+    its target loads; active idle is the suite's, not the worklet's) and whether its run was valid."""
+    res = w.result
+    rows = _level_rows(res)
+    entry: dict[str, Any] = {
+        "name": w.name,
+        "group": w.group,
+        "unit": w.unit,
+        "run": str(res["run"]),
+        "valid": bool(res.get("valid")),
+        "levels": rows,
+    }
+    for key in ("workload", "calibrated", "standard"):
+        if key in res:
+            entry[key] = res[key]
+    watts = math.fsum(r["W"] for r in rows)
+    if rows and watts > 0:
+        entry["overall"] = math.fsum(r["ops"] for r in rows) / watts
+    if res.get("partial"):
+        entry["partial"] = True
+    failed = [
+        f"{c['name']}"
+        + (f" at {c['phase']}" if c.get("phase") else "")
+        + (f": {c['reason']}" if c.get("reason") else "")
+        for c in res.get("checks", [])
+        if not c.get("ok")
+    ]
+    if failed:
+        entry["failed"] = [f[:300] for f in failed[:16]]
+    return entry
+
+
+def reference_runs(doc: Mapping[str, Any]) -> list[WorkletRun]:
+    """The worklets of an earlier suite result, to normalise by."""
+    return [
+        worklet_run(
+            str(w["name"]),
+            str(w["group"]),
+            {
+                "calibrated": w.get("calibrated"),
+                "levels": [{**lv, "kind": "target"} for lv in w.get("levels", [])],
+            },
+        )
+        for w in doc.get("worklets", [])
+        if not w.get("partial")
+    ]
+
+
+def suite_document(
+    suite: str,
+    run: str,
+    t_ms: int,
+    worklets: Sequence[WorkletResult],
+    reference: Mapping[str, Any] | None = None,
+    interrupted: str | None = None,
+    weights: Mapping[str, float] = WEIGHTS,
+) -> dict[str, Any]:
+    """The suite's result message (schema/v1/suite.schema.json). reference is an earlier suite result
+    to normalise by; None normalises by this run itself (score 1.0). The score is taken over the
+    finished worklets only; when one is missing, failed or interrupted the document says so, is not
+    valid, and the score (if any can be made) is marked partial."""
+    entries = [worklet_entry(w) for w in worklets]
+    done = [w for w, e in zip(worklets, entries, strict=True) if not e.get("partial")]
+    doc: dict[str, Any] = {
+        "v": 1,
+        "kind": "suite",
+        "suite": suite,
+        "run": run,
+        "t": int(t_ms),
+        "label": LABEL,
+        "complete": interrupted is None and len(done) == len(worklets) and bool(worklets),
+        "worklets": entries,
+    }
+    if interrupted:
+        doc["interrupted"] = interrupted[:500]
+    idle = [float(lv["W"]) for w in worklets for lv in w.result.get("levels", []) if lv.get("kind") == "idle"]
+    if idle:
+        doc["idle_W"] = idle[-1]
+    runs = [worklet_run(w.name, w.group, w.result) for w in done]
+    try:
+        if reference is None:
+            ref_runs, ref_name = runs, f"this run ({run})"
+        else:
+            ref_runs = reference_runs(reference)
+            ref_name = f"{reference.get('suite')} run {reference.get('run')}"
+        s = suite_score(runs, ref_runs, weights)
+    except SuiteError as exc:
+        doc["score_refused"] = str(exc)[:500]
+    else:
+        doc["score"] = {
+            "value": s.score,
+            "efficiency": s.efficiency,
+            "reference": ref_name[:200],
+            "groups": s.groups,
+            "worklets": s.worklets,
+            "weights": s.weights,
+            "partial": s.partial or not doc["complete"],
+            "missing_groups": list(s.missing_groups),
+            "notes": s.notes,
+        }
+        for e in entries:
+            if e["name"] in s.worklets:
+                e["efficiency"] = s.worklets[e["name"]]
+    doc["valid"] = bool(doc["complete"] and "score" in doc and all(e["valid"] for e in entries))
+    return doc

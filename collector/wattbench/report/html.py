@@ -45,7 +45,7 @@ th{background:#f4f5f7;text-align:left}td.n{text-align:right;font-variant-numeric
 """
 
 
-def _svg(fig: Any) -> str:
+def figure_svg(fig: Any) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
     import matplotlib.pyplot as plt
@@ -55,7 +55,7 @@ def _svg(fig: Any) -> str:
     return text[text.find("<svg") :]
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -68,7 +68,7 @@ def _pyplot() -> Any:
 
 def specpower_chart(levels: Sequence[LevelScore], ops_label: str = "ops") -> str:
     """Performance to power ratio as bars, average active power as a line on a second axis."""
-    plt = _pyplot()
+    plt = pyplot()
     rows = [lv for lv in levels if lv.has_power]
     labels = [target_label(lv) for lv in rows]
     ratios = [0.0 if lv.kind == "idle" else lv.ratio for lv in rows]
@@ -87,11 +87,11 @@ def specpower_chart(levels: Sequence[LevelScore], ops_label: str = "ops") -> str
     h2, l2 = ax2.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, loc="upper right", fontsize=8)
     ax.grid(axis="y", alpha=0.3)
-    return _svg(fig)
+    return figure_svg(fig)
 
 
 def concurrency_chart(levels: Sequence[LevelScore]) -> str:
-    plt = _pyplot()
+    plt = pyplot()
     figs = concurrency_figures(levels)
     rows = [lv for lv in levels if lv.phase in figs]
     x = [lv.copies or 0 for lv in rows]
@@ -114,7 +114,7 @@ def concurrency_chart(levels: Sequence[LevelScore]) -> str:
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, loc="upper left", fontsize=8)
-    return _svg(fig)
+    return figure_svg(fig)
 
 
 def phase_spans(events: Sequence[dict[str, Any]]) -> dict[str, tuple[int, int, int, int]]:
@@ -142,7 +142,7 @@ def traces_chart(
     offsets_ms: Mapping[str, OffsetSource],
 ) -> str:
     """Small multiples: each level's power over its whole interval, the measurement window shaded."""
-    plt = _pyplot()
+    plt = pyplot()
     spans = phase_spans(events)
     rows = [lv for lv in levels if lv.phase in spans]
     power = [c for c in channels if c.role == "power"][:MAX_TRACE_CHANNELS]
@@ -168,7 +168,7 @@ def traces_chart(
     if len(power) > 1:
         axes.flat[0].legend(fontsize=6)
     fig.tight_layout()
-    return _svg(fig)
+    return figure_svg(fig)
 
 
 def _table_html(levels: Sequence[LevelScore], ops_label: str) -> str:

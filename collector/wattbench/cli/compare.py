@@ -1,0 +1,248 @@
+"""`wattbench compare RUN|FILE …`: candidate servers side by side, for a purchase.
+
+Each argument is a stored run (its id, with --store or --influx), a result file (`sweep --json-out`,
+`report --json`), a suite result (`suite --json-out`), or a per-level table such as a published
+SPECpower_ssj2008 result (CSV or JSON, as `wattbench score` reads). The first is the baseline: a
+candidate measured another way (another workload or op, another measurement standard, rehearsal
+timing on one side only) is marked as not comparable with it, says why, and takes no part in "best".
+
+Prices are per candidate (--price NAME=AMOUNT, --rack-units NAME=U); the tariff and years apply to all.
+Names are the run id, the file's stem, or the table's "system"; --name sets them in order.
+
+Exit codes: 0 table (and page) written, 2 bad arguments or an input that is not one of the above, 3 the
+store is unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+from .options import CliError
+
+
+def _named_number(text: str) -> tuple[str, float]:
+    name, sep, value = text.rpartition("=")
+    try:
+        x = float(value)
+    except ValueError:
+        x = math.nan
+    if not sep or not name or not (math.isfinite(x) and x >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: NAME=NUMBER with a number >= 0")
+    return name, x
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from .options import add_output_options, add_store_options, writable_file
+
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = __doc__.split("\n\n", 1)[1]
+    parser.add_argument("inputs", nargs="+", metavar="RUN|FILE", help="runs, result files, suites or tables")
+    parser.add_argument("--name", action="append", default=[], metavar="NAME", help="names, in order")
+    g = parser.add_argument_group("price-performance")
+    g.add_argument("--price", action="append", default=[], type=_named_number, metavar="NAME=AMOUNT")
+    g.add_argument("--rack-units", action="append", default=[], type=_named_number, metavar="NAME=U")
+    g.add_argument("--tariff", type=float, metavar="PER_KWH", help="electricity price per kWh")
+    g.add_argument("--years", type=float, default=4.0, help="years of service (4)")
+    add_store_options(parser, default_help="none: inputs are files")
+    add_output_options(parser, html=True, json_stdout=True)
+    parser.add_argument(
+        "--json-out", metavar="FILE", type=writable_file, help="write the comparison JSON here"
+    )
+
+
+def _read_json(path: Path) -> Any:
+    import wattbench_schema as contract
+
+    try:
+        return contract.strict_loads(path.read_bytes())
+    except contract.DecodeError:
+        return None
+
+
+def _levels_points(levels: list[dict[str, Any]]) -> tuple[list[Any], float | None, float | None]:
+    """Target-load points, active idle, and the shortest window (from Wh and W), of result levels."""
+    from ..core.compare import Point
+
+    points = [
+        Point(float(lv.get("target", 0.0)), float(lv["ops"]), float(lv["W"]))
+        for lv in levels
+        if lv.get("kind", "target") == "target"
+    ]
+    idle = [float(lv["W"]) for lv in levels if lv.get("kind") == "idle"]
+    windows = [float(lv["Wh"]) / float(lv["W"]) * 3600.0 for lv in levels if lv.get("Wh") and lv.get("W")]
+    return points, (idle[-1] if idle else None), (min(windows) if windows else None)
+
+
+def from_result(name: str, source: str, result: dict[str, Any]) -> Any:
+    from ..core.compare import Candidate, Curve
+
+    if result.get("levels") and result["levels"][0].get("kind") == "concurrency":
+        raise CliError(f"{source}: a concurrency run has no target loads to compare")
+    points, idle, shortest = _levels_points(result.get("levels", []))
+    if not points:
+        raise CliError(f"{source}: the result has no target load with power")
+    unit = str(result.get("unit") or "ops")
+    std = result.get("standard") or {}
+    notes = [] if result.get("valid") else ["the run is INVALID"]
+    if result.get("partial"):
+        notes.append("the run was interrupted")
+    return Candidate(
+        name,
+        source,
+        "run",
+        str(result.get("workload") or "unknown"),
+        unit,
+        [Curve(name, unit, tuple(points))],
+        idle_W=idle,
+        valid=bool(result.get("valid")),
+        spec=std.get("spec"),
+        eehpc_level=std.get("eehpc_level"),
+        shortest_window_s=shortest,
+        notes=notes,
+    )
+
+
+def from_suite(name: str, source: str, doc: dict[str, Any]) -> Any:
+    from ..core.compare import Candidate, Curve, Point
+
+    curves, shortest, specs, levels = [], [], set(), set()
+    for w in doc.get("worklets", []):
+        pts = tuple(
+            Point(float(lv.get("target", 0.0)), float(lv["ops"]), float(lv["W"])) for lv in w["levels"]
+        )
+        shortest += [float(lv["window_s"]) for lv in w["levels"] if "window_s" in lv]
+        if pts:
+            curves.append(Curve(f"{name}: {w['name']}", str(w["unit"]), pts))
+        std = w.get("standard") or {}
+        if "spec" in std:
+            specs.add(bool(std["spec"]))
+            levels.add(int(std["eehpc_level"]))
+    if not curves:
+        raise CliError(f"{source}: the suite has no worklet with power")
+    workload = ",".join(sorted(str(w.get("workload") or w["name"]) for w in doc.get("worklets", [])))
+    score = doc.get("score") or {}
+    notes = [] if doc.get("valid") else ["the suite is not valid"]
+    if doc.get("score_refused"):
+        notes.append(f"no suite score: {doc['score_refused']}")
+    return Candidate(
+        name,
+        source,
+        "suite",
+        workload,
+        "mixed",
+        curves,
+        idle_W=doc.get("idle_W"),
+        valid=bool(doc.get("valid")),
+        spec=min(specs) if specs else None,
+        eehpc_level=min(levels) if levels else None,
+        shortest_window_s=min(shortest) if shortest else None,
+        suite_score=score.get("value"),
+        suite_reference=score.get("reference"),
+        notes=notes,
+    )
+
+
+def from_table(name: str, source: str, path: Path) -> Any:
+    from ..core.compare import Candidate, Curve, Point
+    from .score import TableError, comparability, read_table
+
+    try:
+        table = read_table(path)
+    except TableError as exc:
+        raise CliError(f"{source}: {exc}") from None
+    levels = [table.level(i) for i in range(len(table))]
+    points = tuple(Point(float(lv.target), lv.ops, lv.W) for lv in levels if lv.kind == "target")
+    idle = [lv.W for lv in levels if lv.kind == "idle"]
+    comp = comparability(table)
+    notes = ["a published table: as printed, not measured here"]
+    if not comp.comparable:
+        notes.append(comp.sentence())
+    return Candidate(
+        name,
+        source,
+        "table",
+        "SPECpower_ssj2008",
+        "ssj_ops",
+        [Curve(name, "ssj_ops", points)],
+        idle_W=idle[-1] if idle else None,
+        # A published SPECpower result was measured to SPEC's rules with full 240 s windows.
+        spec=True,
+        shortest_window_s=240.0,
+        notes=notes,
+    )
+
+
+def load_candidate(item: str, name: str | None, store: Any) -> Any:
+    path = Path(item)
+    if path.is_file():
+        stem = name or path.stem
+        doc = _read_json(path) if path.suffix.lower() == ".json" else None
+        if isinstance(doc, dict) and doc.get("kind") == "suite":
+            return from_suite(stem, str(path), doc)
+        if isinstance(doc, dict) and isinstance(doc.get("result"), dict):
+            return from_result(name or str(doc["result"].get("run") or stem), str(path), doc["result"])
+        if isinstance(doc, dict) and "checks" in doc and "run" in doc:
+            return from_result(name or str(doc["run"]), str(path), doc)
+        if isinstance(doc, dict) and isinstance(doc.get("system"), str) and name is None:
+            stem = doc["system"][:60]
+        return from_table(stem, str(path), path)
+    if store is None:
+        raise CliError(f"{item}: no such file; for a stored run give --store FILE or --influx URL")
+    result = store.result(item)
+    if result is None:
+        raise CliError(f"{item}: no such file, and no result of that run in the store")
+    return from_result(name or item, f"stored run {item}", result)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
+    from rich.console import Console
+
+    from ..core.compare import Prices, compare
+    from ..report.compare import compare_document, compare_renderables, write_compare_html
+    from .options import open_store_from_args, store_given
+
+    if len(args.name) > len(args.inputs):
+        raise CliError(f"{len(args.name)} names for {len(args.inputs)} inputs")
+    if not (math.isfinite(args.years) and args.years > 0):
+        raise CliError("--years must be a number > 0")
+    if args.tariff is not None and not (math.isfinite(args.tariff) and args.tariff >= 0):
+        raise CliError("--tariff must be a number >= 0")
+    store = open_store_from_args(args, must_exist=True) if store_given(args) else None
+    try:
+        names = args.name + [None] * (len(args.inputs) - len(args.name))
+        candidates = [load_candidate(i, n, store) for i, n in zip(args.inputs, names, strict=True)]
+    finally:
+        if store is not None:
+            store.close()
+    seen = [c.name for c in candidates]
+    twice = sorted({n for n in seen if seen.count(n) > 1})
+    if twice:
+        raise CliError(f"two candidates are named {', '.join(twice)}: give --name for each")
+    prices = dict(args.price)
+    units = dict(args.rack_units)
+    unknown = sorted((set(prices) | set(units)) - set(seen))
+    if unknown:
+        raise CliError(f"--price/--rack-units name {', '.join(unknown)}, not a candidate ({', '.join(seen)})")
+    given = prices or units or args.tariff is not None
+    costs = Prices(prices, units, args.tariff, args.years) if given else None
+    rows = compare(candidates, costs)
+    doc = compare_document(rows, costs)
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        console = Console()
+        for r in compare_renderables(rows, costs):
+            console.print(r)
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump(doc, f, indent=2)
+    if args.html:
+        write_compare_html(args.html, rows, costs)
+        print(f"HTML comparison: {args.html}", file=sys.stderr)
+    return 0

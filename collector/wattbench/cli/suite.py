@@ -1,0 +1,188 @@
+"""`wattbench suite FILE`: sweep several worklets in one session and score them together.
+
+Each worklet of the suite file (see docs/sweep.md "Suites", and the sample in
+collector/wattbench/workloads/worklet/suite.toml) is swept with its own calibration and target loads;
+active idle is measured once, after the first worklet's loads. Every worklet's result is published and
+stored as an ordinary run (`<suite run>-<worklet>`), so a suite stopped in the middle keeps what it
+finished. The suite result (--json-out) has each worklet's efficiency and the SERT-style suite score:
+relative to --reference (an earlier suite result, such as the first candidate's), or to this run
+itself, which scores exactly 1.0. It is never comparable with published SERT scores.
+
+Exit codes: as `wattbench sweep`: 0 valid suite, 1 complete but not valid, 2 bad arguments, suite file
+or reference, 3 broker or store unreachable, 4 a workload failed (the suite stops there), 130
+interrupted (the finished worklets are kept and the suite result written, marked partial).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .options import CliError
+from .sweep import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_UNREACHABLE, EXIT_WORKLOAD
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from .options import add_scoring_arguments, readable_file, run_id, writable_file
+    from .sweep import add_connection_arguments, add_plan_arguments
+
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = __doc__.split("\n\n", 1)[1]
+    parser.add_argument("suite", metavar="FILE", type=readable_file, help="the suite file (TOML)")
+    parser.add_argument(
+        "--reference",
+        metavar="FILE",
+        type=readable_file,
+        help="an earlier suite result to normalise by (default: this run, which scores 1.0)",
+    )
+    parser.add_argument("--run", metavar="ID", type=run_id, help="suite run id (default: UTC time)")
+    add_plan_arguments(parser)
+    add_connection_arguments(parser)
+    add_scoring_arguments(parser)
+    g = parser.add_argument_group("output")
+    g.add_argument("--json-out", metavar="FILE", type=writable_file, help="write the suite result here")
+    g.add_argument("--html", metavar="FILE", type=writable_file, help="HTML page of the suite")
+    parser.add_argument(
+        "--wait-data", type=float, default=20.0, metavar="S", help="wait for late samples (20)"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no live display")
+
+
+def read_reference(path: str) -> dict[str, Any]:
+    """An earlier suite result, checked against its schema."""
+    import wattbench_schema as contract
+
+    try:
+        with open(path, "rb") as f:
+            doc = contract.strict_loads(f.read())
+    except OSError as exc:
+        raise CliError(f"{path}: {exc.strerror or exc}") from None
+    except contract.DecodeError as exc:
+        raise CliError(f"{path}: not valid JSON ({exc})") from None
+    errors = sorted(e.message for e in contract.jsonschema_validator("suite").iter_errors(doc))
+    if errors:
+        raise CliError(f"{path}: not a suite result ({errors[0][:200]})")
+    if not doc.get("complete"):
+        raise CliError(f"{path}: the reference suite is not complete; name a finished one")
+    return dict(doc)
+
+
+def write_outputs(doc: dict[str, Any], args: argparse.Namespace, console: Any) -> None:
+    import json
+
+    from ..report.compare import render_suite_html, suite_renderables
+
+    for r in suite_renderables(doc):
+        console.print(r)
+    if getattr(args, "json_out", None):
+        with open(args.json_out, "w") as f:
+            json.dump(doc, f, indent=2)
+        console.print(f"suite result JSON: {args.json_out}")
+    if getattr(args, "html", None):
+        with open(args.html, "w", encoding="utf-8") as f:
+            f.write(render_suite_html(doc))
+        console.print(f"suite HTML: {args.html}")
+
+
+def exit_code(suite_run: Any) -> int:
+    if suite_run.workload_failed:
+        return EXIT_WORKLOAD
+    if any(o.store_error for _, o in suite_run.outcomes):
+        return EXIT_UNREACHABLE
+    if suite_run.interrupted:
+        return EXIT_INTERRUPTED
+    return 0 if suite_run.document["valid"] else EXIT_INVALID
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+    import sys
+
+    from rich.console import Console
+
+    from ..core.plan import Timing, parse_levels
+    from ..sweep.channels import ChannelError
+    from ..sweep.driver import new_run_id
+    from ..sweep.progress import LogDisplay, RichDisplay
+    from ..sweep.publish import SinkError
+    from ..sweep.session import MqttSettings, SweepSetup
+    from ..sweep.suite import load_suite, plan_for, run_suite
+    from ..workloads.base import WorkloadError
+    from .options import (
+        channels_from_args,
+        cost_from_args,
+        limits_from_args,
+        mqtt_password,
+        mqtt_user,
+        offsets_from_args,
+        scoring_record,
+    )
+    from .sweep import sweep_store
+
+    log = logging.getLogger("wattbench.suite")
+    try:
+        suite = load_suite(args.suite)
+        reference = read_reference(args.reference) if args.reference else None
+        timing = Timing(args.pre, args.measure, args.post, args.gap)
+        levels = parse_levels(args.levels)
+        plans = {
+            e.name: plan_for(
+                e, i == 0, suite, timing, args.calibrations, args.calibration_use, levels, not args.no_idle
+            )
+            for i, e in enumerate(suite.entries)
+        }
+        limits = limits_from_args(args)
+        cost = cost_from_args(args)
+        specs = channels_from_args(args)
+        offsets = offsets_from_args(args)
+    except (ValueError, WorkloadError) as exc:
+        print(f"wattbench suite: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    store = sweep_store(args)
+    if store is None:
+        log.warning("--ops-only: the suite measures throughput only; power is not measured")
+    mqtt = (
+        MqttSettings(args.broker, mqtt_user(args), mqtt_password(args), args.mqtt_ca) if args.broker else None
+    )
+    console = Console()
+    run_id = args.run or new_run_id()
+    total = sum(p.duration_s() for p in plans.values())
+    console.print(
+        f"[bold]suite[/] {suite.name}: {len(suite.entries)} worklets "
+        f"({', '.join(e.name for e in suite.entries)}), about {total / 60:.0f} min"
+    )
+    base = SweepSetup(
+        run=run_id,
+        plan=next(iter(plans.values())),
+        workload=None,
+        store=store,
+        mqtt=mqtt,
+        channels=specs,
+        offsets_ms=offsets,
+        limits=limits,
+        cost=cost,
+        display=LogDisplay() if args.quiet or not sys.stderr.isatty() else RichDisplay(),
+        wait_data_s=args.wait_data,
+        announce=lambda line: print(f"wattbench suite: {line}", file=sys.stderr),
+        options=scoring_record(args),
+    )
+    try:
+        done = run_suite(
+            suite,
+            run_id,
+            base,
+            lambda entry, _first: plans[entry.name],
+            reference,
+            announce=lambda line: console.print(f"[bold]suite[/]: {line}"),
+        )
+    except ChannelError as exc:
+        print(f"wattbench suite: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except SinkError as exc:
+        print(f"wattbench suite: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    finally:
+        if store is not None:
+            store.close()
+    write_outputs(done.document, args, console)
+    return exit_code(done)

@@ -1,0 +1,346 @@
+"""Renderings of a comparison of candidates (core/compare.py) and of a suite result: the terminal
+table, the JSON document (schema/v1/compare.schema.json), and a self-contained HTML page with the
+candidates' curves overlaid (ops per watt against load, power against load) as inline SVG."""
+
+from __future__ import annotations
+
+import html
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..core.compare import COLUMNS, Curve, Prices, Row
+from .html import CSS, figure_svg, pyplot
+from .measured import rate_unit
+from .table import fmt_count, fmt_watts
+
+BEST = "★"
+NOT_COMPARABLE = "≠"
+COLOURS = ("#3b6ea8", "#c0392b", "#217a3c", "#9a6700", "#6c3fa0", "#0f7c8c", "#a0366b", "#555555")
+
+
+def _fmt(key: str, value: float, unit: str) -> str:
+    if key in ("idle_W", "peak_W"):
+        return f"{fmt_watts(value)} W"
+    if key == "suite_score":
+        return f"{value:.3f}"
+    if key in ("price_per_ops", "energy_cost"):
+        return f"{value:.4g}"
+    if key in ("peak_ops", "ops_per_currency", "ops_per_u"):
+        return f"{fmt_count(value)} {rate_unit(unit)}"
+    if key == "overall":
+        return f"{fmt_count(value)} {rate_unit(unit)} per W"
+    return f"{value:.4g}"
+
+
+def _columns(rows: Sequence[Row]) -> list[tuple[str, str, bool | None]]:
+    """The columns some candidate has a figure for."""
+    return [c for c in COLUMNS if any(c[0] in r.figures for r in rows)]
+
+
+def _status(r: Row) -> str:
+    if r.candidate.valid is None:
+        return "published"
+    return "VALID" if r.candidate.valid else "INVALID"
+
+
+def compare_document(rows: Sequence[Row], prices: Prices | None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "v": 1,
+        "baseline": rows[0].candidate.name,
+        "candidates": [
+            {
+                "name": r.candidate.name,
+                "source": r.candidate.source[:500],
+                "kind": r.candidate.kind,
+                "workload": r.candidate.workload[:500],
+                "unit": r.candidate.unit,
+                "status": _status(r),
+                "figures": {k: v for k, v in r.figures.items() if math.isfinite(v)},
+                "best": sorted(r.best),
+                "comparable": not r.incomparable,
+                "incomparable": r.incomparable,
+                "notes": r.candidate.notes,
+                **({"suite_reference": r.candidate.suite_reference} if r.candidate.suite_reference else {}),
+            }
+            for r in rows
+        ],
+    }
+    if prices is not None:
+        out["prices"] = {
+            "price": dict(prices.price),
+            "rack_units": dict(prices.rack_units),
+            "years": prices.years,
+            **({"tariff_kwh": prices.tariff_kwh} if prices.tariff_kwh is not None else {}),
+        }
+    return out
+
+
+def _legend_lines(rows: Sequence[Row], prices: Prices | None) -> list[str]:
+    lines = [
+        f"{BEST} best among the candidates comparable with the baseline ({rows[0].candidate.name}); "
+        f"{NOT_COMPARABLE} not comparable with it (reasons below).",
+    ]
+    if any(r.candidate.kind == "suite" for r in rows):
+        lines.append(
+            "Suite scores are SERT-style, relative to the reference each suite names: not SPEC SERT "
+            "scores, and not comparable with published ones."
+        )
+    if prices is not None:
+        lines.append(
+            f"Energy cost: mean power over the scored loads and active idle (equal time in each) × "
+            f"{prices.years:g} years × tariff; price per unit/s = price ÷ peak throughput; unit/s per "
+            "currency unit = peak throughput ÷ (price + energy cost)."
+        )
+    return lines
+
+
+def compare_renderables(rows: Sequence[Row], prices: Prices | None) -> list[Any]:
+    from rich.table import Table
+    from rich.text import Text
+
+    cols = _columns(rows)
+    table = Table(title="candidates", title_justify="left")
+    table.add_column("candidate")
+    table.add_column("status")
+    for _, head, _ in cols:
+        table.add_column(head.replace("unit/s", "ops"), justify="right")
+    for r in rows:
+        mark = f" {NOT_COMPARABLE}" if r.incomparable else ""
+        cells = []
+        for key, _, _ in cols:
+            if key not in r.figures:
+                cells.append("—")
+                continue
+            text = _fmt(key, r.figures[key], r.candidate.unit)
+            cells.append(f"[bold]{text} {BEST}[/]" if key in r.best else text)
+        table.add_row(r.candidate.name + mark, _status(r), *cells)
+    out: list[Any] = [table]
+    out += [Text(line) for line in _legend_lines(rows, prices)]
+    for r in rows:
+        for why in r.incomparable:
+            out.append(Text(f"{NOT_COMPARABLE} {r.candidate.name}: {why}", style="yellow"))
+        for note in r.candidate.notes:
+            out.append(Text(f"  {r.candidate.name}: {note}"))
+    return out
+
+
+def _curves(rows: Sequence[Row]) -> list[tuple[Curve, int]]:
+    return [(curve, i) for i, r in enumerate(rows) for curve in r.candidate.curves]
+
+
+def overlay_charts(curves: Sequence[tuple[Curve, int]]) -> tuple[str, str]:
+    """(ops per watt against load, power against load), every curve on the same axes. Throughputs of
+    different units share the first chart on a log scale; the legend names each unit."""
+    plt = pyplot()
+    styles = ("-", "--", ":", "-.")
+    charts = []
+    for what in ("ratio", "W"):
+        fig, ax = plt.subplots(figsize=(9, 4.4))
+        for j, (curve, i) in enumerate(curves):
+            pts = sorted(curve.points, key=lambda p: p.target)
+            ys = [p.ratio if what == "ratio" else p.W for p in pts]
+            label = curve.label + (f" ({rate_unit(curve.unit)} per W)" if what == "ratio" else "")
+            ax.plot(
+                [p.target * 100 for p in pts],
+                ys,
+                marker="o",
+                markersize=3,
+                color=COLOURS[i % len(COLOURS)],
+                linestyle=styles[j % len(styles)],
+                label=label,
+            )
+        ax.set_xlabel("target load (% of calibrated throughput)")
+        if what == "ratio":
+            ax.set_ylabel("throughput per watt")
+            ax.set_yscale("log")
+        else:
+            ax.set_ylabel("average active power (W)")
+            ax.set_ylim(bottom=0)
+        ax.set_xlim(0, 105)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+        charts.append(figure_svg(fig))
+    return charts[0], charts[1]
+
+
+def render_compare_html(rows: Sequence[Row], prices: Prices | None) -> str:
+    cols = _columns(rows)
+    head = "".join(f"<th>{html.escape(h)}</th>" for _, h, _ in cols)
+    body = []
+    for r in rows:
+        mark = f' <span class=fail title="not comparable">{NOT_COMPARABLE}</span>' if r.incomparable else ""
+        cells = []
+        for key, _, _ in cols:
+            if key not in r.figures:
+                cells.append("<td class=n>—</td>")
+                continue
+            text = html.escape(_fmt(key, r.figures[key], r.candidate.unit))
+            cells.append(
+                f"<td class=n><b>{text} {BEST}</b></td>" if key in r.best else f"<td class=n>{text}</td>"
+            )
+        body.append(
+            f"<tr><td>{html.escape(r.candidate.name)}{mark}</td><td>{_status(r)}</td>{''.join(cells)}</tr>"
+        )
+    notes = [f"<li>{html.escape(line)}</li>" for line in _legend_lines(rows, prices)]
+    for r in rows:
+        notes += [
+            f"<li class=fail>{NOT_COMPARABLE} {html.escape(r.candidate.name)}: {html.escape(w)}</li>"
+            for w in r.incomparable
+        ]
+        notes += [f"<li>{html.escape(r.candidate.name)}: {html.escape(n)}</li>" for n in r.candidate.notes]
+        notes.append(
+            f"<li class=meta>{html.escape(r.candidate.name)}: from {html.escape(r.candidate.source)}</li>"
+        )
+    ratio_svg, power_svg = overlay_charts(_curves(rows))
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    return "\n".join(
+        [
+            "<!doctype html><html lang=en><head><meta charset=utf-8>",
+            "<title>wattbench comparison</title>",
+            f"<style>{CSS}</style></head><body>",
+            f"<h1>Candidates compared</h1><p class=meta>{len(rows)} candidates, baseline "
+            f"{html.escape(rows[0].candidate.name)}; made {when}</p>",
+            f"<table><thead><tr><th>candidate</th><th>status</th>{head}</tr></thead><tbody>",
+            "".join(body),
+            "</tbody></table>",
+            f"<ul class=facts>{''.join(notes)}</ul>",
+            "<h2>Throughput per watt against load</h2>",
+            f"<div class=chart>{ratio_svg}</div>",
+            "<h2>Power against load</h2>",
+            f"<div class=chart>{power_svg}</div>",
+            "</body></html>",
+        ]
+    )
+
+
+def write_compare_html(path: str, rows: Sequence[Row], prices: Prices | None) -> None:
+    text = render_compare_html(rows, prices)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+# ---------------------------------------------------------------------------- a suite's result
+def _suite_cells(w: Mapping[str, Any]) -> list[str]:
+    return [
+        w["name"],
+        w["group"],
+        w["unit"],
+        fmt_count(w["calibrated"]) if "calibrated" in w else "—",
+        fmt_count(w["overall"]) if "overall" in w else "—",
+        f"{w['efficiency']:.4g}" if "efficiency" in w else "—",
+        ("VALID" if w["valid"] else "INVALID") + (", interrupted" if w.get("partial") else ""),
+    ]
+
+
+def suite_renderables(doc: Mapping[str, Any]) -> list[Any]:
+    """A suite result on the terminal: each worklet's efficiency, the score, and what it is not."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=f"suite {doc['suite']}, run {doc['run']}", title_justify="left")
+    for head in (
+        "worklet",
+        "group",
+        "unit",
+        "calibrated (/s)",
+        "overall (/s per W)",
+        "efficiency",
+        "verdict",
+    ):
+        left = head in ("worklet", "group", "unit", "verdict")
+        table.add_column(head, justify="left" if left else "right", overflow="fold")
+    for w in doc["worklets"]:
+        table.add_row(*_suite_cells(w))
+    out: list[Any] = [table]
+    for w in doc["worklets"]:
+        out += [Text(f"{w['name']}: {f}", style="red") for f in w.get("failed", [])]
+    if "idle_W" in doc:
+        out.append(Text(f"active idle {fmt_watts(doc['idle_W'])} W (measured once for the suite)"))
+    score = doc.get("score")
+    if score:
+        groups = ", ".join(
+            f"{g} {v:.4g} (weight {score['weights'][g]:.0%})" for g, v in score["groups"].items()
+        )
+        out.append(
+            Text(
+                f"suite score {score['value']:.4f} relative to {score['reference']}"
+                + (" — PARTIAL" if score["partial"] else ""),
+                style="bold",
+            )
+        )
+        out.append(Text(f"group efficiencies: {groups}"))
+        out += [Text(n) for n in score["notes"]]
+    else:
+        out.append(
+            Text(f"no suite score: {doc.get('score_refused', 'no worklet finished')}", style="bold red")
+        )
+    if doc.get("interrupted"):
+        out.append(Text(f"interrupted: {doc['interrupted']}; the finished worklets are kept", style="yellow"))
+    verdict = "VALID" if doc["valid"] else "NOT VALID"
+    out.append(Text(f"suite result: {verdict}", style="bold green" if doc["valid"] else "bold red"))
+    out.append(Text(doc["label"], style="dim"))
+    return out
+
+
+def render_suite_html(doc: Mapping[str, Any]) -> str:
+    """The suite's page: the worklet table, the score with its label, both overlaid charts."""
+    from ..core.compare import Point
+
+    curves = [
+        (
+            Curve(
+                w["name"],
+                w["unit"],
+                tuple(
+                    Point(float(lv.get("target", 0.0)), float(lv["ops"]), float(lv["W"]))
+                    for lv in w["levels"]
+                ),
+            ),
+            i,
+        )
+        for i, w in enumerate(doc["worklets"])
+        if w["levels"]
+    ]
+    rows = [
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in _suite_cells(w)) + "</tr>"
+        for w in doc["worklets"]
+    ]
+    score = doc.get("score")
+    if score:
+        line = f"suite score {score['value']:.4f} relative to {score['reference']}" + (
+            " (partial)" if score["partial"] else ""
+        )
+        facts = [line, *score["notes"]]
+    else:
+        facts = [f"no suite score: {doc.get('score_refused', 'no worklet finished')}"]
+    facts += [f"{w['name']}: {f}" for w in doc["worklets"] for f in w.get("failed", [])]
+    if "idle_W" in doc:
+        facts.append(f"active idle {fmt_watts(doc['idle_W'])} W, measured once for the suite")
+    if doc.get("interrupted"):
+        facts.append(f"interrupted: {doc['interrupted']}; the finished worklets are kept")
+    badge = "valid" if doc["valid"] else "invalid"
+    parts = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        f"<title>wattbench suite {html.escape(doc['suite'])}</title>",
+        f"<style>{CSS}</style></head><body>",
+        f"<h1>Suite {html.escape(doc['suite'])}</h1><p class=meta>run {html.escape(doc['run'])} · "
+        f'<span class="badge {badge}">{"VALID" if doc["valid"] else "NOT VALID"}</span></p>',
+        f"<p class=meta>{html.escape(doc['label'])}</p>",
+        "<table><thead><tr><th>worklet</th><th>group</th><th>unit</th><th>calibrated (/s)</th>"
+        "<th>overall (/s per W)</th><th>efficiency</th><th>verdict</th></tr></thead><tbody>",
+        "".join(rows),
+        "</tbody></table>",
+        "<ul class=facts>" + "".join(f"<li>{html.escape(f)}</li>" for f in facts) + "</ul>",
+    ]
+    if curves:
+        ratio_svg, power_svg = overlay_charts(curves)
+        parts += [
+            "<h2>Throughput per watt against load</h2>",
+            f"<div class=chart>{ratio_svg}</div>",
+            "<h2>Power against load</h2>",
+            f"<div class=chart>{power_svg}</div>",
+        ]
+    parts.append("</body></html>")
+    return "\n".join(parts)

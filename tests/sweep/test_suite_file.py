@@ -1,0 +1,70 @@
+"""The suite file: the shipped sample builds every workload; what is wrong in a file is refused before
+the first phase with the key and the reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from wattbench.sweep.suite import load_suite, parse_suite
+from wattbench.workloads.base import WorkloadError
+
+SAMPLE = Path(__file__).resolve().parents[2] / "collector/wattbench/workloads/worklet/suite.toml"
+
+
+def test_the_shipped_sample_suite_loads() -> None:
+    suite = load_suite(SAMPLE)
+    assert suite.name == "cpu-memory-storage"
+    assert [(e.name, e.group) for e in suite.entries] == [
+        ("sha256", "cpu"), ("compress", "cpu"), ("flood", "memory"), ("random", "storage"),
+    ]  # fmt: skip
+    assert suite.levels == (1.0, 0.75, 0.5, 0.25)
+
+
+def test_any_workload_can_join_in_a_named_group() -> None:
+    suite = parse_suite(
+        {
+            "levels": [100, 50],
+            "worklet": [
+                {"worklet": "sha256", "levels": "100,60,20"},
+                {"name": "sb-cpu", "workload": "sysbench", "group": "cpu", "settings": {"test": "cpu"}},
+            ],
+        }
+    )
+    assert suite.levels == (1.0, 0.5)
+    assert suite.entries[0].levels == (1.0, 0.6, 0.2)
+    assert suite.entries[1].workload == "sysbench" and suite.entries[1].config == {"test": "cpu"}
+
+
+@pytest.mark.parametrize(
+    ("doc", "why"),
+    [
+        ({}, "no \\[\\[worklet\\]\\]"),
+        ({"worklet": [{"worklet": "nope"}]}, "'nope' is not one of"),
+        ({"worklet": [{"worklet": "sha256"}, {"worklet": "sha256"}]}, "sha256 appears twice"),
+        ({"worklet": [{"worklet": "sha256", "workres": 2}]}, "unknown keys \\['workres'\\]"),
+        ({"worklet": [{"worklet": "sha256", "workers": "two"}]}, "workers must be an integer"),
+        ({"worklet": [{"name": "x", "workload": "fio"}]}, "give worklet = ..., or name, workload and group"),
+        ({"worklet": [{"name": "x", "workload": "fio", "group": "gpu"}]}, "group 'gpu'"),
+        (
+            {"worklet": [{"name": "x", "workload": "fio", "group": "storage", "rw": "read"}]},
+            "belong in settings",
+        ),
+        ({"worklet": [{"worklet": "sha256", "levels": "100,150"}]}, "levels"),
+        ({"name": "Bad Name", "worklet": [{"worklet": "sha256"}]}, "name 'Bad Name'"),
+        ({"worklet": [{"worklet": "sha256"}], "level": "100"}, "unknown keys \\['level'\\]"),
+    ],
+)
+def test_a_bad_suite_is_refused_with_the_reason(doc: dict, why: str) -> None:
+    with pytest.raises(WorkloadError, match=why):
+        parse_suite(doc)
+
+
+def test_a_missing_or_broken_file_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(WorkloadError, match="cannot read"):
+        load_suite(tmp_path / "none.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = [\n")
+    with pytest.raises(WorkloadError, match="bad.toml"):
+        load_suite(bad)
