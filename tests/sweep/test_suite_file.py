@@ -66,5 +66,5 @@ def test_a_missing_or_broken_file_is_one_line(tmp_path: Path) -> None:
         load_suite(tmp_path / "none.toml")
     bad = tmp_path / "bad.toml"
     bad.write_text("name = [\n")
-    with pytest.raises(WorkloadError, match="bad.toml"):
+    with pytest.raises(WorkloadError, match=r"bad\.toml"):
         load_suite(bad)
