@@ -19,7 +19,25 @@ def test_the_shipped_sample_suite_loads() -> None:
     assert [(e.name, e.group) for e in suite.entries] == [
         ("sha256", "cpu"), ("compress", "cpu"), ("flood", "memory"), ("random", "storage"),
     ]  # fmt: skip
-    assert suite.levels == (1.0, 0.75, 0.5, 0.25)
+    assert suite.levels is None  # each group at SERT's loads
+
+
+def test_each_group_sweeps_at_serts_loads_unless_told_otherwise() -> None:
+    from wattbench.core.plan import Timing
+    from wattbench.sweep.suite import plan_for
+
+    suite = load_suite(SAMPLE)
+    t = Timing(1, 1, 1, 1)
+
+    def loads(entry_index: int, levels: tuple[float, ...] | None = None, s=suite) -> list[float | None]:
+        plan = plan_for(s.entries[entry_index], entry_index == 0, s, t, 3, 2, levels, True)
+        return [p.target for p in plan.phases if p.kind == "target"]
+
+    assert loads(0) == [1.0, 0.75, 0.5, 0.25] and loads(2) == [1.0, 0.5] and loads(3) == [1.0, 0.5]
+    assert loads(2, (1.0, 0.1)) == [1.0, 0.1]  # --levels given: every worklet
+    only_first = [p.kind for p in plan_for(suite.entries[0], True, suite, t, 3, 2, None, True).phases]
+    assert only_first.count("idle") == 1
+    assert "idle" not in [p.kind for p in plan_for(suite.entries[1], False, suite, t, 3, 2, None, True).phases]
 
 
 def test_any_workload_can_join_in_a_named_group() -> None:

@@ -48,6 +48,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no live display")
 
 
+def _plan_defaults() -> argparse.Namespace:
+    from .sweep import add_plan_arguments
+
+    parser = argparse.ArgumentParser(add_help=False)
+    add_plan_arguments(parser)
+    return parser.parse_args([])
+
+
+PLAN_DEFAULTS = _plan_defaults()
+
+
 def read_reference(path: str) -> dict[str, Any]:
     """An earlier suite result, checked against its schema."""
     import wattbench_schema as contract
@@ -124,7 +135,9 @@ def run(args: argparse.Namespace) -> int:
         suite = load_suite(args.suite)
         reference = read_reference(args.reference) if args.reference else None
         timing = Timing(args.pre, args.measure, args.post, args.gap)
-        levels = parse_levels(args.levels)
+        # --levels applies to every worklet only when given; otherwise each group has SERT's loads.
+        given = args.levels != PLAN_DEFAULTS.levels
+        levels = parse_levels(args.levels) if given else None
         plans = {
             e.name: plan_for(
                 e, i == 0, suite, timing, args.calibrations, args.calibration_use, levels, not args.no_idle

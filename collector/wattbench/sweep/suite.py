@@ -10,7 +10,8 @@ result names them and why the rest are missing.
 The suite file (TOML; a sample is schema-checked in tests, see docs/sweep.md "Suites"):
 
     name = "cpu-memory-storage"
-    levels = "100,75,50,25"          # optional: every worklet's loads (default: --levels)
+    levels = "100,75,50,25"          # optional: every worklet's loads (default: --levels if given,
+                                     # else SERT's for the worklet's group, GROUP_LEVELS)
 
     [[worklet]]
     worklet = "compress"             # a worklet of the registry: its group and unit come with it
@@ -45,6 +46,12 @@ from .session import Outcome, SweepSetup, run_sweep
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 # A worklet's run id is the suite's plus "-<name>", and run ids are at most 64 characters.
 MAX_SUITE_RUN = 64 - 33
+# The loads SERT 2 sweeps each group's worklets at: CPU four, memory and storage two.
+GROUP_LEVELS: dict[str, tuple[float, ...]] = {
+    "cpu": (1.0, 0.75, 0.5, 0.25),
+    "memory": (1.0, 0.5),
+    "storage": (1.0, 0.5),
+}
 _WORKLET_KEYS = {"worklet", "workers", "seed", "nice", "options", "levels", "name"}
 
 
@@ -160,14 +167,14 @@ def plan_for(
     timing: Timing,
     calibrations: int,
     calibration_use: int,
-    levels: Sequence[float],
+    levels: Sequence[float] | None,
     idle: bool,
 ) -> Plan:
-    """The worklet's plan: its calibration and loads; the suite's one active idle after the first
-    worklet's loads, while that worklet's workers are there and idle."""
-    return specpower_plan(
-        calibrations, entry.levels or suite.levels or tuple(levels), idle and first, timing, calibration_use
-    )
+    """The worklet's plan: its calibration and loads (its own, else the suite file's, else `levels`
+    when given, else SERT's for its group); the suite's one active idle after the first worklet's
+    loads, while that worklet's workers are there and idle."""
+    loads = entry.levels or suite.levels or (tuple(levels) if levels else GROUP_LEVELS[entry.group])
+    return specpower_plan(calibrations, loads, idle and first, timing, calibration_use)
 
 
 def run_suite(
