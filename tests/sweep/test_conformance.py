@@ -168,3 +168,52 @@ def test_a_statement_of_a_channel_without_metadata_uses_the_samples_u() -> None:
     spec = ChannelSpec("bench", "psu", hz=10)
     classes = cf.classify([spec], [])
     assert classes[0].acc is None  # nothing seen, nothing made up
+
+
+# ---------------------------------------------------------------------------- share of the system metered
+@pytest.mark.parametrize(
+    ("cov", "level1", "level2", "level3"),
+    [
+        # the whole system: every level's share
+        (cf.Coverage(4, 4, 800.0), True, True, True),
+        # 40 kW measured is enough for Level 1 whatever the share, and no more
+        (cf.Coverage(1000, 100, 40_000.0), True, False, False),
+        (cf.Coverage(1000, 100, 39_999.0), True, False, False),  # 100 nodes, 10 %, 2 kW: still Level 1
+        (cf.Coverage(1000, 99, 39_999.0), False, False, False),  # under a tenth, under 40 kW
+        # small systems: 15 nodes is the floor; fewer than 15 nodes means all of them
+        (cf.Coverage(100, 15, 15 * 200.0), True, False, False),  # 15 nodes, 3 kW: L1; L2 needs 10 kW
+        (cf.Coverage(100, 14, 14 * 200.0), False, False, False),
+        (cf.Coverage(100, 15, 1_999.0), False, False, False),  # 15 nodes but under 2 kW
+        (cf.Coverage(10, 9, 9 * 500.0), False, False, False),  # 15 > 10 nodes: the whole system
+        # Level 2: the largest of an eighth, 10 kW and 15 nodes
+        (cf.Coverage(200, 25, 10_000.0), True, True, False),
+        (cf.Coverage(200, 24, 10_000.0), True, False, False),  # an eighth of 200 is 25
+        (cf.Coverage(200, 25, 9_999.0), True, False, False),
+        (cf.Coverage(80, 15, 10_000.0), True, True, False),  # an eighth of 80 is 10: 15 nodes rule
+    ],
+)
+def test_the_share_metered_at_each_level_edge(
+    cov: cf.Coverage, level1: bool, level2: bool, level3: bool
+) -> None:
+    assert (cf.coverage_reasons(1, cov) == []) is level1
+    assert (cf.coverage_reasons(2, cov) == []) is level2
+    assert (cf.coverage_reasons(3, cov) == []) is level3
+
+
+def test_the_statement_names_the_share_metered_when_the_system_size_is_given() -> None:
+    """Two nodes of a 20-node system metered with analyzers: every other rule of Level 3 is met, and the
+    statement says the share is why it is no level at all; without --system-nodes the share is not judged."""
+    a = ChannelSpec(
+        "n1", "psu", hz=10, meter="wt300", acc=0.005, quantities=("W", "V", "A", "PF", "Wh"), node="n1"
+    )
+    b = ChannelSpec(
+        "n2", "psu", hz=10, meter="wt300", acc=0.005, quantities=("W", "V", "A", "PF", "Wh"), node="n2"
+    )
+    assert _run([a, b]).result["standard"]["eehpc_level"] == 3
+    ev = _run([a, b], limits=cp.Limits(system_nodes=20))
+    st = ev.result["standard"]
+    assert st["eehpc_level"] == 0
+    assert "2 of 20 nodes metered" in st["statement"] and "Level 1 needs 15 nodes and 2 kW" in st["statement"]
+    assert _run([a, b], limits=cp.Limits(system_nodes=2)).result["standard"]["eehpc_level"] == 3
+    with pytest.raises(ValueError, match="system_nodes"):
+        cp.Limits(system_nodes=0)

@@ -341,6 +341,13 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
         help="fail the run unless its measurement meets this standard (default: none, only stated)",
     )
     g.add_argument("--max-skew", type=float, default=400.0, metavar="MS", help="clock skew limit (400)")
+    g.add_argument(
+        "--system-nodes",
+        type=int,
+        metavar="N",
+        help="nodes in the system measured: the standard statement then judges the share metered "
+        "(EE HPC WG); by default that share is left to you",
+    )
     g.add_argument("--price", type=float, help="system price, for ops per currency unit")
     g.add_argument("--tariff", type=float, metavar="PER_KWH", help="electricity price per kWh")
     g.add_argument("--years", type=float, default=4.0, help="years of service for lifetime cost (4)")
@@ -357,6 +364,7 @@ def limits_from_args(args: argparse.Namespace) -> Any:
         max_uncertainty=args.max_uncertainty,
         max_skew_ms=args.max_skew,
         require=args.require,
+        system_nodes=args.system_nodes,
     )
 
 

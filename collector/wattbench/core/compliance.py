@@ -47,6 +47,9 @@ class Limits:
     max_skew_ms: float = 400.0
     # The standard the measurement must meet (conformance.py), or "none": only stated.
     require: str = "none"
+    # Nodes in the system measured: with it the statement judges the share of the system metered
+    # (EE HPC WG); None leaves that share to the operator.
+    system_nodes: int | None = None
 
     def __post_init__(self) -> None:
         if self.require not in REQUIRE:
@@ -60,6 +63,10 @@ class Limits:
         if self.max_uncertainty is not None:
             _in_range("max_uncertainty", self.max_uncertainty, 0.0, 1.0, "a fraction above 0 and below 1")
         _in_range("max_skew_ms", self.max_skew_ms, 0.0, math.inf, "milliseconds above 0")
+        if self.system_nodes is not None and not (
+            isinstance(self.system_nodes, int) and 1 <= self.system_nodes <= 1_000_000
+        ):
+            raise ValueError(f"system_nodes must be a whole number 1..1000000, got {self.system_nodes!r}")
         lo, hi = INLET_RANGE_C
         if not (math.isfinite(self.min_inlet_c) and lo <= self.min_inlet_c <= hi):
             raise ValueError(f"min_inlet_c must be {lo:g}..{hi:g} °C, got {self.min_inlet_c!r}")

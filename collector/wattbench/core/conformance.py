@@ -17,8 +17,12 @@ what was measured) as EE HPC WG Level 1 and still not be comparable with SPECpow
   one minute; every window covered; Level 2 adds at least 10 readings per window and a measured idle;
   Level 3 adds an energy counter integrated by the meter itself (Wh) on every power channel.
 
-What no run can show is left to the operator and said in the docs: the share of the system the
-channels cover, and that an analyzer is on SPEC's accepted list.
+The share of the system measured (EE HPC WG): given the number of nodes in the system
+(`--system-nodes`), the nodes the summed channels belong to are the metered ones, and `coverage_reasons`
+applies the methodology's fractions: Level 1 the whole system, or at least 40 kW, or at least the largest
+of 2 kW, a tenth of the system and 15 nodes; Level 2 at least the largest of an eighth of the system,
+10 kW and 15 nodes; Level 3 the whole system. Without the system's size the share is left to the
+operator, as is that an analyzer is on SPEC's accepted list; both are said in the docs.
 """
 
 from __future__ import annotations
@@ -39,6 +43,48 @@ LEVEL_WINDOW_S = 60.0
 LEVEL_INTERVAL_SHARE = 0.1  # the longest reading interval, as a share of the shortest window
 LEVEL2_READINGS = 10
 MIN_RATE_HZ = 1.0
+
+
+# The share of the system each level must measure (EE HPC WG power measurement methodology).
+LEVEL1_ENOUGH_W = 40_000.0  # at Level 1 this much measured power suffices on its own
+LEVEL_MIN_W = {1: 2_000.0, 2: 10_000.0}
+LEVEL_MIN_FRACTION = {1: 1 / 10, 2: 1 / 8}
+LEVEL_MIN_NODES = 15
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How much of the system the run metered: nodes in the system, nodes measured, and the mean
+    power of the measured nodes together over the scored windows."""
+
+    nodes: int
+    metered: int
+    metered_W: float
+
+
+def coverage_reasons(level: int, cov: Coverage) -> list[str]:
+    """Why the metered share of the system is too small for the level; [] when it is enough."""
+    if cov.metered >= cov.nodes:
+        return []
+    share = f"{cov.metered} of {cov.nodes} nodes metered ({cov.metered_W / 1000:.3g} kW)"
+    if level >= 3:
+        return [f"{share}; Level 3 measures the whole system"]
+    if level == 1 and cov.metered_W >= LEVEL1_ENOUGH_W:
+        return []
+    need_nodes = min(max(math.ceil(cov.nodes * LEVEL_MIN_FRACTION[level] - 1e-9), LEVEL_MIN_NODES), cov.nodes)
+    short = []
+    if cov.metered < need_nodes:
+        short.append(f"{need_nodes} nodes")
+    if cov.metered_W < LEVEL_MIN_W[level]:
+        short.append(f"{LEVEL_MIN_W[level] / 1000:g} kW")
+    if not short:
+        return []
+    rule = (
+        "the whole system, 40 kW, or the largest of 2 kW, a tenth of the system and 15 nodes"
+        if level == 1
+        else "the largest of an eighth of the system, 10 kW and 15 nodes"
+    )
+    return [f"{share}; Level {level} needs {' and '.join(short)} ({rule})"]
 
 
 @dataclass(frozen=True)
@@ -155,9 +201,15 @@ def weighted_error(classes: Sequence[ChannelClass]) -> float | None:
     return sum(c.acc * c.watts for c in classes) / total  # type: ignore[operator]
 
 
-def state(channels: Sequence[ChannelSpec], aligned: Sequence[WindowPower], idle_measured: bool) -> Statement:
+def state(
+    channels: Sequence[ChannelSpec],
+    aligned: Sequence[WindowPower],
+    idle_measured: bool,
+    coverage: Coverage | None = None,
+) -> Statement:
     """The statement for a run whose scored windows are `aligned`. idle_measured: an idle window has
-    power (EE HPC WG Levels 2 and 3 require it)."""
+    power (EE HPC WG Levels 2 and 3 require it). coverage: the share of the system metered, when the
+    system's size is known; without it the share is not judged (left to the operator)."""
     classes = classify(channels, aligned)
     windows = [wp.window.duration_s for wp in aligned if wp.window.kind != "concurrency"]
     shortest = min(windows) if windows else 0.0
@@ -225,6 +277,8 @@ def state(channels: Sequence[ChannelSpec], aligned: Sequence[WindowPower], idle_
                 why.append(f"fewer than {LEVEL2_READINGS} readings in a {shortest:g} s window")
             if not idle_measured:
                 why.append("idle power not measured")
+        if coverage is not None:
+            why += coverage_reasons(level, coverage)
         if level >= 3:
             no_wh = [c.key for c in classes if c.quantities is None or "Wh" not in c.quantities]
             if no_wh:

@@ -146,7 +146,7 @@ def evaluate(
     statement = None
     if fetch is not None:
         idle = any(lv.kind == "idle" and lv.has_power for lv in levels)
-        statement = cf.state(channels, aligned, idle)
+        statement = cf.state(channels, aligned, idle, coverage(channels, aligned, limits))
         required = cp.check_standard(statement, limits or cp.Limits())
         checks = cp.fit(
             [cp.check_channels(aligned, channel_problems), *checks, *([required] if required else [])]
@@ -293,6 +293,19 @@ def result_level(lv: sc.LevelScore) -> dict[str, Any]:
     if _finite(lv.u) and 0 <= lv.u <= 1:
         row["u"] = float(lv.u)
     return row
+
+
+def coverage(
+    channels: Sequence[al.ChannelSpec], aligned: Sequence[al.WindowPower], limits: cp.Limits | None
+) -> cf.Coverage | None:
+    """The share of the system the run metered, when the system's size is known: the nodes of the
+    summed channels, and their mean power over the scored windows that have it."""
+    if limits is None or limits.system_nodes is None:
+        return None
+    nodes = {c.node_name for c in channels if c.role == "power"}
+    watts = [wp.watts for wp in aligned if math.isfinite(wp.watts)]
+    mean = sum(watts) / len(watts) if watts else 0.0
+    return cf.Coverage(limits.system_nodes, len(nodes), mean)
 
 
 def build_result(
