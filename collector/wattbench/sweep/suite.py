@@ -41,6 +41,8 @@ from ..core.plan import Plan, Timing, parse_levels, specpower_plan
 from ..workloads import load_config, make_workload
 from ..workloads.base import WorkloadError
 from ..workloads.worklet import WORKLETS
+from .channels import ChannelError
+from .publish import SinkError
 from .session import Outcome, SweepSetup, run_sweep
 
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
@@ -184,11 +186,11 @@ def run_suite(
     plans: Callable[[Entry, bool], Plan],
     reference: dict[str, Any] | None = None,
     announce: Callable[[str], None] | None = None,
-    after_worklet: Callable[[Entry, Outcome], None] | None = None,
 ) -> SuiteRun:
     """Sweep every worklet in turn with base's connections, channels, limits and display (its run,
-    plan and workload are set per worklet). Stops at the first worklet interrupted or failing; what
-    finished before is kept and scored, marked partial."""
+    plan and workload are set per worklet). Stops at the first worklet interrupted, failing, or
+    unable to start (its channel gone offline, the broker gone); what finished before is kept and
+    scored, marked partial. Only when the first cannot start does the error reach the caller."""
     if len(run) > MAX_SUITE_RUN:
         raise ValueError(f"suite run id {run!r} is longer than {MAX_SUITE_RUN} characters")
     outcomes: list[tuple[Entry, Outcome]] = []
@@ -196,23 +198,32 @@ def run_suite(
     interrupted = None
     channels = base.channels
     for i, entry in enumerate(suite.entries):
-        if announce:
-            announce(f"worklet {i + 1}/{len(suite.entries)}: {entry.name} ({entry.group})")
-        workload = make_workload(entry.workload, entry.config)
-        setup = replace(
-            base, run=f"{run}-{entry.name}", plan=plans(entry, i == 0), workload=workload, channels=channels
-        )
         try:
+            if announce:
+                announce(f"worklet {i + 1}/{len(suite.entries)}: {entry.name} ({entry.group})")
+            workload = make_workload(entry.workload, entry.config)
+            setup = replace(
+                base,
+                run=f"{run}-{entry.name}",
+                plan=plans(entry, i == 0),
+                workload=workload,
+                channels=channels,
+            )
             outcome = run_sweep(setup)
         except KeyboardInterrupt:
-            # Between the sweep's last phase and its result: that worklet is lost, the earlier ones are not.
+            # Outside a sweep's phases (between worklets, or while one is scored): that worklet is
+            # lost, the finished ones are not.
             interrupted = f"interrupted by operator in worklet {entry.name}"
             break
+        except (ChannelError, SinkError) as exc:
+            if not finished:
+                raise  # nothing measured yet: the command fails as a sweep would
+            interrupted = f"worklet {entry.name} could not start: {exc}"
+            break
         outcomes.append((entry, outcome))
-        if after_worklet:
-            after_worklet(entry, outcome)
-        result = outcome.evaluation.result
-        finished.append(su.WorkletResult(entry.name, entry.group, workload.ops_unit, result))
+        finished.append(
+            su.WorkletResult(entry.name, entry.group, workload.ops_unit, outcome.evaluation.result)
+        )
         # The channels chosen for the first worklet are summed for all: a suite is one system.
         channels = channels or outcome.channels or None
         if outcome.record.interrupted or outcome.store_error:
