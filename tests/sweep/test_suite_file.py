@@ -37,7 +37,9 @@ def test_each_group_sweeps_at_serts_loads_unless_told_otherwise() -> None:
     assert loads(2, (1.0, 0.1)) == [1.0, 0.1]  # --levels given: every worklet
     only_first = [p.kind for p in plan_for(suite.entries[0], True, suite, t, 3, 2, None, True).phases]
     assert only_first.count("idle") == 1
-    assert "idle" not in [p.kind for p in plan_for(suite.entries[1], False, suite, t, 3, 2, None, True).phases]
+    assert "idle" not in [
+        p.kind for p in plan_for(suite.entries[1], False, suite, t, 3, 2, None, True).phases
+    ]
 
 
 def test_any_workload_can_join_in_a_named_group() -> None:
@@ -86,3 +88,49 @@ def test_a_missing_or_broken_file_is_one_line(tmp_path: Path) -> None:
     bad.write_text("name = [\n")
     with pytest.raises(WorkloadError, match=r"bad\.toml"):
         load_suite(bad)
+
+
+def test_a_worklet_that_cannot_start_after_another_finished_keeps_the_finished(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The appliance goes offline between two worklets: the suite ends with the first kept and the
+    reason named, instead of an error that would throw the first away. The first failing to start
+    is the command's error, as for a sweep."""
+    from types import SimpleNamespace
+
+    from wattbench.core.plan import Timing, specpower_plan
+    from wattbench.sweep import suite as suite_mod
+    from wattbench.sweep.channels import ChannelError
+    from wattbench.sweep.session import SweepSetup
+
+    suite = parse_suite({"worklet": [{"worklet": "sha256"}, {"worklet": "flood"}]})
+    result = {
+        "v": 1, "run": "s-sha256", "t": 1_795_600_000_000, "valid": True, "overall": 1.0, "checks": [],
+        "calibrated": 100.0, "levels": [{"phase": "l100", "kind": "target", "target": 1.0, "ops": 100.0, "W": 50.0}],
+    }  # fmt: skip
+    calls = []
+
+    def fake_sweep(setup: SweepSetup) -> object:
+        calls.append(setup.run)
+        if len(calls) == 2:
+            raise ChannelError("demo-sim: offline (retained status), cannot be measured")
+        record = SimpleNamespace(interrupted=None)
+        return SimpleNamespace(
+            record=record, evaluation=SimpleNamespace(result=result), channels=[], store_error=None
+        )
+
+    monkeypatch.setattr(suite_mod, "run_sweep", fake_sweep)
+    plan = specpower_plan(3, (1.0,), False, Timing(1, 1, 1, 1))
+    base = SweepSetup(run="s", plan=plan, workload=None)
+    done = suite_mod.run_suite(suite, "s", base, lambda e, first: plan)
+    assert calls == ["s-sha256", "s-flood"]
+    assert [w["name"] for w in done.document["worklets"]] == ["sha256"]
+    assert (
+        done.interrupted
+        == "worklet flood could not start: demo-sim: offline (retained status), cannot be measured"
+    )
+    assert not done.document["complete"] and done.document["score"]["partial"]
+    calls.clear()
+    calls.append("pretend the first already ran")  # so the next call is the failing one
+    with pytest.raises(ChannelError):
+        suite_mod.run_suite(suite, "s", base, lambda e, first: plan)
