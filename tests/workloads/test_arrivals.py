@@ -12,7 +12,7 @@ import statistics
 
 import pytest
 
-from wattbench.workloads.builtin.arrivals import BLOCK, MAX_LAG_S, ArrivalStream, StratifiedGaps
+from wattbench.workloads.builtin.arrivals import BLOCK, MAX_LAG_S, ArrivalStream, StratifiedGaps, max_lag_s
 
 
 def test_each_gap_is_unit_exponential() -> None:
@@ -93,12 +93,23 @@ def test_a_claim_drops_what_is_before_the_window_or_too_far_behind() -> None:
     s.open_window(5.0)
     first = s.claim(5.0)
     assert first is not None and 5.0 < first < 5.0 + 0.05  # restarts one gap after the window's start
-    # Fall 3 s behind: the next arrival is one gap after now - MAX_LAG_S, not the backlog.
+    # Fall 3 s behind: the next arrival is one gap after now - the lag bound (1 s at 1000/s: 1000
+    # arrivals), not the backlog.
+    lag = max_lag_s(1000.0)
+    assert lag == 1.0
     late = s.claim(9.0)
-    assert late is not None and 9.0 - MAX_LAG_S < late < 9.0 - MAX_LAG_S + 0.05
+    assert late is not None and 9.0 - lag < late < 9.0 - lag + 0.05
     # Within the lag the stream keeps its own times.
     nxt = s.claim(late + 0.1)
     assert nxt is not None and late < nxt < late + 0.05
+
+
+def test_the_lag_bound_is_a_time_for_fast_streams_and_a_count_for_slow_ones() -> None:
+    """A slow op's backlog at 100 % walks for seconds; a bound in time alone dropped the walk's peaks
+    and left a slow worklet's 100 % level 2-4 % short of its target."""
+    assert max_lag_s(100_000.0) == MAX_LAG_S  # the transaction mix, hashes: a quarter second
+    assert max_lag_s(500.0) == pytest.approx(2.0)  # compress: 1000 arrivals
+    assert max_lag_s(math.inf) == MAX_LAG_S  # calibration
 
 
 def _claim_many(stream: ArrivalStream, n: int, out: mp.Queue) -> None:

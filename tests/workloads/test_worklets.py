@@ -4,6 +4,7 @@ arrival stream; a worklet whose work cannot start stops before the first phase w
 
 from __future__ import annotations
 
+import os
 import time
 from importlib import import_module
 from pathlib import Path
@@ -85,3 +86,27 @@ def test_a_worker_whose_work_cannot_start_is_named() -> None:
     wl = make_workload("worklet", {"worklet": "capacity", "workers": 1, "options": {"size_mb": 0}})
     with pytest.raises(WorkloadError, match="its work cannot start: ValueError: size_mb must be"):
         wl.open()
+
+
+def test_workers_run_their_numerical_libraries_on_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each worker is one core's share: its BLAS pool must not spread over every core. Before, the LU
+    worklet's two workers each ran a pool on both cores and reached 7 % of the 75 % target on 2 cores."""
+    from wattbench.workloads.builtin import workers
+
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "8")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    seen = {}
+
+    def capture(self: object) -> None:
+        seen.update(
+            {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+        )
+
+    monkeypatch.setattr(workers.BuiltinWorkload, "_start_workers", capture)
+    wl = make_workload("worklet", {"worklet": "lu", "workers": 1})
+    try:
+        wl.open()  # starts no worker here: only the environment they would start with matters
+    finally:
+        wl.close()
+    assert seen == dict.fromkeys(("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"), "1")
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "8" and "OMP_NUM_THREADS" not in os.environ

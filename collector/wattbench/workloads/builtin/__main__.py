@@ -7,7 +7,7 @@ import argparse
 import sys
 import time
 
-from .arrivals import MAX_LAG_S, StratifiedGaps
+from .arrivals import StratifiedGaps, max_lag_s
 from .transaction import OrderGenerator, transaction
 
 
@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     gaps = StratifiedGaps(args.seed)
     k = 0
     done = 0
+    lag = max_lag_s(args.rate)
     start = time.monotonic()
     next_print = start + args.every
     next_t = start + (gaps.unit(k) / args.rate if args.rate > 0 else 0.0)
@@ -40,10 +41,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.rate > 0 and now < next_t:
                 time.sleep(min(next_t - now, 0.05))
                 continue
-            if args.rate > 0 and now - next_t > MAX_LAG_S:
-                # As the workers do: a stall is not made up in a burst (see workers.py).
+            if args.rate > 0 and now - next_t > lag:
+                # As the workers do: a stall is not made up in a burst (see arrivals.py).
                 k += 1
-                next_t = now - MAX_LAG_S + gaps.unit(k) / args.rate
+                next_t = now - lag + gaps.unit(k) / args.rate
                 continue
             transaction(gen)
             done += 1

@@ -20,7 +20,8 @@ arrival.
 
 The stream lives in shared memory (next arrival time, rate, index, window start) behind one lock. A
 worker claims the next arrival, sleeps until it is due and runs it. It never runs more than MAX_LAG_S
-behind: older arrivals are dropped, so a stall is not made up in a burst. When a window opens, the
+or MAX_LAG_ARRIVALS behind, whichever is longer: older arrivals are dropped, so a stall is not made up
+in a burst. When a window opens, the
 driver records its start and arrivals due before it are dropped, so a ramp-up's backlog is not worked
 off inside the window. Everyone takes the lock with a timeout, so a worker stopped or killed while
 holding it cannot hang the sweep: a worker goes back to its command pipe, the driver reports it; and
@@ -37,9 +38,20 @@ from typing import Any
 # as one gap does, so the spread over n arrivals is about sqrt(n / BLOCK) gaps) but make each block's
 # permutation longer; 64 takes the 10 % level of a 10 s window from ±1.3 % to about ±0.2 %.
 BLOCK = 64
-# The furthest the stream runs behind: arrivals older than this are dropped when the next is claimed.
-# At 100 % a server that keeps pace is a few transactions behind at most, so this drops nothing there.
+# The furthest the stream runs behind: arrivals older than the later of these two are dropped when
+# the next is claimed. At 100 % the backlog of a server that keeps pace is a random walk of about
+# sqrt(arrivals) ops: a fraction of a second of fast ops (the transaction mix, hashes), but seconds of
+# slow ones (a compression of 64 KiB takes 4 ms a core), so a bound in time alone dropped the walk's
+# peaks and a slow worklet's 100 % level came out 2-4 % short. MAX_LAG_ARRIVALS is some 10 standard
+# deviations of a 20 s window's walk at 500 ops/s; a stall of the machine longer than that is still not
+# made up.
 MAX_LAG_S = 0.25
+MAX_LAG_ARRIVALS = 1000
+
+
+def max_lag_s(rate: float) -> float:
+    """How far behind the stream may run at `rate` arrivals per second before arrivals are dropped."""
+    return max(MAX_LAG_S, MAX_LAG_ARRIVALS / rate) if rate > 0 else MAX_LAG_S
 # How long a worker waits for the lock before it looks at its command pipe again.
 LOCK_WAIT_S = 0.05
 # How long the driver waits for it: a claim holds it for microseconds, so this long means a worker
@@ -151,7 +163,7 @@ class ArrivalStream:
 
     def claim(self, now: float) -> float | None:
         """Take the next arrival: its due time, or None if the lock was busy (look at commands, then try
-        again) or the stream is stopped. Arrivals before the window's start or more than MAX_LAG_S old
+        again) or the stream is stopped. Arrivals before the window's start or older than the lag bound
         are dropped here: the stream restarts one gap after the later of the two moments, which for
         exponential gaps leaves the same process after it."""
         if not self._lock.acquire(timeout=LOCK_WAIT_S):
@@ -163,7 +175,7 @@ class ArrivalStream:
             if t == math.inf or not rate > 0:
                 return None
             k = int(s[_INDEX])
-            floor = max(s[_WINDOW], now - MAX_LAG_S)
+            floor = max(s[_WINDOW], now - max_lag_s(rate))
             if t < floor:
                 k += 1
                 t = floor + self._gaps.unit(k) / rate

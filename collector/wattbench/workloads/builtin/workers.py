@@ -10,7 +10,7 @@ sums at the window edges.
 
 The stream does not burst to catch up where that would distort a window: arrivals not yet started when
 a measurement window opens are dropped, so the ramp-up's backlog is not worked off inside the window,
-and it never runs more than MAX_LAG_S behind. A server that cannot keep up therefore shows a lower
+and it never runs more than a bounded lag behind (arrivals.max_lag_s). A server that cannot keep up therefore shows a lower
 actual load instead of making it up later.
 """
 
@@ -23,13 +23,13 @@ import os
 import select
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from multiprocessing.connection import Connection
 from typing import Any
 
 from ...core.plan import Phase
 from ..base import WorkloadError, check_keys, setting
-from .arrivals import MAX_LAG_S, ArrivalStream, StreamLockError
+from .arrivals import ArrivalStream, StreamLockError, max_lag_s
 
 # How early a transaction may start: below this, waiting costs more (wake-up latency) than it is worth,
 # and a Poisson schedule does not notice a few tens of microseconds.
@@ -38,7 +38,7 @@ EARLY_S = 50e-6
 # sleep; shorter ones sleep precisely. A millisecond-resolution wait alone would oversleep every short
 # gap, and at high load those lost fractions of a millisecond add up to lost throughput.
 COARSE_S = 3e-3
-__all__ = ["MAX_LAG_S", "BuiltinWorkload"]
+__all__ = ["BuiltinWorkload", "max_lag_s"]
 
 
 def _fine_timer() -> None:
@@ -124,6 +124,29 @@ def _loop(
         due = None
 
 
+# Thread-pool sizes of the numerical libraries a worker's op may use (numpy's OpenBLAS, MKL, OpenMP).
+_POOL_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@contextlib.contextmanager
+def one_thread_per_worker() -> Iterator[None]:
+    """Workers started inside this block run their numerical libraries on one thread. A worker is one
+    core's share of the load: a BLAS pool of its own on every core would have the workers fight for the
+    cores, and a level's throughput then depends on how their pools collide (an LU worklet measured 7 %
+    of its target at 75 % load that way), not on the pacing. Spawned workers read the variables at
+    start; the driver's own environment is put back afterwards."""
+    saved = {k: os.environ.get(k) for k in _POOL_VARS}
+    os.environ.update(dict.fromkeys(_POOL_VARS, "1"))
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 class BuiltinWorkload:
     """The transactional workload on all cores."""
 
@@ -184,6 +207,10 @@ class BuiltinWorkload:
     def open(self) -> None:
         self._counters = self._ctx.RawArray("q", self.workers)
         self._stream = ArrivalStream(self._ctx, self.seed)
+        with one_thread_per_worker():
+            self._start_workers()
+
+    def _start_workers(self) -> None:
         for i in range(self.workers):
             parent, child = self._ctx.Pipe()
             p = self._ctx.Process(

@@ -22,7 +22,7 @@ WORKLETS: dict[str, tuple[str, str, str]] = {
     "compress": ("cpu", "compressions", "zlib compress and decompress of a 64 KiB text block"),
     "sha256": ("cpu", "hashes", "SHA-256 of a 64 KiB block"),
     "aes": ("cpu", "AES-blocks", "AES-256-CBC encryption and decryption of a 64 KiB block"),
-    "sort": ("cpu", "sorts", "sort of 20 000 random integers"),
+    "sort": ("cpu", "sorts", "sort of 5 000 random integers"),
     "lu": ("cpu", "solves", "LU solve of a 200 x 200 system (numpy, LAPACK)"),
     "sor": ("cpu", "sweeps", "one red-black SOR sweep of a 256 x 256 grid (numpy)"),
     "flood": ("memory", "triads", "a streaming triad over 3 x 8 MiB arrays"),
