@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from wattbench.workloads.worklet import WORKLETS
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "firmware" / "config.example.json"
 
@@ -57,6 +59,11 @@ def test_wheel_carries_the_board_files(wheel: Path) -> None:
         "wattbench_fw/boards/esp32-psram.json",
         "wattbench_fw/boards/main.py",
         "wattbench_schema/v1/result.schema.json",
+        "wattbench_schema/v1/suite.schema.json",
+        "wattbench_schema/v1/compare.schema.json",
+        # the sample suite the docs point at, and every worklet's sample
+        "wattbench/workloads/worklet/suite.toml",
+        *(f"wattbench/workloads/worklet/{w}/sample.toml" for w in WORKLETS),
     ):
         assert needed in names, f"{needed} is not in the wheel"
 

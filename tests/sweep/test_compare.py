@@ -202,6 +202,19 @@ def test_the_page_is_self_contained_and_renders_offline(
     assert len(colours) > 50  # text, table and charts, not a blank page
 
 
+def test_a_published_table_is_named_by_its_file(capsys: pytest.CaptureFixture[str]) -> None:
+    """A JSON table's "system" is a long sentence: the candidate is named by its file, which --price
+    can spell, and the system is shown beside it. Before, --price dell-r7425-2018=9000 was refused."""
+    dell = ROOT / "tests/data/specpower/dell-r7425-2018.json"
+    argv = ["compare", str(dell), str(PUBLISHED), "--price", "dell-r7425-2018=9000", "--json"]
+    assert main(argv) == 0
+    first = json.loads(capsys.readouterr().out)["candidates"][0]
+    assert first["name"] == "dell-r7425-2018" and first["notes"][0].startswith(
+        "system: Dell Inc. PowerEdge R7425"
+    )
+    assert first["figures"]["price_per_ops"] > 0
+
+
 @pytest.mark.parametrize(
     ("argv", "why"),
     [

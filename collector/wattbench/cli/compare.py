@@ -7,7 +7,8 @@ candidate measured another way (another workload or op, another measurement stan
 timing on one side only) is marked as not comparable with it, says why, and takes no part in "best".
 
 Prices are per candidate (--price NAME=AMOUNT, --rack-units NAME=U); the tariff and years apply to all.
-Names are the run id, the file's stem, or the table's "system"; --name sets them in order.
+Names are the run id or the file's stem (a table's "system" is shown beside it); --name sets them in
+order.
 
 Exit codes: 0 table (and page) written, 2 bad arguments or an input that is not one of the above, 3 the
 store is unreachable.
@@ -186,9 +187,11 @@ def load_candidate(item: str, name: str | None, store: Any) -> Any:
             return from_result(name or str(doc["result"].get("run") or stem), str(path), doc["result"])
         if isinstance(doc, dict) and "checks" in doc and "run" in doc:
             return from_result(name or str(doc["run"]), str(path), doc)
-        if isinstance(doc, dict) and isinstance(doc.get("system"), str) and name is None:
-            stem = doc["system"][:60]
-        return from_table(stem, str(path), path)
+        table = from_table(stem, str(path), path)
+        if isinstance(doc, dict) and isinstance(doc.get("system"), str):
+            # Named by its file, which --price and --rack-units can spell; the system is said.
+            table.notes.insert(0, f"system: {doc['system'][:200]}")
+        return table
     if store is None:
         raise CliError(f"{item}: no such file; for a stored run give --store FILE or --influx URL")
     result = store.result(item)

@@ -52,6 +52,8 @@ MAX_LAG_ARRIVALS = 1000
 def max_lag_s(rate: float) -> float:
     """How far behind the stream may run at `rate` arrivals per second before arrivals are dropped."""
     return max(MAX_LAG_S, MAX_LAG_ARRIVALS / rate) if rate > 0 else MAX_LAG_S
+
+
 # How long a worker waits for the lock before it looks at its command pipe again.
 LOCK_WAIT_S = 0.05
 # How long the driver waits for it: a claim holds it for microseconds, so this long means a worker
