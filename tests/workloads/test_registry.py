@@ -20,7 +20,8 @@ def test_sample_configs_load_and_build() -> None:
         path = sample_config(name)
         assert path.exists() and (path.parent / "README.md").exists()
         wl = make_workload(name, load_config(path))
-        assert wl.name == name
+        # The instance may name itself more exactly for the run's record (worklet-sha256-v1).
+        assert type(wl).name == name and wl.name.startswith(name)
     with pytest.raises(WorkloadError):
         make_workload("nope")
     with pytest.raises(WorkloadError):

@@ -19,9 +19,12 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .options import CliError
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 
 def _named_number(text: str) -> tuple[str, float]:
@@ -176,7 +179,7 @@ def from_table(name: str, source: str, path: Path) -> Any:
     )
 
 
-def load_candidate(item: str, name: str | None, store: Any) -> Any:
+def load_candidate(item: str, name: str | None, store: Store | None) -> Any:
     path = Path(item)
     if path.is_file():
         stem = name or path.stem

@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..core.compare import COLUMNS, Curve, Prices, Row
+from ..core.compare import COLUMNS, Curve, Point, Prices, Row
 from .html import CSS, figure_svg, pyplot
 from .measured import rate_unit
 from .table import fmt_count, fmt_watts
@@ -286,8 +286,6 @@ def suite_renderables(doc: Mapping[str, Any]) -> list[Any]:
 
 def render_suite_html(doc: Mapping[str, Any]) -> str:
     """The suite's page: the worklet table, the score with its label, both overlaid charts."""
-    from ..core.compare import Point
-
     curves = [
         (
             Curve(
