@@ -26,11 +26,12 @@ from wattbench.core.plan import (
 )
 from wattbench.sweep.driver import Driver, new_run_id
 from wattbench.sweep.publish import Fanout, MemorySink, StoreSink
+from wattbench.workloads.base import WorkloadDefaults
 
 FAST = Timing(pre_s=0.05, measure_s=0.2, post_s=0.05, gap_s=0.02)
 
 
-class CountingWorkload:
+class CountingWorkload(WorkloadDefaults):
     """Completes ops at a fixed rate while running (calibration: 1000/s, paced: the rate asked for),
     computed from the clock so tests do not depend on scheduling."""
 

@@ -139,10 +139,7 @@ class Driver:
     def _status(
         self, phase: Phase, stage: str, stage_left: float, elapsed_in_phase: float, rate: float | None
     ) -> None:
-        running = None
-        progress = getattr(self.workload, "progress", None)
-        if callable(progress):
-            running = progress().get("running")
+        running = self.workload.running()
         self.display.update(
             Status(
                 run=self.run_id,
@@ -176,10 +173,9 @@ class Driver:
         """Sleep through one part of a phase, refreshing the view. With until_done, return early (True)
         once the workload says its work is finished."""
         end = self.mono() + seconds
-        failure = getattr(self.workload, "failure", None)
         while True:
             # A workload that has failed stops the run now, not after every remaining phase.
-            reason = failure() if callable(failure) else None
+            reason = self.workload.failure()
             if reason:
                 raise WorkloadError(reason)
             now = self.mono()
@@ -268,7 +264,9 @@ class Driver:
                 longest,
             )
         ops = self.workload.end_measure()
-        end_ev = self._emit("measure_end", phase.name, ops=int(ops), **fields)
+        end_ev = self._emit(
+            "measure_end", phase.name, ops=int(ops), jobs=self.workload.window_jobs() or None, **fields
+        )
         seconds = (end_ev["t"] - start_ev["t"]) / 1000.0
         self._note(phase, ops, seconds, rate)
         if phase.kind == "calibration" and seconds > 0:

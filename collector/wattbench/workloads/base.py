@@ -87,3 +87,28 @@ class Workload(Protocol):
 
     def close(self) -> None:
         """Stop everything; safe to call twice and after a failure."""
+
+    def running(self) -> int | None:
+        """Jobs or copies still running in this window, for the live view; None without jobs."""
+
+    def failure(self) -> str | None:
+        """Why the workload has failed on its own (a command exited non-zero), or None: the driver stops
+        the run as soon as this says something."""
+
+    def window_jobs(self) -> list[dict[str, Any]]:
+        """The records of the jobs the last window ran, as a scheduler accounted them (phase schema's
+        `jobs`); [] for a workload without a scheduler."""
+
+
+class WorkloadDefaults:
+    """The answers of a workload that has no jobs, no scheduler and nothing that fails on its own;
+    a workload inherits them and overrides what applies to it."""
+
+    def running(self) -> int | None:
+        return None
+
+    def failure(self) -> str | None:
+        return None
+
+    def window_jobs(self) -> list[dict[str, Any]]:
+        return []

@@ -28,7 +28,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from ...core.plan import Phase
-from ..base import WorkloadError, check_keys, setting
+from ..base import WorkloadDefaults, WorkloadError, check_keys, setting
 from .arrivals import ArrivalStream, StreamLockError, max_lag_s
 
 # How early a transaction may start: below this, waiting costs more (wake-up latency) than it is worth,
@@ -147,7 +147,7 @@ def one_thread_per_worker() -> Iterator[None]:
                 os.environ[k] = v
 
 
-class BuiltinWorkload:
+class BuiltinWorkload(WorkloadDefaults):
     """The transactional workload on all cores."""
 
     name = "builtin"

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ...core.plan import Phase
-from ..base import UNIT_PATTERN, WorkloadError, check_keys, setting
+from ..base import UNIT_PATTERN, WorkloadDefaults, WorkloadError, check_keys, setting
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ class CommandProcess:
         return f"exit code {self.proc.returncode}" + (f": {tail}" if tail else "")
 
 
-class CommandWorkload:
+class CommandWorkload(WorkloadDefaults):
     """A command per phase (see the module docstring)."""
 
     name = "command"

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...core.plan import Phase
-from ..base import WorkloadError, check_keys, setting
+from ..base import WorkloadDefaults, WorkloadError, check_keys, setting
 from ..command.runner import DEFAULT_PATTERN, CommandProcess, fill
 
 log = logging.getLogger(__name__)
@@ -25,7 +25,7 @@ def builtin_job(ops: int) -> str:
     return f"{shlex.quote(sys.executable)} -m wattbench.workloads.builtin --ops {int(ops)} --seed {{copy}}"
 
 
-class ConcurrencyWorkload:
+class ConcurrencyWorkload(WorkloadDefaults):
     name = "concurrency"
     ops_unit = "jobs"
     window = "until_done"
@@ -123,5 +123,5 @@ class ConcurrencyWorkload:
     def close(self) -> None:
         self.end_phase()
 
-    def progress(self) -> dict[str, Any]:
-        return {"running": sum(1 for p in self._procs if p.running), "copies": len(self._procs)}
+    def running(self) -> int | None:
+        return sum(1 for p in self._procs if p.running)
