@@ -2,6 +2,10 @@
 
     python bench/soak.py                      # 50 appliances x 4 channels x 10 Hz for 10 minutes
     python bench/soak.py --duration 120       # a shorter look
+    python bench/soak.py --appliances 256 --collectors 2 --duration 120   # a cluster's nodes, two collectors
+
+With --collectors N, N collectors split the stream in one MQTT 5 shared-subscription group; the
+memory figures are then the largest collector's and the CPU is theirs together.
 
 Prints the collector's memory growth and CPU, end-to-end latency (sample timestamp to the moment the
 sample is visible in InfluxDB) at p50/p99, and loss counted by sequence number against what every
@@ -111,6 +115,13 @@ def main() -> int:
     ap.add_argument("--probes", type=int, default=5, help="devices whose latency is measured")
     ap.add_argument("--poll", type=float, default=0.25, help="latency poll interval, s")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument(
+        "--collectors",
+        type=int,
+        default=1,
+        help="collectors sharing the load in one MQTT 5 shared-subscription group",
+    )
+    ap.add_argument("--share", default="soak", help="the share group's name (with --collectors 2 or more)")
     ap.add_argument("--group", help=argparse.SUPPRESS)
     ap.add_argument("--broker", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
@@ -124,29 +135,35 @@ def main() -> int:
     broker = services.Mosquitto(work / "mosquitto").start()
     influx = services.InfluxDB(work / "influx").start()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    col_log = open(work / "collector.log", "wb")
-    collector = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "wattbench.cli",
-            "collect",
-            "--broker",
-            broker.url,
-            "--influx",
-            influx.url,
-            "--id",
-            "soak",
-            "--state-dir",
-            str(work / "collector"),
-            "--spool",
-            str(work / "spool"),
-        ],
-        stdout=col_log,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
-    cproc = psutil.Process(collector.pid)
+    collectors: list[subprocess.Popen[bytes]] = []
+    for k in range(args.collectors):
+        share = ["--share", args.share] if args.collectors > 1 else []
+        with open(work / f"collector{k}.log", "wb") as col_log:
+            collectors.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "wattbench.cli",
+                        "collect",
+                        "--broker",
+                        broker.url,
+                        "--influx",
+                        influx.url,
+                        "--id",
+                        f"soak{k}",
+                        "--state-dir",
+                        str(work / f"collector{k}"),
+                        "--spool",
+                        str(work / f"spool{k}"),
+                        *share,
+                    ],
+                    stdout=col_log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                )
+            )
+    cprocs = [psutil.Process(c.pid) for c in collectors]
     devs = [f"soak-{i:03d}" for i in range(args.appliances)]
     groups = [devs[i : i + args.per_process] for i in range(0, len(devs), args.per_process)]
     time.sleep(3.0)
@@ -185,8 +202,8 @@ def main() -> int:
     cursor = int(time.time() * 1000) - 1000
     seen: set[tuple[str, str, int]] = set()
     latencies: list[float] = []
-    rss: list[tuple[float, int]] = []
-    cpu0 = tree_cpu_s(cproc)
+    rss: list[tuple[float, int]] = []  # the largest collector's RSS at each look
+    cpu0 = sum(tree_cpu_s(c) for c in cprocs)
     t_start = time.monotonic()
     next_mem = t_start
     while time.monotonic() - t_start < args.duration:
@@ -210,10 +227,10 @@ def main() -> int:
         if len(seen) > 200_000:
             seen = {k for k in seen if k[2] > cursor - 10_000}
         if time.monotonic() >= next_mem:
-            rss.append((time.monotonic() - t_start, cproc.memory_info().rss))
+            rss.append((time.monotonic() - t_start, max(c.memory_info().rss for c in cprocs)))
             next_mem += 5.0
     wall = time.monotonic() - t_start
-    cpu1 = tree_cpu_s(cproc)
+    cpu1 = sum(tree_cpu_s(c) for c in cprocs)
 
     for w in workers:
         w.send_signal(signal.SIGTERM)
@@ -235,9 +252,10 @@ def main() -> int:
         if all(stored.get(d, (0, 0))[1] >= n for d, n in expected.items()):
             break
         time.sleep(2)
-    collector.send_signal(signal.SIGTERM)
-    collector.wait(120)
-    col_log.close()
+    for c in collectors:
+        c.send_signal(signal.SIGTERM)
+    for c in collectors:
+        c.wait(120)
     broker.stop()
     influx.stop()
 
@@ -248,6 +266,7 @@ def main() -> int:
     warm = [r for t, r in rss if t >= 30.0] or [r for _, r in rss]
     figures = {
         "appliances": args.appliances,
+        "collectors": args.collectors,
         "channels": args.channels,
         "hz": args.hz,
         "duration_s": round(wall, 1),

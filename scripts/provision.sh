@@ -38,6 +38,11 @@ command -v stress-ng >/dev/null 2>&1 || need_apt+=(stress-ng)
 command -v bonnie++ >/dev/null 2>&1 || [ -x /usr/sbin/bonnie++ ] || need_apt+=(bonnie++)
 # `wattbench compare` pages are checked by rendering them, offline, in headless Chromium.
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# Cluster sweeps run through a real Slurm (slurmctld, a slurmd per node name, munge), started by the
+# tests from a generated configuration (devkit/wattbench_devkit/slurm.py).
+command -v slurmctld >/dev/null 2>&1 || [ -x /usr/sbin/slurmctld ] || need_apt+=(slurm-wlm)
+command -v sbatch >/dev/null 2>&1 || need_apt+=(slurm-client)
+command -v munged >/dev/null 2>&1 || [ -x /usr/sbin/munged ] || need_apt+=(munge)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "apt-get install ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -47,6 +52,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO systemctl disable --now mosquitto >/dev/null 2>&1 || true
   # Likewise the packaged Prometheus (and its node exporter) on :9090/:9100.
   $SUDO systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&1 || true
+  # And the packaged Slurm and munge daemons: tests run their own from a generated configuration.
+  $SUDO systemctl disable --now slurmctld slurmd munge >/dev/null 2>&1 || true
 fi
 
 build_go() {  # name, marker, module@version, [tags]

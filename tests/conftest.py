@@ -57,6 +57,24 @@ def prometheus(tmp_path: Path) -> Iterator[Any]:
 
 
 @pytest.fixture
+def slurm_cluster(tmp_path: Path) -> Iterator[Any]:
+    """slurm_cluster(["wbn1", "wbn2"], cpus=2): a real Slurm (munged, slurmctld, a slurmd per node name)
+    on loopback, from devkit/wattbench_devkit/slurm.py. Stopped after the test."""
+    from wattbench_devkit.slurm import SlurmCluster
+
+    started: list[SlurmCluster] = []
+
+    def start(nodes: list[str], cpus: int = 2) -> SlurmCluster:
+        cluster = _require(lambda: SlurmCluster(tmp_path / f"slurm{len(started)}", nodes, cpus))
+        started.append(cluster)
+        return cluster.start()
+
+    yield start
+    for cluster in started:
+        cluster.stop()
+
+
+@pytest.fixture
 def influxdb(tmp_path: Path) -> Iterator[services.InfluxDB]:
     db = _require(lambda: services.InfluxDB(tmp_path / "influxdb"))
     db.start()

@@ -47,7 +47,7 @@ def test_each_registry_line_names_a_class_that_builds_itself_from_its_settings()
 def test_an_unknown_workload_is_refused_naming_the_registered_ones(bad: object) -> None:
     with pytest.raises(
         WorkloadError,
-        match=r"unknown workload .*; choose one of builtin, command, concurrency, worklet, fio, sysbench, stressng, bonnie$",
+        match=r"unknown workload .*; choose one of builtin, command, concurrency, worklet, fio, sysbench, stressng, bonnie, slurm$",
     ):
         workload_class(bad)  # type: ignore[arg-type]
 

@@ -57,7 +57,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..core.plan import parse_copies
+    from ..core.plan import parse_copies, parse_fractions
     from ..workloads import NAMES
     from .options import checked_by
 
@@ -70,7 +70,22 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--ops-report", choices=["stream", "total"], help="command workload: how ops come back")
     g.add_argument("--ops-file", metavar="PATH", help="command workload: read ops from this file")
-    g.add_argument("--job", metavar="JOB", help="concurrency: command per copy, or builtin:N (builtin:20000)")
+    g.add_argument(
+        "--job",
+        metavar="JOB",
+        help="concurrency, slurm: command per copy or task, or builtin:N (builtin:20000)",
+    )
+    g.add_argument(
+        "--placement",
+        choices=["compact", "spread"],
+        help="slurm: each job on one node (compact), or its tasks spread over the nodes",
+    )
+    g.add_argument(
+        "--cluster-levels",
+        metavar="LIST",
+        type=checked_by(parse_fractions, "cluster levels"),
+        help="slurm: levels as fractions of the partition's nodes (1/8,1/4,1/2,3/4,1)",
+    )
     g.add_argument(
         "--copies",
         metavar="LIST",
@@ -116,7 +131,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no live display")
 
 
-def plan_from_args(args: argparse.Namespace, workload_name: str, config: dict[str, Any]) -> Any:
+def plan_from_args(
+    args: argparse.Namespace, workload_name: str, config: dict[str, Any], workload: Any = None
+) -> Any:
     from ..core.plan import (
         Timing,
         concurrency_plan,
@@ -127,8 +144,15 @@ def plan_from_args(args: argparse.Namespace, workload_name: str, config: dict[st
     )
 
     timing = Timing(args.pre, args.measure, args.post, args.gap)
-    if workload_name == "concurrency":
-        copies = parse_copies(args.copies) if args.copies else tuple(config.get("copies", (1, 2, 4, 6, 8)))
+    if workload_name in ("concurrency", "slurm"):
+        if workload_name == "slurm":
+            # Each level's jobs from the partition's size, which Slurm is asked for now: a controller
+            # that does not answer stops the sweep here, before anything runs.
+            copies = workload.level_jobs(args.cluster_levels or config.get("levels"))
+        else:
+            copies = (
+                parse_copies(args.copies) if args.copies else tuple(config.get("copies", (1, 2, 4, 6, 8)))
+            )
         cap = float(config.get("timeout_s", max(args.measure, 600.0)))
         plan = concurrency_plan(
             copies, idle=not args.no_idle, timing=Timing(args.pre, cap, args.post, args.gap)
@@ -155,8 +179,10 @@ def workload_from_args(args: argparse.Namespace) -> tuple[str, Any, dict[str, An
             config["report"] = args.ops_report
         if args.ops_file:
             config["ops_file"] = args.ops_file
-    if name == "concurrency" and args.job:
+    if name in ("concurrency", "slurm") and args.job:
         config["job"] = args.job
+    if name == "slurm" and args.placement:
+        config["placement"] = args.placement
     return name, make_workload(name, config), config
 
 
@@ -212,7 +238,10 @@ def run(args: argparse.Namespace) -> int:
     log = logging.getLogger("wattbench.sweep")
     try:
         name, workload, config = workload_from_args(args)
-        plan = plan_from_args(args, name, config)
+        plan = plan_from_args(args, name, config, workload)
+        if name == "slurm" and args.system_nodes is None:
+            # EE HPC WG judges the share of the system metered: the system is the partition swept.
+            args.system_nodes = len(workload.cluster)
         limits = limits_from_args(args)
         cost = cost_from_args(args)
         specs = channels_from_args(args)
@@ -241,6 +270,7 @@ def run(args: argparse.Namespace) -> int:
         wait_data_s=args.wait_data,
         announce=lambda line: print(f"wattbench sweep: {line}", file=sys.stderr),
         options=scoring_record(args),
+        nodes=[n.name for n in workload.cluster] if name == "slurm" else None,
     )
     try:
         outcome = run_sweep(setup)

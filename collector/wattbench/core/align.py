@@ -46,6 +46,8 @@ class Window:
     rate: float | None = None
     ops: int | None = None
     copies: int | None = None
+    # A level run by a batch scheduler: the nodes its jobs ran on, from the scheduler's records.
+    busy: tuple[str, ...] | None = None
 
     @property
     def duration_s(self) -> float:
@@ -208,9 +210,19 @@ def windows_from_events(events: Iterable[Mapping[str, Any]]) -> list[Window]:
                     rate=float(info["rate"]) if info.get("rate") is not None else None,
                     ops=int(ev["ops"]) if ev.get("ops") is not None else None,
                     copies=int(info["copies"]) if info.get("copies") is not None else None,
+                    busy=_busy_nodes(ev.get("jobs")),
                 )
             )
     return out
+
+
+def _busy_nodes(jobs: Any) -> tuple[str, ...] | None:
+    """The nodes a window's jobs ran on (the measure_end's scheduler records), sorted; None when the
+    window carries no records."""
+    if not isinstance(jobs, list):
+        return None
+    nodes = {str(n) for j in jobs if isinstance(j, Mapping) for n in (j.get("nodes") or [])}
+    return tuple(sorted(nodes))
 
 
 def _kind_from_name(phase: str) -> str:

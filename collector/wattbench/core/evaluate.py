@@ -268,6 +268,7 @@ def _level(wp: al.WindowPower, calibrated: float | None) -> sc.LevelScore:
         u=wp.uncertainty,
         copies=w.copies,
         node_W=wp.node_watts,
+        busy=w.busy,
     )
 
 
@@ -292,6 +293,8 @@ def result_level(lv: sc.LevelScore) -> dict[str, Any]:
         row["gaps"] = int(lv.gaps)
     if _finite(lv.u) and 0 <= lv.u <= 1:
         row["u"] = float(lv.u)
+    if lv.busy is not None:
+        row["busy"] = list(lv.busy)
     return row
 
 
@@ -378,6 +381,7 @@ def levels_from_result(result: Mapping[str, Any]) -> list[sc.LevelScore]:
                 gaps=row.get("gaps"),
                 u=float(row.get("u", math.nan)),
                 copies=copies,
+                busy=tuple(row["busy"]) if isinstance(row.get("busy"), list) else None,
             )
         )
     return out

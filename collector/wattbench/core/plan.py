@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from fractions import Fraction
 
 # SPECpower_ssj2008 defaults. The measurement interval is the published 240 s; the ramps and the gap are
 # the usual values but are not confirmed by the run rules, so every one of them is a parameter.
@@ -236,3 +237,36 @@ def calibration_spread(rates: Iterable[float], use_last: int = DEFAULT_CALIBRATI
         return None
     mean = sum(tail) / len(tail)
     return (max(tail) - min(tail)) / mean if mean > 0 else None
+
+
+# The seed study of cluster load: 1/8 to the whole cluster, as node fractions.
+DEFAULT_CLUSTER_LEVELS = "1/8,1/4,1/2,3/4,1"
+
+
+def parse_fractions(text: str) -> tuple[Fraction, ...]:
+    """`1/8,1/4,0.5,1`: the levels as fractions of the cluster, each in (0, 1]."""
+    out = []
+    for part in str(text).split(","):
+        part = part.strip()
+        try:
+            f = Fraction(part)
+        except (ValueError, ZeroDivisionError):
+            raise ValueError(f"bad cluster fraction {part!r}: give fractions such as 1/8 or 0.25") from None
+        if not 0 < f <= 1:
+            raise ValueError(f"cluster fraction {part} is not in (0, 1]")
+        out.append(f)
+    if not out:
+        raise ValueError("no cluster fractions")
+    return tuple(out)
+
+
+def jobs_per_level(fractions: Sequence[Fraction], nodes: int) -> tuple[int, ...]:
+    """Each level's job count, a node's worth of work per job: round(fraction × nodes), at least 1;
+    levels that come out alike on a small cluster are swept once. Rounds halves up, so 1/8 of 4 nodes
+    is 1 job, not 0."""
+    counts: list[int] = []
+    for f in fractions:
+        n = max(1, int(f * nodes + Fraction(1, 2)))
+        if n not in counts:
+            counts.append(n)
+    return tuple(counts)

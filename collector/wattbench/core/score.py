@@ -50,6 +50,7 @@ class LevelScore:
     u: float = math.nan
     copies: int | None = None
     node_W: dict[str, float] = field(default_factory=dict)
+    busy: tuple[str, ...] | None = None  # nodes that ran the level's jobs (scheduler records)
 
     @property
     def has_power(self) -> bool:
@@ -152,6 +153,28 @@ def summarize(
                 lifetime_ops = mean_ops * HOURS_PER_YEAR * 3600.0 * cost.years
                 summary.ops_per_dollar = lifetime_ops / total
     return summary
+
+
+@dataclass(frozen=True)
+class NodeSplit:
+    """A scheduler level's power split between the nodes that ran its jobs and the nodes left idle
+    (EE HPC WG counts both). metered counts the busy nodes with power; W sums are over metered nodes."""
+
+    busy: int
+    busy_metered: int
+    busy_W: float
+    idle: int
+    idle_W: float
+
+
+def node_split(lv: LevelScore) -> NodeSplit | None:
+    """None for a level without scheduler records or per-node power."""
+    if lv.busy is None or not lv.node_W:
+        return None
+    busy = set(lv.busy)
+    on = [w for n, w in lv.node_W.items() if n in busy]
+    off = [w for n, w in lv.node_W.items() if n not in busy]
+    return NodeSplit(len(busy), len(on), float(sum(on)), len(off), float(sum(off)))
 
 
 def concurrency_figures(levels: Sequence[LevelScore]) -> dict[str, tuple[float, float]]:

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core.score import concurrency_figures
+from ..core.score import concurrency_figures, node_split
 from . import measured as ms
 from .measured import badge_text, failures_first, rate_unit, result_ops_label
 
@@ -121,6 +121,32 @@ def concurrency_table(levels: Sequence[LevelScore], title: str | None = None) ->
     return table
 
 
+def nodes_table(levels: Sequence[LevelScore]) -> Any:
+    """A scheduler run's levels: how many nodes ran jobs and what they drew, beside the idle nodes."""
+    from rich.table import Table
+
+    table = Table(title="Nodes", title_justify="left", header_style="bold")
+    for name in ("Jobs", "Busy Nodes", "Busy Nodes (W)", "Idle Nodes", "Idle Nodes (W)"):
+        table.add_column(name, justify="right" if name != "Jobs" else "left")
+    for lv in levels:
+        split = node_split(lv)
+        if split is None:
+            continue
+        busy = (
+            f"{split.busy}"
+            if split.busy_metered == split.busy
+            else f"{split.busy} ({split.busy_metered} metered)"
+        )
+        table.add_row(
+            str(lv.copies or lv.phase),
+            busy,
+            fmt_watts(split.busy_W),
+            str(split.idle),
+            fmt_watts(split.idle_W),
+        )
+    return table
+
+
 def checks_table(checks: Sequence[Check], compact: bool = True) -> Any:
     """Every failure on its own line; with compact, passes of one check are folded into one line
     (the HTML report and the JSON keep every line)."""
@@ -193,6 +219,8 @@ def report_renderables(
     out: list[Any] = []
     if any(lv.kind == "concurrency" for lv in levels):
         out.append(concurrency_table(levels, title))
+        if any(node_split(lv) is not None for lv in levels):
+            out.append(nodes_table(levels))
     else:
         out.append(levels_table(levels, ops_label, title))
     if not any(lv.has_power for lv in levels):

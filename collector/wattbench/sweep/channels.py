@@ -305,11 +305,18 @@ def survey_store(store: Store, now_ms: int) -> Survey:
     return out
 
 
-def bind_from_survey(s: Survey) -> Choice:
+def bind_from_survey(s: Survey, nodes: Sequence[str] | None = None) -> Choice:
     """The power channels of the one appliance that is online (retained status) and publishing power,
     and that appliance's inlet probes. Offline appliances, channels of other roles and channels with no
     stated role are left out, each with a note. More than one such appliance is ambiguous: several
-    benches may share a broker, so the operator names the channels (ChannelError)."""
+    benches may share a broker, so the operator names the channels (ChannelError).
+
+    nodes: the nodes of a cluster sweep. Then every appliance online and publishing power for one of
+    those nodes (its channels' node, or the device's name when they state none) is summed, appliances of
+    other nodes are left out, and each node with no metered power is noted: the run's share of the
+    system metered follows from it."""
+    if nodes is not None:
+        return _bind_nodes(s, list(nodes))
     out = Choice()
     taken: dict[str, list[ChannelSpec]] = {}
     for dev in sorted(s.metas):
@@ -431,3 +438,44 @@ def wait_for_data(
             log.warning("no samples after the run's end yet from %s", ", ".join(s.key for s in pending))
             return False
         time.sleep(0.25)
+
+
+def _bind_nodes(s: Survey, nodes: list[str]) -> Choice:
+    wanted = set(nodes)
+    out = Choice()
+    metered: set[str] = set()
+    for dev in sorted(s.metas):
+        state = s.states.get(dev)
+        chans = s.metas[dev].get("channels", [])
+        belongs = {str(ch.get("node") or dev) for ch in chans if ch.get("role") == "power"}
+        if not belongs & wanted:
+            out.notes.append(
+                f"{dev}: meters no node of the cluster ({', '.join(sorted(belongs)) or 'no power'})"
+            )
+            continue
+        if state != "online":
+            out.notes.append(f"{dev}: {state or 'no retained status'}, not taken")
+            continue
+        for ch in chans:
+            known = roles_from_metas([{"dev": dev, "channels": [ch]}])[(dev, str(ch["c"]))]
+            key = f"{dev}/{ch['c']}"
+            node = str(ch.get("node") or dev)
+            if known.role == "power" and node in wanted:
+                if (dev, str(ch["c"])) in s.publishing:
+                    out.specs.append(with_meta(ChannelSpec(dev, str(ch["c"]), "power", node=node), known))
+                    metered.add(node)
+                else:
+                    out.notes.append(f"{key}: published no power in {s.listened_s:.0f} s, not taken")
+            elif known.role == "power":
+                out.notes.append(f"{key}: node {node} is not in the cluster, not summed")
+            elif known.role is None:
+                out.notes.append(f"{key}: {known.problem}, not summed")
+            elif known.role != "inlet":
+                out.notes.append(f"{key}: role {known.role}, not summed")
+    missing = [n for n in nodes if n not in metered]
+    if missing:
+        out.notes.append(
+            f"not metered: {', '.join(missing[:8])}{' …' if len(missing) > 8 else ''} "
+            f"({len(metered)} of {len(nodes)} nodes have an appliance online and publishing power)"
+        )
+    return out

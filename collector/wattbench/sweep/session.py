@@ -62,6 +62,8 @@ class SweepSetup:
     listen_s: float = 5.0  # how long to listen for appliances publishing power when none is named
     # The scoring options as the command line took them, recorded in the result (None: not recorded).
     options: dict[str, Any] | None = None
+    # A cluster sweep's nodes: without named channels, the appliances of all of them are summed.
+    nodes: Sequence[str] | None = None
 
 
 @dataclass
@@ -108,7 +110,7 @@ def bind_channels(setup: SweepSetup) -> chans.Choice:
         seen = chans.survey_store(setup.store, int(time.time() * 1000))
     else:
         return chans.Choice()  # no broker and no store: the run measures ops only, and says so
-    choice = chans.bind_from_survey(seen)
+    choice = chans.bind_from_survey(seen, setup.nodes)
     if not any(s.role == "power" for s in choice.specs) and setup.store is not None:
         where = (
             "on the broker (may this user read wattbench/v1/dev/+/meta?)" if setup.mqtt else "in the store"

@@ -1,5 +1,6 @@
 """Workloads the sweep can drive: builtin (transactional, on all cores), command (any program, one run
-per phase), concurrency (N copies of a job), and ready-made tools on the command workload (fio,
+per phase), concurrency (N copies of a job), slurm (cluster-load
+sweeps through a Slurm cluster), and ready-made tools on the command workload (fio,
 sysbench, stress-ng, bonnie++). Each lives in its own folder with a README and a sample configuration."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "sysbench": (".sysbench", "SysbenchWorkload"),
     "stressng": (".stressng", "StressNgWorkload"),
     "bonnie": (".bonnie", "BonnieWorkload"),
+    "slurm": (".slurm", "SlurmWorkload"),
 }
 NAMES = tuple(REGISTRY)
 HERE = Path(__file__).resolve().parent

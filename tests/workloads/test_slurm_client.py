@@ -1,0 +1,125 @@
+"""Slurm's output as the cluster sweep reads it, on text captured from Slurm 22.05 (tests/data/slurm/).
+sacct's lines follow its documented `-P` format: there is no accounting database here to capture from."""
+
+from __future__ import annotations
+
+import calendar
+from pathlib import Path
+
+import pytest
+
+from wattbench.workloads.base import WorkloadError
+from wattbench.workloads.slurm import SlurmWorkload
+from wattbench.workloads.slurm.client import (
+    Node,
+    SlurmError,
+    accounting_enabled,
+    exit_code,
+    parse_sacct,
+    parse_scontrol_jobs,
+    parse_sinfo,
+    slurm_time,
+)
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
+
+
+def test_sinfo_lists_each_node_once_with_its_cpus() -> None:
+    assert parse_sinfo((DATA / "sinfo.txt").read_text()) == [Node("wbn1", 2, "idle"), Node("wbn2", 2, "idle")]
+    # a node in two partitions shows twice; a state flag (* not responding) is not part of the state
+    assert parse_sinfo("a|4|idle*\na|4|idle\n") == [Node("a", 4, "idle")]
+    with pytest.raises(SlurmError, match="cannot read"):
+        parse_sinfo("NODELIST NODES PARTITION STATE\n")
+
+
+def test_scontrol_records_give_state_exit_status_nodes_and_utc_times() -> None:
+    expand = {"wbn[1-2]": ("wbn1", "wbn2")}
+    jobs = parse_scontrol_jobs((DATA / "scontrol-show-job.txt").read_text(), expand)
+    assert sorted(jobs) == ["1", "2", "3"]
+    done, failed, cancelled = jobs["1"], jobs["2"], jobs["3"]
+    assert (done.state, done.exit_code, done.nodes, done.ok) == ("COMPLETED", 0, ("wbn1", "wbn2"), True)
+    assert done.start == calendar.timegm((2026, 11, 25, 21, 33, 4, 0, 0, 0))
+    assert (failed.state, failed.exit_code, failed.ok, failed.finished) == ("FAILED", 3, False, True)
+    # cancelled while running: status 0, signal 15
+    assert (cancelled.state, cancelled.exit_code, cancelled.nodes, cancelled.ok) == (
+        "CANCELLED",
+        143,
+        ("wbn2",),
+        False,
+    )
+    assert cancelled.end is not None and cancelled.start is not None and cancelled.end - cancelled.start == 1
+    assert done.to_dict() == {
+        "id": "1",
+        "state": "COMPLETED",
+        "nodes": ["wbn1", "wbn2"],
+        "exit": 0,
+        "start": int(done.start * 1000),
+        "end": int(done.start * 1000),
+    }
+
+
+def test_slurm_times_are_the_controllers_local_time() -> None:
+    assert slurm_time("2026-11-25T21:33:04", utc_offset_s=3600) == calendar.timegm((2026, 11, 25, 20, 33, 4))
+    assert slurm_time("Unknown") is None and slurm_time("None") is None and slurm_time("") is None
+    assert (
+        exit_code("0:9") == 137
+        and exit_code("2:0") == 2
+        and exit_code(None) is None
+        and exit_code("x") is None
+    )
+
+
+def test_sacct_parallel_lines_take_the_state_before_by() -> None:
+    text = (
+        "12|COMPLETED|0:0|wbn[1-2]|2026-11-25T21:33:04|2026-11-25T21:33:09\n"
+        "13|CANCELLED by 0|0:15|wbn2|2026-11-25T21:33:04|2026-11-25T21:33:05\n"
+        "14|PENDING|0:0|None assigned|Unknown|Unknown\n"
+    )
+    jobs = parse_sacct(text, {"wbn[1-2]": ("wbn1", "wbn2")})
+    assert jobs["12"].ok and jobs["12"].nodes == ("wbn1", "wbn2")
+    assert jobs["13"].state == "CANCELLED" and not jobs["13"].ok
+    assert jobs["14"].nodes == () and jobs["14"].start is None and not jobs["14"].finished
+
+
+def test_accounting_is_enabled_only_with_a_storage_plugin() -> None:
+    assert not accounting_enabled("AccountingStorageType   = accounting_storage/none\n")
+    assert accounting_enabled("AccountingStorageType   = accounting_storage/slurmdbd\n")
+    assert not accounting_enabled("ClusterName = x\n")
+
+
+def test_sbatch_arguments_place_the_same_job_compact_or_spread() -> None:
+    compact = SlurmWorkload(job="builtin:4000", placement="compact", output_dir="/shared/out")
+    spread = SlurmWorkload(job="builtin:4000", placement="spread", output_dir="/shared/out")
+    for wl in (compact, spread):
+        wl.cluster = [Node("n1", 4, "idle"), Node("n2", 4, "idle"), Node("n3", 8, "idle")]
+    a, b = compact.sbatch_argv("c2", 1, 2), spread.sbatch_argv("c2", 1, 2)
+    assert "--nodes=1" in a and "--ntasks=4" in a and "--spread-job" not in a
+    assert "--nodes=3" in b and "--ntasks=4" in b and "--spread-job" in b
+    assert "--output=/shared/out/c2-1-%j.out" in a
+    # the work is the same: 4000 transactions split over 4 tasks, whatever the placement
+    assert a[-1] == b[-1] and "--ops 1000" in a[-1] and a[-1].startswith("srun ")
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"placement": "diagonal"}, "placement must be one of compact, spread"),
+        ({"job": "builtin:x"}, "transaction count"),
+        ({"tasks": -1}, "tasks must be 0"),
+        ({"nodes": 3}, "unknown settings"),
+        ({"sbatch_args": "--qos='x"}, "sbatch_args"),
+    ],
+)
+def test_bad_settings_are_refused_with_the_setting_named(config: dict, message: str) -> None:
+    with pytest.raises(WorkloadError, match=message):
+        SlurmWorkload.from_config(config)
+
+
+def test_a_controller_that_does_not_answer_stops_the_sweep_before_its_plan(tmp_path: Path) -> None:
+    from wattbench.workloads.slurm.client import Slurm
+
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\nSlurmctldHost=nohost(127.0.0.1)\nSlurmctldPort=1\nNodeName=a CPUs=1\n")
+    wl = SlurmWorkload(slurm=Slurm(env={"SLURM_CONF": str(conf)}, timeout_s=20))
+    with pytest.raises(WorkloadError, match=r"^slurm: "):
+        wl.level_jobs(None)
