@@ -7,6 +7,7 @@ clock stepping mid-run (its offset is then a ClockTrack from health points every
 device's channels are held at once to place the step).
 
     python bench/bench_align_score.py [--channels 64] [--hz 10] [--repeat 3]
+    python bench/bench_align_score.py --channels 1024 --repeat 3   # 256 nodes x 4 channels (goal < 10 s)
 """
 
 from __future__ import annotations
@@ -103,6 +104,8 @@ def main() -> None:
     print(
         f"run: {span_ms / 3.6e6:.2f} h, {args.channels} channels at {args.hz:g} Hz, {samples:,} samples, 14 windows"
     )
+    # A server's rack: under a second. A cluster of 256 nodes with 4 channels each: under 10 s.
+    goal_s = 1.0 if args.channels <= 64 else 10.0
     for name, offsets in cases.items():
         times = []
         peak = 0
@@ -118,7 +121,7 @@ def main() -> None:
         )
         print(
             f"  align+score+checks: best {min(times):.3f} s, worst {max(times):.3f} s over {args.repeat} runs"
-            " (goal < 1 s)"
+            f" (goal < {goal_s:g} s)"
         )
         print(f"  peak allocated while scoring (tracemalloc): {peak / 2**20:.1f} MB (goal < 500 MB)")
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
