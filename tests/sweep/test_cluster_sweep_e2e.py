@@ -169,6 +169,18 @@ def test_compact_and_spread_sweeps_run_real_jobs_and_sum_every_node(
     assert "EE HPC WG" in text
     assert cluster.queue() == []
 
+    # compact and spread side by side, level by level
+    cmp_out = tmp_path / "cmp.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "wattbench.cli", "compare", str(tmp_path / "compact.json"), str(tmp_path / "spread.json"),
+         "--json-out", str(cmp_out)],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(cmp_out.read_text())
+    assert [c["name"] for c in doc["candidates"]] == ["cluster-compact", "cluster-spread"]
+    assert all(c["unit"] == "jobs" and c["comparable"] for c in doc["candidates"]), doc["candidates"]
+
 
 def test_ctrl_c_cancels_every_job_of_the_sweep(tmp_path: Path, slurm_cluster: Any) -> None:
     cluster = slurm_cluster(list(NODES), cpus=2)

@@ -75,6 +75,20 @@ def _levels_points(levels: list[dict[str, Any]]) -> tuple[list[Any], float | Non
         for lv in levels
         if lv.get("kind", "target") == "target"
     ]
+    copies = {
+        lv["phase"]: int(lv["phase"][1:])
+        for lv in levels
+        if lv.get("kind") == "concurrency" and str(lv.get("phase", ""))[1:].isdigit()
+    }
+    if copies:
+        # A job level's load is its jobs over the most jobs of the run: a cluster sweep's share of
+        # the cluster, so a compact and a spread run of one cluster line up level by level.
+        top = max(copies.values())
+        points = [
+            Point(copies[lv["phase"]] / top, float(lv["ops"]), float(lv["W"]))
+            for lv in levels
+            if lv.get("phase") in copies
+        ]
     idle = [float(lv["W"]) for lv in levels if lv.get("kind") == "idle"]
     windows = [float(lv["Wh"]) / float(lv["W"]) * 3600.0 for lv in levels if lv.get("Wh") and lv.get("W")]
     return points, (idle[-1] if idle else None), (min(windows) if windows else None)
@@ -83,11 +97,9 @@ def _levels_points(levels: list[dict[str, Any]]) -> tuple[list[Any], float | Non
 def from_result(name: str, source: str, result: dict[str, Any]) -> Any:
     from ..core.compare import Candidate, Curve
 
-    if result.get("levels") and result["levels"][0].get("kind") == "concurrency":
-        raise CliError(f"{source}: a concurrency run has no target loads to compare")
     points, idle, shortest = _levels_points(result.get("levels", []))
     if not points:
-        raise CliError(f"{source}: the result has no target load with power")
+        raise CliError(f"{source}: the result has no target load or job level with power")
     unit = str(result.get("unit") or "ops")
     std = result.get("standard") or {}
     notes = [] if result.get("valid") else ["the run is INVALID"]
