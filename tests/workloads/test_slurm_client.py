@@ -123,3 +123,12 @@ def test_a_controller_that_does_not_answer_stops_the_sweep_before_its_plan(tmp_p
     wl = SlurmWorkload(slurm=Slurm(env={"SLURM_CONF": str(conf)}, timeout_s=20))
     with pytest.raises(WorkloadError, match=r"^slurm: "):
         wl.level_jobs(None)
+
+
+def test_a_missing_configuration_file_is_named_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = tmp_path / "nope" / "slurm.conf"
+    with pytest.raises(WorkloadError, match=f"no Slurm configuration at {missing}"):
+        SlurmWorkload(slurm_conf=str(missing)).level_jobs(None)
+    monkeypatch.setenv("SLURM_CONF", str(missing))
+    with pytest.raises(WorkloadError, match="no Slurm configuration"):
+        SlurmWorkload().probe()

@@ -10,6 +10,7 @@ started by srun inside the job, so compact and spread differ only in where Slurm
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import sys
 import time
@@ -120,6 +121,10 @@ class SlurmWorkload(WorkloadDefaults):
     def probe(self) -> list[Node]:
         """Ask Slurm for the partition's nodes (and whether accounting answers): a controller that is
         down, or a partition that does not exist, stops the sweep before its plan is made."""
+        conf = self.slurm.env.get("SLURM_CONF") or os.environ.get("SLURM_CONF")
+        if conf and not os.path.isfile(conf):
+            # Slurm's commands retry a missing configuration for half a minute before they say so.
+            raise WorkloadError(f"slurm: no Slurm configuration at {conf} (SLURM_CONF or slurm_conf)")
         try:
             self.cluster = self.slurm.nodes(self.partition)
             self.use_sacct = self.slurm.accounting()
