@@ -125,7 +125,9 @@ def test_a_controller_that_does_not_answer_stops_the_sweep_before_its_plan(tmp_p
         wl.level_jobs(None)
 
 
-def test_a_missing_configuration_file_is_named_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_configuration_file_is_named_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     missing = tmp_path / "nope" / "slurm.conf"
     with pytest.raises(WorkloadError, match=f"no Slurm configuration at {missing}"):
         SlurmWorkload(slurm_conf=str(missing)).level_jobs(None)
