@@ -161,6 +161,8 @@ def test_compact_and_spread_sweeps_run_real_jobs_and_sum_every_node(
                 for job in e["jobs"]:
                     assert job["state"] == "COMPLETED" and job["exit"] == 0
                     assert job["nodes"] and job["end"] >= job["start"]
+                    # each of the job's two tasks ran half of its 3 000 transactions, and said so
+                    assert job["ops"] == 3000
     finally:
         st.close()
     # the table names the figures a cluster study reads
@@ -180,6 +182,29 @@ def test_compact_and_spread_sweeps_run_real_jobs_and_sum_every_node(
     doc = json.loads(cmp_out.read_text())
     assert [c["name"] for c in doc["candidates"]] == ["cluster-compact", "cluster-spread"]
     assert all(c["unit"] == "jobs" and c["comparable"] for c in doc["candidates"]), doc["candidates"]
+
+
+def test_a_worklet_job_reports_its_ops_beside_the_jobs(tmp_path: Path, slurm_cluster: Any) -> None:
+    cluster = slurm_cluster(list(NODES), cpus=2)
+    (tmp_path / "slurm.toml").write_text(
+        f'workload = "slurm"\njob = "worklet:sha256:400"\noutput_dir = "{tmp_path / "jobs"}"\n'
+        f'slurm_conf = "{cluster.conf}"\ntimeout_s = 120\n'
+    )
+    out = tmp_path / "r.json"
+    argv = [sys.executable, "-m", "wattbench.cli", "sweep", "--workload-config", str(tmp_path / "slurm.toml"),
+            "--cluster-levels", "1", "--ops-only", "--no-idle", "--quiet", "--pre", "0.3", "--post", "0.3",
+            "--json-out", str(out)]  # fmt: skip
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=120, env={**os.environ, **cluster.env, "COLUMNS": "200"}
+    )
+    assert out.exists(), done.stdout + done.stderr
+    assert "Job Ops/s" in done.stdout
+    # an ops-only run has no result rows with power; the jobs' records carry the counts
+    jobs = sorted((tmp_path / "jobs").glob("c2-*.out"))
+    assert len(jobs) == 2
+    from wattbench.workloads.slurm.client import task_ops
+
+    assert [task_ops(p.read_text()) for p in jobs] == [400, 400]
 
 
 def test_ctrl_c_cancels_every_job_of_the_sweep(tmp_path: Path, slurm_cluster: Any) -> None:

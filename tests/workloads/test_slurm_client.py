@@ -19,6 +19,7 @@ from wattbench.workloads.slurm.client import (
     parse_scontrol_jobs,
     parse_sinfo,
     slurm_time,
+    task_ops,
 )
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
@@ -104,7 +105,7 @@ def test_sbatch_arguments_place_the_same_job_compact_or_spread() -> None:
     ("config", "message"),
     [
         ({"placement": "diagonal"}, "placement must be one of compact, spread"),
-        ({"job": "builtin:x"}, "transaction count"),
+        ({"job": "builtin:x"}, "op count"),
         ({"tasks": -1}, "tasks must be 0"),
         ({"nodes": 3}, "unknown settings"),
         ({"sbatch_args": "--qos='x"}, "sbatch_args"),
@@ -134,3 +135,50 @@ def test_a_missing_configuration_file_is_named_at_once(
     monkeypatch.setenv("SLURM_CONF", str(missing))
     with pytest.raises(WorkloadError, match="no Slurm configuration"):
         SlurmWorkload().probe()
+
+
+def test_each_task_counts_once_by_its_last_labelled_count() -> None:
+    text = "0: ops=10\n1: ops=7\n0: ops=25\nnoise\n1: 30\n  2: OPS: 5\n"
+    assert task_ops(text) == 25 + 30 + 5
+    assert task_ops("ops=10\nhello\n") is None  # unlabelled: not this workload's output
+
+
+def test_a_worklet_job_runs_that_worklet_split_over_the_tasks() -> None:
+    wl = SlurmWorkload(job="worklet:sha256:1000", placement="spread")
+    wl.cluster = [Node("n1", 2, "idle"), Node("n2", 2, "idle")]
+    script = wl.sbatch_argv("c1", 1, 1)[-1]
+    assert "-m wattbench.workloads.worklet sha256 --ops 500" in script and "--label" in script
+    for bad, why in (
+        ("worklet:nope:10", "not a worklet"),
+        ("worklet:sha256:x", "op count"),
+        ("worklet:sha256:0", "at least 1"),
+    ):
+        with pytest.raises(WorkloadError, match=why):
+            SlurmWorkload(job=bad)
+
+
+def test_the_worklet_command_runs_n_ops_and_refuses_a_bad_option() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "wattbench.workloads.worklet", "sha256", "--ops", "5"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0 and done.stdout.strip().splitlines()[-1] == "ops=5"
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wattbench.workloads.worklet",
+            "random",
+            "--ops",
+            "1",
+            "--option",
+            "size_mb=x",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "size_mb must be int" in bad.stderr

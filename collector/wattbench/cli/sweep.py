@@ -73,7 +73,7 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--job",
         metavar="JOB",
-        help="concurrency, slurm: command per copy or task, or builtin:N (builtin:20000)",
+        help="concurrency, slurm: command per copy or task, builtin:N or worklet:NAME:N (builtin:20000)",
     )
     g.add_argument(
         "--placement",

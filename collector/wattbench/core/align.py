@@ -48,6 +48,7 @@ class Window:
     copies: int | None = None
     # A level run by a batch scheduler: the nodes its jobs ran on, from the scheduler's records.
     busy: tuple[str, ...] | None = None
+    job_ops: int | None = None  # ops the window's jobs reported, summed; None when none reported any
 
     @property
     def duration_s(self) -> float:
@@ -211,6 +212,7 @@ def windows_from_events(events: Iterable[Mapping[str, Any]]) -> list[Window]:
                     ops=int(ev["ops"]) if ev.get("ops") is not None else None,
                     copies=int(info["copies"]) if info.get("copies") is not None else None,
                     busy=_busy_nodes(ev.get("jobs")),
+                    job_ops=_job_ops(ev.get("jobs")),
                 )
             )
     return out
@@ -223,6 +225,13 @@ def _busy_nodes(jobs: Any) -> tuple[str, ...] | None:
         return None
     nodes = {str(n) for j in jobs if isinstance(j, Mapping) for n in (j.get("nodes") or [])}
     return tuple(sorted(nodes))
+
+
+def _job_ops(jobs: Any) -> int | None:
+    if not isinstance(jobs, list):
+        return None
+    counts = [j["ops"] for j in jobs if isinstance(j, Mapping) and isinstance(j.get("ops"), int)]
+    return sum(counts) if counts else None
 
 
 def _kind_from_name(phase: str) -> str:

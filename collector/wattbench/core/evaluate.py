@@ -269,6 +269,7 @@ def _level(wp: al.WindowPower, calibrated: float | None) -> sc.LevelScore:
         copies=w.copies,
         node_W=wp.node_watts,
         busy=w.busy,
+        job_ops=w.job_ops / w.duration_s if w.job_ops is not None and w.duration_s > 0 else None,
     )
 
 
@@ -295,6 +296,8 @@ def result_level(lv: sc.LevelScore) -> dict[str, Any]:
         row["u"] = float(lv.u)
     if lv.busy is not None:
         row["busy"] = list(lv.busy)
+    if _finite(lv.job_ops):
+        row["job_ops"] = float(lv.job_ops)  # type: ignore[arg-type]
     return row
 
 
@@ -382,6 +385,7 @@ def levels_from_result(result: Mapping[str, Any]) -> list[sc.LevelScore]:
                 u=float(row.get("u", math.nan)),
                 copies=copies,
                 busy=tuple(row["busy"]) if isinstance(row.get("busy"), list) else None,
+                job_ops=float(row["job_ops"]) if row.get("job_ops") is not None else None,
             )
         )
     return out

@@ -51,6 +51,7 @@ class LevelScore:
     copies: int | None = None
     node_W: dict[str, float] = field(default_factory=dict)
     busy: tuple[str, ...] | None = None  # nodes that ran the level's jobs (scheduler records)
+    job_ops: float | None = None  # ops/s the level's jobs reported, beside jobs/s in ops
 
     @property
     def has_power(self) -> bool:

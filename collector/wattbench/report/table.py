@@ -106,18 +106,27 @@ def concurrency_table(levels: Sequence[LevelScore], title: str | None = None) ->
     from rich.table import Table
 
     figs = concurrency_figures(levels)
+    reported = any(lv.job_ops is not None for lv in levels)
     table = Table(title=title, title_justify="left", header_style="bold")
-    for name in ("Copies", "Jobs/s", "Relative Throughput", "Average Active Power (W)", "Energy per Job (J)"):
+    names = ["Copies", "Jobs/s", "Relative Throughput", "Average Active Power (W)", "Energy per Job (J)"]
+    for name in names + (["Job Ops/s", "Job Ops/s per W"] if reported else []):
         table.add_column(name, justify="right" if name != "Copies" else "left")
     for lv in levels:
         rel, jpj = figs.get(lv.phase, (math.nan, math.nan))
-        table.add_row(
+        cells = [
             "Active Idle" if lv.kind == "idle" else str(lv.copies or lv.phase),
             "" if lv.kind == "idle" else f"{lv.ops:.4g}",
             "" if lv.kind == "idle" else f"{rel:.2f}×",
             fmt_watts(lv.W),
             "" if lv.kind == "idle" else fmt_count(jpj),
-        )
+        ]
+        if reported:
+            ops = lv.job_ops
+            cells += [
+                "" if ops is None else fmt_count(ops),
+                "" if ops is None or not lv.has_power else fmt_count(ops / lv.W),
+            ]
+        table.add_row(*cells)
     return table
 
 

@@ -7,22 +7,17 @@ window divided by the jobs completed.
 from __future__ import annotations
 
 import logging
-import shlex
 import sys
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from ...core.plan import Phase
-from ..base import WorkloadDefaults, WorkloadError, check_keys, setting
+from ..base import WorkloadDefaults, check_keys, setting
 from ..command.runner import DEFAULT_PATTERN, CommandProcess, fill
+from ..jobs import fixed_work
 
 log = logging.getLogger(__name__)
-
-
-def builtin_job(ops: int) -> str:
-    """The default job: a fixed number of built-in transactions on one core."""
-    return f"{shlex.quote(sys.executable)} -m wattbench.workloads.builtin --ops {int(ops)} --seed {{copy}}"
 
 
 class ConcurrencyWorkload(WorkloadDefaults):
@@ -33,14 +28,9 @@ class ConcurrencyWorkload(WorkloadDefaults):
     calibrates = False
 
     def __init__(self, job: str = "builtin:20000", shell: bool = False, cwd: str | None = None) -> None:
-        if job.startswith("builtin:"):
-            try:
-                ops = int(job.split(":", 1)[1])
-            except ValueError:
-                raise WorkloadError(
-                    f"builtin job needs a transaction count, e.g. builtin:20000, not {job!r}"
-                ) from None
-            job = builtin_job(ops)
+        work = fixed_work(job)
+        if work is not None:
+            job = work.command(sys.executable, work.ops, "{copy}")
             shell = False
         self.template = job
         self.shell = shell

@@ -15,12 +15,14 @@ import shlex
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ...core.plan import DEFAULT_CLUSTER_LEVELS, Phase, jobs_per_level, parse_fractions
 from ..base import WorkloadDefaults, WorkloadError, check_keys, setting
-from .client import JobRecord, Node, Slurm, SlurmError
+from ..jobs import fixed_work
+from .client import JobRecord, Node, Slurm, SlurmError, task_ops
 
 log = logging.getLogger(__name__)
 
@@ -81,21 +83,10 @@ class SlurmWorkload(WorkloadDefaults):
         self._polled = 0.0
 
     def _job_command(self, job: str) -> str:
-        """The command each task runs. builtin:N runs the job's N transactions split over its tasks
-        ({task} is srun's task number), so a job is the same work whatever its placement."""
-        if job.startswith("builtin:"):
-            try:
-                ops = int(job.split(":", 1)[1])
-            except ValueError:
-                raise WorkloadError(
-                    f"builtin job needs a transaction count, e.g. builtin:20000, not {job!r}"
-                ) from None
-            if ops < 1:
-                raise WorkloadError("builtin job needs at least 1 transaction")
-            self._builtin_ops = ops
-            return ""
-        self._builtin_ops = 0
-        if not job.strip():
+        """The command each task runs; fixed work (builtin:N, worklet:NAME:N) is split over the tasks
+        in wrap(), so a job is the same work whatever its placement."""
+        self._work = fixed_work(job)
+        if self._work is None and not job.strip():
             raise WorkloadError("slurm workload: job is empty")
         return job
 
@@ -178,15 +169,13 @@ class SlurmWorkload(WorkloadDefaults):
 
     def wrap(self, phase: str, copy: int, copies: int, tasks: int) -> str:
         """The batch script's one line: srun starts the tasks where Slurm placed them."""
-        if self._builtin_ops:
-            per_task = max(1, -(-self._builtin_ops // tasks))
-            cmd = (
-                f"{shlex.quote(self.python)} -m wattbench.workloads.builtin --ops {per_task} --every 3600 "
-                f'--seed "$((SLURM_PROCID + {copy * 1000}))"'
-            )
+        if self._work is not None:
+            per_task = max(1, -(-self._work.ops // tasks))
+            cmd = self._work.command(self.python, per_task, f'"$((SLURM_PROCID + {copy * 1000}))"', 3600)
         else:
             cmd = self.template.format(copy=copy, copies=copies, level=phase, tasks=tasks)
-        return f"srun --kill-on-bad-exit=1 sh -c {shlex.quote(cmd)}"
+        # --label prefixes each line with its task, so each task's last op count can be told apart.
+        return f"srun --kill-on-bad-exit=1 --label sh -c {shlex.quote(cmd)}"
 
     # ------------------------------------------------------------------ the Workload protocol
     def open(self) -> None:
@@ -198,7 +187,7 @@ class SlurmWorkload(WorkloadDefaults):
             raise WorkloadError(
                 f"slurm workload: cannot make {self.output_dir}: {exc.strerror or exc}"
             ) from None
-        if not self._builtin_ops:
+        if self._work is None:
             try:
                 self.template.format(copy=1, copies=1, level="c1", tasks=1)
             except (KeyError, IndexError, ValueError) as exc:
@@ -253,7 +242,8 @@ class SlurmWorkload(WorkloadDefaults):
             found = self.slurm.jobs(self._ids, self.use_sacct)
         except SlurmError as exc:
             raise WorkloadError(f"slurm: cannot read the jobs' records: {exc}") from None
-        self._records = [found.get(j, JobRecord(j, "UNKNOWN")) for j in self._ids]
+        records = [found.get(j, JobRecord(j, "UNKNOWN")) for j in self._ids]
+        self._records = [self._with_ops(r, i + 1) if r.ok else r for i, r in enumerate(records)]
         ok = sum(1 for r in self._records if r.ok)
         for r in self._records:
             if not r.ok:
@@ -262,6 +252,18 @@ class SlurmWorkload(WorkloadDefaults):
                 )
         self._done += ok
         return ok
+
+    def _with_ops(self, record: JobRecord, copy: int) -> JobRecord:
+        """The record with the ops its tasks reported (each task's last count, summed), when its output
+        file can be read here and has counts; as it was otherwise."""
+        phase = self._phase.name if self._phase else "?"
+        path = self.output_dir / f"{phase}-{copy}-{record.id}.out"
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            return record
+        ops = task_ops(text)
+        return record if ops is None else replace(record, ops=ops)
 
     def end_phase(self) -> None:
         self._ids, self._queued = [], []

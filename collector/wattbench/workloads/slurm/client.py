@@ -9,6 +9,7 @@ cannot reach the controller stops before its first phase, not an hour in.
 from __future__ import annotations
 
 import calendar
+import re
 import shutil
 import subprocess
 import time
@@ -54,6 +55,7 @@ class JobRecord:
     nodes: tuple[str, ...] = ()
     start: float | None = None
     end: float | None = None
+    ops: int | None = None  # what the job's tasks reported ("ops=N"), summed; None when they did not
 
     @property
     def finished(self) -> bool:
@@ -71,6 +73,8 @@ class JobRecord:
             out["start"] = int(self.start * 1000)
         if self.end is not None:
             out["end"] = int(self.end * 1000)
+        if self.ops is not None:
+            out["ops"] = self.ops
         return out
 
 
@@ -148,6 +152,20 @@ def parse_scontrol_jobs(
             end=slurm_time(f.get("EndTime"), utc_offset_s),
         )
     return jobs
+
+
+_LABELLED = re.compile(r"^\s*(\d+):\s*(?:ops\s*[=:]\s*)?([0-9]+)\s*$", re.IGNORECASE)
+
+
+def task_ops(text: str) -> int | None:
+    """The ops a job's tasks reported, from its output with srun's task labels ("3: ops=1200"): each
+    task's last count, summed. None when no task printed a count."""
+    last: dict[str, int] = {}
+    for line in text.splitlines():
+        m = _LABELLED.match(line)
+        if m:
+            last[m.group(1)] = int(m.group(2))
+    return sum(last.values()) if last else None
 
 
 SACCT_FORMAT = "JobIDRaw,State,ExitCode,NodeList,Start,End"
