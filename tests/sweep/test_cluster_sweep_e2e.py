@@ -86,6 +86,8 @@ def _sweep_argv(broker: str, store: Path, placement: str, out: Path, run: str) -
         "--quiet",
         "--json-out",
         str(out),
+        "--html",
+        str(out.with_suffix(".html")),
     ]
 
 
@@ -170,6 +172,8 @@ def test_compact_and_spread_sweeps_run_real_jobs_and_sum_every_node(
     assert "Relative Throughput" in text and "Energy per Job" in text and "Idle Nodes" in text
     assert "EE HPC WG" in text
     assert cluster.queue() == []
+    page = (tmp_path / "compact.html").read_text()
+    assert "<h2>Nodes</h2>" in page and "Idle Nodes (W)" in page
 
     # compact and spread side by side, level by level
     cmp_out = tmp_path / "cmp.json"

@@ -22,9 +22,11 @@ from .jsonreport import clock_stretches
 from .measured import badge_text, failures_first, result_ops_label
 from .table import (
     column_heads,
+    concurrency_cells,
     fmt_count,
     fmt_pct,
     fmt_watts,
+    nodes_cells,
     overall_line,
     rate_unit,
     ratio_unit,
@@ -173,21 +175,7 @@ def traces_chart(
 
 def _table_html(levels: Sequence[LevelScore], ops_label: str) -> str:
     if any(lv.kind == "concurrency" for lv in levels):
-        figs = concurrency_figures(levels)
-        head = ["Copies", "Jobs/s", "Relative Throughput", "Average Active Power (W)", "Energy per Job (J)"]
-        body = []
-        for lv in levels:
-            rel, jpj = figs.get(lv.phase, (math.nan, math.nan))
-            idle = lv.kind == "idle"
-            body.append(
-                [
-                    "Active Idle" if idle else str(lv.copies or lv.phase),
-                    "" if idle else f"{lv.ops:.4g}",
-                    "" if idle else f"{rel:.2f}×",
-                    fmt_watts(lv.W),
-                    "" if idle else fmt_count(jpj),
-                ]
-            )
+        head, body = concurrency_cells(levels)
     else:
         head = column_heads(ops_label)
         body = []
@@ -203,6 +191,10 @@ def _table_html(levels: Sequence[LevelScore], ops_label: str) -> str:
                     fmt_count(ratio),
                 ]
             )
+    return _rows_html(head, body)
+
+
+def _rows_html(head: Sequence[str], body: Sequence[Sequence[str]]) -> str:
     out = ["<table><thead><tr>", *(f"<th>{html.escape(h)}</th>" for h in head), "</tr></thead><tbody>"]
     for row in body:
         out.append(
@@ -330,6 +322,17 @@ def _measured_html(evaluation: Any) -> str:
     return "".join(out)
 
 
+def _nodes_html(levels: Sequence[LevelScore]) -> list[str]:
+    head, body = nodes_cells(levels)
+    if not body:
+        return []
+    return [
+        "<h2>Nodes</h2><p class=meta>Per level, the nodes that ran its jobs and the nodes left idle, each "
+        "with their power; both count in the level's power.</p>",
+        _rows_html(head, body),
+    ]
+
+
 def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None) -> str:
     """The page as a string. fetch (Store.series) adds the power traces; without it they are left out.
     Throughput is in the workload's own unit."""
@@ -367,6 +370,7 @@ def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None) -> str
         f"{html.escape(badge_text(valid, evaluation.checks, result))}</span></p>",
         "<h2>Result</h2>",
         _table_html(levels, ops_label),
+        *_nodes_html(levels),
         f"<p class=overall>{html.escape(overall_line(result['overall'], ops_label))}</p>",
         "<ul class=facts>" + "".join(f"<li>{html.escape(f)}</li>" for f in facts) + "</ul>",
     ]

@@ -102,23 +102,24 @@ def level_cells(lv: LevelScore) -> tuple[str, str, str, str, str]:
     )
 
 
-def concurrency_table(levels: Sequence[LevelScore], title: str | None = None) -> Any:
-    from rich.table import Table
-
+def concurrency_cells(levels: Sequence[LevelScore]) -> tuple[list[str], list[list[str]]]:
+    """The job levels' table, as heads and cells for every rendering: jobs/s, throughput relative to
+    the fewest copies, power, energy per job, and the ops the jobs reported when they did."""
     figs = concurrency_figures(levels)
     reported = any(lv.job_ops is not None for lv in levels)
-    table = Table(title=title, title_justify="left", header_style="bold")
-    names = ["Copies", "Jobs/s", "Relative Throughput", "Average Active Power (W)", "Energy per Job (J)"]
-    for name in names + (["Job Ops/s", "Job Ops/s per W"] if reported else []):
-        table.add_column(name, justify="right" if name != "Copies" else "left")
+    head = ["Copies", "Jobs/s", "Relative Throughput", "Average Active Power (W)", "Energy per Job (J)"]
+    if reported:
+        head += ["Job Ops/s", "Job Ops/s per W"]
+    body = []
     for lv in levels:
         rel, jpj = figs.get(lv.phase, (math.nan, math.nan))
+        idle = lv.kind == "idle"
         cells = [
-            "Active Idle" if lv.kind == "idle" else str(lv.copies or lv.phase),
-            "" if lv.kind == "idle" else f"{lv.ops:.4g}",
-            "" if lv.kind == "idle" else f"{rel:.2f}×",
+            "Active Idle" if idle else str(lv.copies or lv.phase),
+            "" if idle else f"{lv.ops:.4g}",
+            "" if idle else f"{rel:.2f}×",
             fmt_watts(lv.W),
-            "" if lv.kind == "idle" else fmt_count(jpj),
+            "" if idle else fmt_count(jpj),
         ]
         if reported:
             ops = lv.job_ops
@@ -126,17 +127,15 @@ def concurrency_table(levels: Sequence[LevelScore], title: str | None = None) ->
                 "" if ops is None else fmt_count(ops),
                 "" if ops is None or not lv.has_power else fmt_count(ops / lv.W),
             ]
-        table.add_row(*cells)
-    return table
+        body.append(cells)
+    return head, body
 
 
-def nodes_table(levels: Sequence[LevelScore]) -> Any:
-    """A scheduler run's levels: how many nodes ran jobs and what they drew, beside the idle nodes."""
-    from rich.table import Table
-
-    table = Table(title="Nodes", title_justify="left", header_style="bold")
-    for name in ("Jobs", "Busy Nodes", "Busy Nodes (W)", "Idle Nodes", "Idle Nodes (W)"):
-        table.add_column(name, justify="right" if name != "Jobs" else "left")
+def nodes_cells(levels: Sequence[LevelScore]) -> tuple[list[str], list[list[str]]]:
+    """A scheduler run's levels: how many nodes ran jobs and what they drew, beside the idle nodes
+    (EE HPC WG counts both). No rows when no level has scheduler records and per-node power."""
+    head = ["Jobs", "Busy Nodes", "Busy Nodes (W)", "Idle Nodes", "Idle Nodes (W)"]
+    body = []
     for lv in levels:
         split = node_split(lv)
         if split is None:
@@ -146,14 +145,35 @@ def nodes_table(levels: Sequence[LevelScore]) -> Any:
             if split.busy_metered == split.busy
             else f"{split.busy} ({split.busy_metered} metered)"
         )
-        table.add_row(
-            str(lv.copies or lv.phase),
-            busy,
-            fmt_watts(split.busy_W),
-            str(split.idle),
-            fmt_watts(split.idle_W),
+        body.append(
+            [
+                str(lv.copies or lv.phase),
+                busy,
+                fmt_watts(split.busy_W),
+                str(split.idle),
+                fmt_watts(split.idle_W),
+            ]
         )
+    return head, body
+
+
+def _rich_table(head: Sequence[str], body: Sequence[Sequence[str]], title: str | None) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", header_style="bold")
+    for i, name in enumerate(head):
+        table.add_column(name, justify="right" if i else "left")
+    for row in body:
+        table.add_row(*row)
     return table
+
+
+def concurrency_table(levels: Sequence[LevelScore], title: str | None = None) -> Any:
+    return _rich_table(*concurrency_cells(levels), title)
+
+
+def nodes_table(levels: Sequence[LevelScore]) -> Any:
+    return _rich_table(*nodes_cells(levels), "Nodes")
 
 
 def checks_table(checks: Sequence[Check], compact: bool = True) -> Any:
