@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from importlib import import_module
 
+from ..builtin.standalone import run_ops
 from . import WORKLETS, WorkletWorkload
 
 
@@ -44,18 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"worklet {args.worklet}: {exc}", file=sys.stderr)
         return 2
-    done = 0
-    next_print = time.monotonic() + args.every
-    try:
-        while done < args.ops:
-            op()
-            done += 1
-            if time.monotonic() >= next_print:
-                print(f"ops={done}", flush=True)
-                next_print += args.every
-    except KeyboardInterrupt:
-        pass
-    print(f"ops={done}", flush=True)
+    run_ops(op, args.ops, every=args.every)
     return 0
 
 
