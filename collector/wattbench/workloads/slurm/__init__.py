@@ -14,7 +14,7 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -70,7 +70,12 @@ class SlurmWorkload(WorkloadDefaults):
             self.sbatch_args = shlex.split(sbatch_args)
         except ValueError as exc:
             raise WorkloadError(f"slurm workload: sbatch_args: {exc}") from None
-        self.template = self._job_command(job)
+        # Fixed work (builtin:N, worklet:NAME:N) is split over the tasks in wrap(), so a job is the
+        # same work whatever its placement; anything else is the command every task runs.
+        self._work = fixed_work(job)
+        if self._work is None and not job.strip():
+            raise WorkloadError("slurm workload: job is empty")
+        self.template = job
         self.slurm = slurm or Slurm(env={"SLURM_CONF": slurm_conf} if slurm_conf else {})
         self.cluster: list[Node] = []
         self.use_sacct = False
@@ -81,14 +86,6 @@ class SlurmWorkload(WorkloadDefaults):
         self._done = 0
         self._queued: list[str] = []
         self._polled = 0.0
-
-    def _job_command(self, job: str) -> str:
-        """The command each task runs; fixed work (builtin:N, worklet:NAME:N) is split over the tasks
-        in wrap(), so a job is the same work whatever its placement."""
-        self._work = fixed_work(job)
-        if self._work is None and not job.strip():
-            raise WorkloadError("slurm workload: job is empty")
-        return job
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> SlurmWorkload:
@@ -299,7 +296,3 @@ class SlurmWorkload(WorkloadDefaults):
     def close(self) -> None:
         self.cancel_all()
         self._ids, self._queued = [], []
-
-
-def describe(nodes: Sequence[Node]) -> str:
-    return ", ".join(f"{n.name} ({n.cpus} CPUs, {n.state})" for n in nodes)
