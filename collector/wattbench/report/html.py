@@ -24,8 +24,8 @@ from .table import (
     column_heads,
     concurrency_cells,
     fmt_count,
-    fmt_pct,
     fmt_watts,
+    level_cells,
     nodes_cells,
     overall_line,
     rate_unit,
@@ -177,20 +177,7 @@ def _table_html(levels: Sequence[LevelScore], ops_label: str) -> str:
     if any(lv.kind == "concurrency" for lv in levels):
         head, body = concurrency_cells(levels)
     else:
-        head = column_heads(ops_label)
-        body = []
-        for lv in levels:
-            idle = lv.kind == "idle"
-            ratio = 0.0 if idle and lv.has_power else lv.ratio
-            body.append(
-                [
-                    target_label(lv),
-                    "" if idle else fmt_pct(lv.actual),
-                    fmt_count(lv.ops),
-                    fmt_watts(lv.W),
-                    fmt_count(ratio),
-                ]
-            )
+        head, body = column_heads(ops_label), [list(level_cells(lv)) for lv in levels]
     return _rows_html(head, body)
 
 

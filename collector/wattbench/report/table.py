@@ -80,14 +80,7 @@ def overall_line(overall: float, ops_label: str = "ops") -> str:
 
 def levels_table(levels: Sequence[LevelScore], ops_label: str = "ops", title: str | None = None) -> Any:
     """A rich Table of target loads and active idle."""
-    from rich.table import Table
-
-    table = Table(title=title, title_justify="left", header_style="bold")
-    for i, head in enumerate(column_heads(ops_label)):
-        table.add_column(head, justify="right" if i else "left")
-    for lv in levels:
-        table.add_row(*level_cells(lv))
-    return table
+    return _rich_table(column_heads(ops_label), [level_cells(lv) for lv in levels], title)
 
 
 def level_cells(lv: LevelScore) -> tuple[str, str, str, str, str]:
