@@ -327,19 +327,16 @@ def bind_from_survey(s: Survey, nodes: Sequence[str] | None = None) -> Choice:
         specs: list[ChannelSpec] = []
         inlets: list[ChannelSpec] = []
         for ch in s.metas[dev].get("channels", []):
-            known = roles_from_metas([{"dev": dev, "channels": [ch]}])[(dev, str(ch["c"]))]
-            key = f"{dev}/{ch['c']}"
+            key, known = _announced(dev, ch)
             if known.role == "power":
                 if (dev, str(ch["c"])) in s.publishing:
                     specs.append(with_meta(ChannelSpec(dev, str(ch["c"]), "power"), known))
                 else:
-                    out.notes.append(f"{key}: published no power in {s.listened_s:.0f} s, not taken")
+                    out.notes.append(_silent(key, s))
             elif known.role == "inlet":
                 inlets.append(with_meta(ChannelSpec(dev, str(ch["c"]), "inlet"), known))
-            elif known.role is None:
-                out.notes.append(f"{key}: {known.problem}, not summed")
             else:
-                out.notes.append(f"{key}: role {known.role}, not summed")
+                out.notes.append(_not_summed(key, known))
         if specs:
             taken[dev] = specs + inlets
     if len(taken) > 1:
@@ -440,6 +437,22 @@ def wait_for_data(
         time.sleep(0.25)
 
 
+def _announced(dev: str, ch: Mapping[str, Any]) -> tuple[str, KnownRole]:
+    """A channel of an appliance's retained metadata: its DEV/CH key and the role it states."""
+    return f"{dev}/{ch['c']}", roles_from_metas([{"dev": dev, "channels": [ch]}])[(dev, str(ch["c"]))]
+
+
+def _silent(key: str, s: Survey) -> str:
+    return f"{key}: published no power in {s.listened_s:.0f} s, not taken"
+
+
+def _not_summed(key: str, known: KnownRole) -> str:
+    """Why a channel that is neither power nor inlet is left out."""
+    if known.role is None:
+        return f"{key}: {known.problem}, not summed"
+    return f"{key}: role {known.role}, not summed"
+
+
 def _bind_nodes(s: Survey, nodes: list[str]) -> Choice:
     wanted = set(nodes)
     out = Choice()
@@ -457,21 +470,18 @@ def _bind_nodes(s: Survey, nodes: list[str]) -> Choice:
             out.notes.append(f"{dev}: {state or 'no retained status'}, not taken")
             continue
         for ch in chans:
-            known = roles_from_metas([{"dev": dev, "channels": [ch]}])[(dev, str(ch["c"]))]
-            key = f"{dev}/{ch['c']}"
+            key, known = _announced(dev, ch)
             node = str(ch.get("node") or dev)
             if known.role == "power" and node in wanted:
                 if (dev, str(ch["c"])) in s.publishing:
                     out.specs.append(with_meta(ChannelSpec(dev, str(ch["c"]), "power", node=node), known))
                     metered.add(node)
                 else:
-                    out.notes.append(f"{key}: published no power in {s.listened_s:.0f} s, not taken")
+                    out.notes.append(_silent(key, s))
             elif known.role == "power":
                 out.notes.append(f"{key}: node {node} is not in the cluster, not summed")
-            elif known.role is None:
-                out.notes.append(f"{key}: {known.problem}, not summed")
             elif known.role != "inlet":
-                out.notes.append(f"{key}: role {known.role}, not summed")
+                out.notes.append(_not_summed(key, known))
     missing = [n for n in nodes if n not in metered]
     if missing:
         out.notes.append(
