@@ -42,6 +42,14 @@ except ImportError as exc:  # a hint on one line, not a traceback
     sys.exit(2)
 
 
+# What each profile changes: the appliance's batch interval and the collector's command-line options.
+# The low-latency profile is documented in docs/collector.md ("Latency").
+PROFILES: dict[str, dict[str, Any]] = {
+    "default": {"batch_ms": 1000, "collect": []},
+    "low-latency": {"batch_ms": 100, "collect": ["--profile", "low-latency"]},
+}
+
+
 def run_group(args: argparse.Namespace) -> int:
     """Worker mode: run some appliances until SIGTERM, then drain and print their counters as JSON."""
     from wattbench_fw.host import HostAppliance, sim_config
@@ -63,6 +71,7 @@ def run_group(args: argparse.Namespace) -> int:
             model="sine",
             spool_dir=Path(args.work) / dev,
             status_s=30,
+            batch_ms=args.batch_ms,
         )
         apps.append(HostAppliance(cfg).start())
     while not stop:
@@ -105,33 +114,12 @@ def percentile(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--appliances", type=int, default=50)
-    ap.add_argument("--channels", type=int, default=4)
-    ap.add_argument("--hz", type=float, default=10.0)
-    ap.add_argument("--duration", type=float, default=600.0, help="seconds of load (default 600)")
-    ap.add_argument("--per-process", type=int, default=10)
-    ap.add_argument("--probes", type=int, default=5, help="devices whose latency is measured")
-    ap.add_argument("--poll", type=float, default=0.25, help="latency poll interval, s")
-    ap.add_argument("--json", type=Path, help="also write the figures here")
-    ap.add_argument(
-        "--collectors",
-        type=int,
-        default=1,
-        help="collectors sharing the load in one MQTT 5 shared-subscription group",
-    )
-    ap.add_argument("--share", default="soak", help="the share group's name (with --collectors 2 or more)")
-    ap.add_argument("--group", help=argparse.SUPPRESS)
-    ap.add_argument("--broker", help=argparse.SUPPRESS)
-    ap.add_argument("--work", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.group:
-        return run_group(args)
-
+def soak(args: argparse.Namespace, profile: str) -> dict[str, Any]:
+    """One soak of args.duration seconds with the given profile; its figures."""
     import psutil
 
-    work = Path(tempfile.mkdtemp(prefix="wattbench-soak-"))
+    prof = PROFILES[profile]
+    work = Path(tempfile.mkdtemp(prefix=f"wattbench-soak-{profile}-"))
     broker = services.Mosquitto(work / "mosquitto").start()
     influx = services.InfluxDB(work / "influx").start()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
@@ -157,6 +145,7 @@ def main() -> int:
                         "--spool",
                         str(work / f"spool{k}"),
                         *share,
+                        *prof["collect"],
                     ],
                     stdout=col_log,
                     stderr=subprocess.STDOUT,
@@ -182,6 +171,8 @@ def main() -> int:
                 str(args.channels),
                 "--hz",
                 str(args.hz),
+                "--batch-ms",
+                str(prof["batch_ms"]),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -192,8 +183,9 @@ def main() -> int:
     ]
     rate = args.appliances * args.channels * args.hz
     print(
-        f"soak: {args.appliances} appliances x {args.channels} channels x {args.hz:g} Hz = {rate:.0f} samples/s "
-        f"for {args.duration:.0f} s; work dir {work}",
+        f"soak [{profile}]: {args.appliances} appliances x {args.channels} channels x {args.hz:g} Hz = "
+        f"{rate:.0f} samples/s for {args.duration:.0f} s, appliance batches of {prof['batch_ms']} ms; "
+        f"work dir {work}",
         flush=True,
     )
 
@@ -206,9 +198,14 @@ def main() -> int:
     cpu0 = sum(tree_cpu_s(c) for c in cprocs)
     t_start = time.monotonic()
     next_mem = t_start
+    asked_ms = time.time() * 1000
+    gaps: list[float] = []
     while time.monotonic() - t_start < args.duration:
         time.sleep(args.poll)
-        now_ms = time.time() * 1000
+        # A row first seen now became visible after the previous query started and before this one
+        # did: its latency is counted at the middle of that span, which is the resolution.
+        before_ms, asked_ms = asked_ms, time.time() * 1000
+        gaps.append(asked_ms - before_ms)
         rows = influx_rows(
             influx.url,
             influx.db,
@@ -220,8 +217,7 @@ def main() -> int:
             key = (tags["dev"], tags["ch"], t)
             if key not in seen:
                 seen.add(key)
-                # visible some time within the last poll interval: count it at the middle
-                latencies.append(now_ms - args.poll * 500 - t)
+                latencies.append((before_ms + asked_ms) / 2 - t)
             newest = max(newest, t)
         cursor = newest
         if len(seen) > 200_000:
@@ -264,11 +260,13 @@ def main() -> int:
     rows_total = sum(stored.get(d, (0, 0))[0] for d in expected)
     dropped = sum(int(c.get("dropped", 0)) for c in produced.values())
     warm = [r for t, r in rss if t >= 30.0] or [r for _, r in rss]
-    figures = {
+    return {
+        "profile": profile,
         "appliances": args.appliances,
         "collectors": args.collectors,
         "channels": args.channels,
         "hz": args.hz,
+        "appliance_batch_ms": prof["batch_ms"],
         "duration_s": round(wall, 1),
         "samples_sent": sent,
         "samples_stored": distinct,
@@ -284,15 +282,66 @@ def main() -> int:
         "latency_p50_ms": round(percentile(latencies, 0.50)),
         "latency_p99_ms": round(percentile(latencies, 0.99)),
         "latency_max_ms": round(max(latencies)) if latencies else None,
-        "latency_resolution_ms": round(args.poll * 1000),
-        "load_average": os.getloadavg(),
+        "latency_resolution_ms": round(percentile(gaps, 0.50)),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
-    width = max(len(k) for k in figures)
-    for k, v in figures.items():
-        print(f"{k:<{width}}  {v}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--appliances", type=int, default=50)
+    ap.add_argument("--channels", type=int, default=4)
+    ap.add_argument("--hz", type=float, default=10.0)
+    ap.add_argument("--duration", type=float, default=600.0, help="seconds of load per profile (default 600)")
+    ap.add_argument("--per-process", type=int, default=10)
+    ap.add_argument("--probes", type=int, default=5, help="devices whose latency is measured")
+    ap.add_argument("--poll", type=float, default=0.05, help="latency poll interval, s (default 0.05)")
+    ap.add_argument(
+        "--profiles",
+        default="default,low-latency",
+        help=f"comma-separated, run one after the other: {', '.join(PROFILES)} (default both)",
+    )
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument(
+        "--collectors",
+        type=int,
+        default=1,
+        help="collectors sharing the load in one MQTT 5 shared-subscription group",
+    )
+    ap.add_argument("--share", default="soak", help="the share group's name (with --collectors 2 or more)")
+    ap.add_argument("--group", help=argparse.SUPPRESS)
+    ap.add_argument("--broker", help=argparse.SUPPRESS)
+    ap.add_argument("--work", help=argparse.SUPPRESS)
+    ap.add_argument("--batch-ms", type=int, default=1000, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.group:
+        return run_group(args)
+    profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
+    unknown = [p for p in profiles if p not in PROFILES]
+    if unknown or not profiles:
+        print(
+            f"soak: unknown profile {', '.join(unknown) or '(none)'}; choose from {', '.join(PROFILES)}",
+            file=sys.stderr,
+        )
+        return 2
+
+    runs = [soak(args, p) for p in profiles]
+    width = max(len(k) for k in runs[0])
+    print()
+    print(f"{'':<{width}}  " + "  ".join(f"{r['profile']:>16}" for r in runs))
+    for k in runs[0]:
+        if k == "profile":
+            continue
+        print(f"{k:<{width}}  " + "  ".join(f"{r[k]!s:>16}" for r in runs))
+    if len(runs) == 2 and runs[0]["collector_cpu_percent"]:
+        a, b = runs
+        print(
+            f"\n{b['profile']}/{a['profile']}: collector CPU x{b['collector_cpu_percent'] / a['collector_cpu_percent']:.2f}, "
+            f"latency p99 {a['latency_p99_ms']} -> {b['latency_p99_ms']} ms"
+        )
     if args.json:
-        args.json.write_text(json.dumps(figures, indent=1) + "\n")
-    return 0 if figures["lost"] == 0 and figures["duplicated"] == 0 else 1
+        args.json.write_text(json.dumps(runs if len(runs) > 1 else runs[0], indent=1) + "\n")
+    return 0 if all(r["lost"] == 0 and r["duplicated"] == 0 for r in runs) else 1
 
 
 if __name__ == "__main__":

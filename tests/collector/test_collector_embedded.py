@@ -145,3 +145,63 @@ def test_a_dead_validation_process_does_not_stop_ingest(tmp_path: Path) -> None:
         assert collector.error is None and collector._pool is None
         collector.stop()
         pub.close()
+
+
+def _commits_for(tmp_path: Path, interval_ms: int) -> tuple[int, int]:
+    """Messages trickled in one at a time for about two seconds: (commits, samples stored)."""
+    stream = Stream(devices=1, channels=2, batch=4, samples_per_device=160, prefix=f"tick{interval_ms}")
+    msgs = stream.messages()
+    with EmbeddedBroker() as broker:
+        cfg = CollectorConfig(
+            store=str(tmp_path / f"wb{interval_ms}.sqlite"),
+            state_dir=str(tmp_path / str(interval_ms)),
+            id="tick",
+            health_period_s=3600,
+            validate_workers=0,
+            commit_interval_ms=interval_ms,
+            **broker.collector_options(),
+        )
+        collector = Collector(cfg).start()
+        pub = Publisher(broker.host, broker.port, protocol=mqtt.MQTTv311)
+        for m in msgs:
+            pub.publish_all([m])
+            time.sleep(0.05)
+        assert collector.wait_for(lambda c: c["samples_stored"] >= stream.total, timeout=30)
+        commits = int(collector.counters()["commits"])
+        collector.stop()
+        pub.close()
+    return commits, stream.total
+
+
+def test_a_commit_interval_groups_messages_into_fewer_commits(tmp_path: Path) -> None:
+    # The low-latency profile's appliances send ten times the messages; one commit per message would
+    # cost a store write and a state save each. With an interval, a commit holds what arrived meanwhile.
+    eager, total = _commits_for(tmp_path, 0)
+    paced, total_paced = _commits_for(tmp_path, 400)
+    assert total == total_paced == 160
+    assert eager >= 25  # about one per message (40 messages)
+    assert paced <= 10, paced  # about 2.4 s of messages at one commit per 0.4 s, and the last one
+
+
+def test_profiles_change_only_what_was_not_set(tmp_path: Path) -> None:
+    from wattbench.config import ConfigError, load_config
+
+    low = load_config(
+        None, env={}, overrides={"profile": "low-latency", "state_dir": str(tmp_path)}
+    ).resolved()
+    assert (low.commit_interval_ms, low.max_batch_samples, low.validate_workers) == (50, 5000, 0)
+    mine = load_config(
+        None,
+        env={"WATTBENCH_PROFILE": "low-latency"},
+        overrides={"state_dir": str(tmp_path)},
+    )
+    mine.max_batch_samples = 800
+    assert mine.resolved().max_batch_samples == 800
+    default = load_config(None, env={}, overrides={"state_dir": str(tmp_path)}).resolved()
+    assert (default.commit_interval_ms, default.max_batch_samples) == (0, 50_000)
+    try:
+        load_config(None, env={}, overrides={"profile": "fastest"}).resolved()
+    except ConfigError as exc:
+        assert "profile 'fastest'" in str(exc)
+    else:
+        raise AssertionError("an unknown profile was accepted")

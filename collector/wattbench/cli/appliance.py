@@ -29,6 +29,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hz", type=float, default=10.0, help="samples per second per channel (default 10)")
     p.add_argument("--channels", type=int, default=1, help="number of simulated channels (default 1)")
     p.add_argument(
+        "--batch-ms",
+        type=int,
+        default=1000,
+        metavar="MS",
+        help="close a batch every MS ms (default 1000; 100 for the low-latency profile, docs/collector.md)",
+    )
+    p.add_argument(
         "--model",
         choices=("cpu", "const", "sine", "steps"),
         default="cpu",
@@ -79,6 +86,7 @@ def build_config(args: argparse.Namespace) -> dict[str, Any]:
         peak_w=args.peak_w,
         watts=args.watts,
         spool_dir=args.spool_dir,
+        batch_ms=args.batch_ms,
         **extra,
     )
 

@@ -45,6 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="refuse unsigned batches from every device",
     )
+    parser.add_argument(
+        "--profile",
+        choices=["default", "low-latency"],
+        help="low-latency: small commits, for appliances batching every 100 ms (docs/collector.md)",
+    )
     parser.add_argument("--health-period", type=float, metavar="S", help="seconds between health points (5)")
     parser.add_argument(
         "--plugs", metavar="FILE", help="smart plugs to bridge (TOML mapping; docs/sources/plugs.md)"
@@ -75,6 +80,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
         "hmac_require": args.require_signatures,
         "metrics": args.metrics,
         "plugs": args.plugs,
+        "profile": args.profile,
     }
 
 

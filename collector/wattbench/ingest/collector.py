@@ -113,6 +113,10 @@ class Collector:
         self._pool: Any = None
         self._metrics_server: Any = None
         self._wake = threading.Event()
+        # With a commit interval the ingest thread runs on that cadence and is not woken per message:
+        # at ten messages per appliance and second, a wake-up each (a lock hand-off between the MQTT and
+        # the ingest thread) costs more than the message. A long queue still wakes it.
+        self._wake_at = 1 if self.config.commit_interval_ms == 0 else 512
         self._commits: queue.Queue[Commit] = queue.Queue(maxsize=1)
         self._stopping = threading.Event()
         self._stopped = threading.Event()
@@ -360,7 +364,8 @@ class Collector:
 
     def _on_message(self, gen: int, mid: int, qos: int, topic: str, payload: bytes, retain: bool) -> None:
         self._inbox.append((gen, mid, qos, topic, payload, now_ms()))
-        self._wake.set()
+        if len(self._inbox) >= self._wake_at:
+            self._wake.set()
 
     # ------------------------------------------------------------------ ingest thread
 
@@ -378,6 +383,8 @@ class Collector:
         pending: deque[tuple[Any, list[Message]]] = deque()
         acks: list[tuple[int, int, int]] = []
         drain_left: int | None = None  # once stopping: what had arrived by then, and no more
+        interval_s = cfg.commit_interval_ms / 1000
+        next_handover = 0.0
         while True:
             if self._stopping.is_set() and drain_left is None:
                 drain_left = len(inbox)
@@ -444,7 +451,11 @@ class Collector:
                     self._health_into_batch()
                 full = pipeline.batch.samples >= cfg.max_batch_samples
                 have = bool(acks) or bool(pipeline.batch)
-                handover = have and (final or health or full or self._commits.empty())
+                now = time.monotonic()
+                due = self._commits.empty() and now >= next_handover
+                handover = have and (final or health or full or due)
+                if handover:
+                    next_handover = now + interval_s
                 batch, notices = pipeline.take() if handover else (None, [])
                 # The accounting as of exactly this batch: saved before its acknowledgements go out,
                 # so a restarted collector never counts an acknowledged message as unseen.
@@ -464,7 +475,10 @@ class Collector:
                 if final:
                     return
             if not moved and not done and not pending:
-                self._wake.wait(0.2)
+                wait = 0.2
+                if interval_s:  # messages and batches wait for the next commit time
+                    wait = min(wait, max(0.001, next_handover - time.monotonic()))
+                self._wake.wait(wait)
                 self._wake.clear()
 
     def _bridged(self, m: Message, acks: list[tuple[int, int, int]]) -> bool:
