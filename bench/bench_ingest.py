@@ -85,6 +85,11 @@ class CollectorRun:
                 raise RuntimeError(f"collector did not start:\n{self.log.read_text()[-2000:]}")
             time.sleep(0.05)
 
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -106,8 +111,32 @@ class TelegrafRun:
                 raise RuntimeError(f"telegraf did not connect:\n{self.tg.log_tail()}")
             time.sleep(0.05)
 
+    @property
+    def pid(self) -> int:
+        assert self.tg.proc is not None
+        return self.tg.proc.pid
+
     def stop(self) -> None:
         self.tg.stop()
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds of a process and its children (the collector checks in worker processes)."""
+    import psutil
+
+    total = 0.0
+    try:
+        proc = psutil.Process(pid)
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:  # a child that exited between listing and asking
+            continue
+    return total
 
 
 def count(influx: services.InfluxDB, db: str) -> int:
@@ -158,6 +187,8 @@ def measure(
     total = stream.total
     t0 = time.monotonic()
     consumer.start()
+    assert influx.proc is not None
+    cpu0 = (cpu_s(consumer.pid), cpu_s(influx.proc.pid))
     first: tuple[float, int] | None = None
     last = (t0, 0)
     deadline = t0 + 900
@@ -170,14 +201,31 @@ def measure(
         if n >= total:
             break
         time.sleep(poll_s)
+    cpu = (cpu_s(consumer.pid) - cpu0[0], cpu_s(influx.proc.pid) - cpu0[1])
     consumer.stop()
     problems = verify(influx, db, stream)
     influx.drop_database(db)
     if first is None or last[1] < total:
-        return {"name": name, "rate": 0.0, "from_start": 0.0, "problems": problems or ["timed out"]}
+        return {
+            "name": name,
+            "rate": 0.0,
+            "from_start": 0.0,
+            "cpu_us": 0.0,
+            "db_cpu_us": 0.0,
+            "problems": problems or ["timed out"],
+        }
     span = last[0] - first[0]
     rate = (total - first[1]) / span if span > 0 else float("inf")
-    return {"name": name, "rate": rate, "from_start": total / (last[0] - t0), "problems": problems}
+    return {
+        "name": name,
+        "rate": rate,
+        "from_start": total / (last[0] - t0),
+        # CPU per stored sample while draining, start-up included: unlike the rates, hardly moved by
+        # other work on the machine.
+        "cpu_us": cpu[0] / total * 1e6,
+        "db_cpu_us": cpu[1] / total * 1e6,
+        "problems": problems,
+    }
 
 
 def stream_lines(messages: list[tuple[str, bytes]]) -> list[str]:
@@ -224,16 +272,24 @@ def ceiling(
         conn.close()
 
     threads = [threading.Thread(target=writer) for _ in range(connections)]
+    assert influx.proc is not None
+    db_cpu0 = cpu_s(influx.proc.pid)
     t0 = time.monotonic()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     elapsed = time.monotonic() - t0
+    db_cpu = cpu_s(influx.proc.pid) - db_cpu0
     stored = count(influx, db)
     influx.drop_database(db)
     problems = errors[:3] + ([f"{stored} of {len(lines)} stored"] if stored != len(lines) else [])
-    return {"batch": batch, "rate": len(lines) / elapsed, "problems": problems}
+    return {
+        "batch": batch,
+        "rate": len(lines) / elapsed,
+        "db_cpu_us": db_cpu / len(lines) * 1e6,
+        "problems": problems,
+    }
 
 
 def main() -> int:
@@ -282,7 +338,7 @@ def main() -> int:
                 status = "no loss" if not res["problems"] else "; ".join(res["problems"])
                 print(
                     f"round {r + 1} ceiling  : {res['rate']:>10,.0f} samples/s, {b:>6} lines per write, "
-                    f"{connections} connections  [{status}]",
+                    f"{connections} connections, InfluxDB CPU {res['db_cpu_us']:.2f} us/sample  [{status}]",
                     flush=True,
                 )
             order = ["collector", "telegraf"] if r % 2 == 0 else ["telegraf", "collector"]
@@ -297,7 +353,8 @@ def main() -> int:
                 status = "no loss, no duplicates" if not res["problems"] else "; ".join(res["problems"][:3])
                 print(
                     f"round {r + 1} {name:9s}: {res['rate']:>10,.0f} samples/s sustained, "
-                    f"{res['from_start']:>10,.0f} from start  [{status}]",
+                    f"{res['from_start']:>10,.0f} from start, CPU {res['cpu_us']:.2f} us/sample "
+                    f"(InfluxDB {res['db_cpu_us']:.2f})  [{status}]",
                     flush=True,
                 )
     finally:
@@ -307,17 +364,18 @@ def main() -> int:
 
     med = {k: statistics.median(x["rate"] for x in v) for k, v in results.items()}
     med_start = {k: statistics.median(x["from_start"] for x in v) for k, v in results.items()}
+    med_cpu = {k: statistics.median(x["cpu_us"] for x in v) for k, v in results.items()}
     lossless = all(not x["problems"] for v in [*results.values(), *ceilings.values()] for x in v)
     ceil = {b: statistics.median(x["rate"] for x in v) for b, v in ceilings.items()}
     best = max(ceil, key=lambda b: ceil[b])
     print()
     print(
         f"collector: {med['collector']:>10,.0f} samples/s sustained (median of {args.rounds}), "
-        f"{med_start['collector']:,.0f} from start"
+        f"{med_start['collector']:,.0f} from start, CPU {med_cpu['collector']:.2f} us/sample"
     )
     print(
         f"telegraf:  {med['telegraf']:>10,.0f} samples/s sustained (median of {args.rounds}), "
-        f"{med_start['telegraf']:,.0f} from start"
+        f"{med_start['telegraf']:,.0f} from start, CPU {med_cpu['telegraf']:.2f} us/sample"
     )
     print(
         f"ceiling:   {ceil[collector_batch]:>10,.0f} samples/s at the collector's {collector_batch} lines per write; "

@@ -1,0 +1,113 @@
+"""The collector's check of one sample batch, per sample: the library choices side by side.
+
+    python bench/bench_validate.py [--samples 200000] [--batch 200] [--repeat 7]
+
+Each row is a way to decode a batch and check it against schema/v1/samples.schema.json; every row
+accepts the same batches. The collector uses the last: orjson decodes, msgspec checks against types
+derived from the schema (ingest/fastcheck.py), and fastjsonschema decides and words any refusal.
+The best of --repeat passes is printed, with each row's time as a ratio to the first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import fastjsonschema
+import msgspec
+import orjson
+
+import wattbench_schema as contract
+from wattbench.ingest.fastcheck import compile_fast
+from wattbench.ingest.validate import Validator
+
+
+def batches(samples: int, batch: int) -> list[tuple[str, bytes]]:
+    dev = "bench-a"
+    topic = contract.topic_for("samples", dev=dev)
+    t0 = int(time.time() * 1000) - samples - 60_000
+    out = []
+    for start in range(0, samples, batch):
+        rows = [
+            {
+                "s": s,
+                "t": t0 + s,
+                "c": f"psu{s % 2 + 1}",
+                "W": 100.0 + (s % 97) * 0.25,
+                "V": 230.1,
+                "Wh": s * 0.001,
+            }
+            for s in range(start, min(samples, start + batch))
+        ]
+        doc = {"v": 1, "dev": dev, "boot": 1, "clk": {"sync": "ntp", "err": 2.0}, "samples": rows}
+        out.append((topic, json.dumps(doc, separators=(",", ":")).encode()))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--samples", type=int, default=200_000)
+    ap.add_argument("--batch", type=int, default=200, help="rows per message (default 200)")
+    ap.add_argument("--repeat", type=int, default=7)
+    args = ap.parse_args()
+    if args.samples < 1 or not 1 <= args.batch <= 500 or args.repeat < 1:
+        print("bench_validate: --samples and --repeat must be positive, --batch 1..500", file=sys.stderr)
+        return 2
+
+    msgs = batches(args.samples, args.batch)
+    schema = contract.inline_refs("samples")
+    reference = fastjsonschema.compile(schema)
+    fast = compile_fast(schema)
+    assert fast is not None
+    validator = Validator()
+    now = int(time.time() * 1000)
+
+    def json_fjs(raw: bytes) -> Any:
+        return reference(json.loads(raw))
+
+    def orjson_fjs(raw: bytes) -> Any:
+        return reference(orjson.loads(raw))
+
+    def orjson_msgspec(raw: bytes) -> Any:
+        doc = orjson.loads(raw)
+        if not fast(raw, doc):
+            raise AssertionError("refused")
+        return doc
+
+    ways: list[tuple[str, Callable[[bytes], Any]]] = [
+        ("json + fastjsonschema", json_fjs),
+        ("orjson + fastjsonschema", orjson_fjs),
+        ("orjson + msgspec types (schema-derived)", orjson_msgspec),
+        ("msgspec decode only, no check", msgspec.json.decode),
+    ]
+    best: dict[str, float] = {}
+    for _ in range(args.repeat):
+        for name, fn in ways:
+            t0 = time.perf_counter()
+            for _topic, raw in msgs:
+                fn(raw)
+            best[name] = min(best.get(name, float("inf")), time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        for topic, raw in msgs:
+            if validator.check(topic, raw, now).__class__.__name__ != "Accepted":
+                raise AssertionError("the collector refused a valid batch")
+        best["Validator.check (the collector's whole stateless check)"] = min(
+            best.get("Validator.check (the collector's whole stateless check)", float("inf")),
+            time.perf_counter() - t0,
+        )
+    base = best[ways[0][0]]
+    width = max(len(k) for k in best)
+    print(f"{args.samples:,} samples in messages of {args.batch} rows, best of {args.repeat}:")
+    for name, secs in best.items():
+        print(f"  {name:<{width}}  {secs / args.samples * 1e6:6.2f} us/sample  x{secs / base:.2f}")
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
