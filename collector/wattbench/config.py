@@ -226,6 +226,7 @@ class CollectorConfig:
             "store": redact_url(self.store_spec()),
             "spool_dir": self.spool_dir,
             "state_dir": self.state_dir,
+            "profile": self.profile,
             "signatures": ("required" if self.hmac_require else "checked")
             if self.hmac_keys or self.hmac_require
             else "off",
