@@ -88,6 +88,7 @@ class PtdServer:
     def _serve_client(self, conn: socket.socket, stop: threading.Event) -> None:
         conn.settimeout(0.2)
         buf = b""
+        skipping = False  # the rest of an overlong line, up to its end, is dropped
         idle_since = time.monotonic()
         while not stop.is_set():
             try:
@@ -104,13 +105,17 @@ class PtdServer:
             buf += chunk
             while b"\n" in buf:
                 raw, buf = buf.split(b"\n", 1)
+                if skipping:
+                    skipping = False
+                    continue
                 if not self._answer(conn, raw.rstrip(b"\r")):
                     return
             if len(buf) > MAX_LINE:
-                # No end of line in sight: refuse what came and wait for the next line.
+                # No end of line in sight: refuse the line now, and drop the rest of it when it comes.
                 buf = b""
-                if not self._send(conn, [f"Error: command longer than {MAX_LINE} characters"]):
+                if not skipping and not self._send(conn, [f"Error: command longer than {MAX_LINE} characters"]):
                     return
+                skipping = True
 
     def _answer(self, conn: socket.socket, raw: bytes) -> bool:
         line = raw.decode("utf-8", errors="replace")

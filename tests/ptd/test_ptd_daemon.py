@@ -1,0 +1,207 @@
+"""`wattbench-ptd` as a process on a real TCP port, reading a host-mode appliance through real Mosquitto:
+malformed commands, a client that disconnects in the middle of a measurement and a source that goes
+silent each get a PTD-style error reply, and the daemon keeps serving. A bad command line is one line
+and a documented exit code."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wattbench.ptd.protocol import GO_REPLY, GREETING, NO_MEASUREMENT, STOP_REPLY
+from wattbench_devkit.services import free_port, wait_port
+
+pytestmark = [pytest.mark.services, pytest.mark.timeout(180)]
+
+DEV = "sim-ptdd"
+POWER_W = 220.0
+
+
+def ptd_bin() -> str:
+    path = Path(sys.executable).parent / "wattbench-ptd"
+    assert path.exists(), "the wattbench-ptd console script is not installed in this environment"
+    return str(path)
+
+
+class Client:
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.reader = self.sock.makefile("rb")
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def line(self) -> str:
+        raw = self.reader.readline()
+        assert raw.endswith(b"\r\n"), raw
+        return raw[:-2].decode()
+
+    def cmd(self, text: str) -> str:
+        self.send_raw(text.encode() + b"\r\n")
+        return self.line()
+
+    def close(self) -> None:
+        self.reader.close()
+        self.sock.close()
+
+
+class Daemon:
+    def __init__(self, tmp: Path, device_port: str, *extra: str) -> None:
+        self.port = free_port()
+        self.logfile = tmp / "ptd.log"
+        self.console = tmp / "console.txt"
+        out = open(self.console, "w")
+        self.proc = subprocess.Popen(
+            [ptd_bin(), "-l", str(self.logfile), "-p", str(self.port), *extra, "0", device_port],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        out.close()
+        wait_port(self.port, 30, self.proc)  # type: ignore[arg-type]
+
+    def stop(self) -> int:
+        self.proc.terminate()
+        return self.proc.wait(15)
+
+    def text(self) -> str:
+        return self.console.read_text()
+
+
+@pytest.fixture
+def appliance(mosquitto: Any) -> Iterator[Any]:
+    fw_host = pytest.importorskip("wattbench_fw.host")
+    broker = f"{mosquitto.host}:{mosquitto.port}"
+    cfg = fw_host.sim_config(dev=DEV, broker=broker, channels=1, hz=10, model="const", batch_ms=250)
+    cfg["channels"][0]["opts"]["watts"] = POWER_W
+    app = fw_host.HostAppliance(cfg).start()
+    assert app.wait_connected(20)
+    app.broker = broker
+    yield app
+    app.stop(timeout=5, drain=False)
+
+
+def test_malformed_commands_and_a_client_gone_mid_go(tmp_path: Path, appliance: Any) -> None:
+    daemon = Daemon(tmp_path, f"{DEV}/sim@{appliance.broker}")
+    try:
+        c = Client(daemon.port)
+        assert c.cmd("Hello") == GREETING
+        assert c.cmd("Identify").startswith("wattbench,meter sim model sim-const")
+        assert c.cmd("Frobnicate") == "Error: Unknown command"
+        assert c.cmd("Go,1000,0") == "Error: Invalid number of parameters"
+        assert c.cmd("SR,V,lots") == "Error: range 'lots' is not Auto or a positive number"
+        assert c.cmd("") == "Error: empty command"
+        c.send_raw(b"Wa\xfftts\r\n")
+        assert c.line() == "Error: Unknown command"
+        c.send_raw(b"x" * 5000)  # no end of line: refused without waiting for one
+        assert c.line() == "Error: command longer than 1024 characters"
+        c.send_raw(b"y" * 100 + b"\r\n")  # the end of the refused line: dropped, no second reply
+        assert c.cmd("Hello") == GREETING
+
+        time.sleep(1.0)
+        assert c.cmd("Go,1000,0,gone") == GO_REPLY
+        time.sleep(2.5)
+        c.close()  # in the middle of the measurement
+
+        c = Client(daemon.port)
+        assert c.cmd("Hello") == GREETING
+        assert c.cmd("Stop") == NO_MEASUREMENT
+        rl = c.cmd("RL")
+        n = int(rl.split(" ")[1])
+        rows = [c.line() for _ in range(n)]
+        assert n >= 2 and all(f"Watts,{POWER_W:.6f}" in row for row in rows), rows
+        assert c.cmd("Go,1000,0,again") == GO_REPLY
+        time.sleep(2.2)
+        assert c.cmd("Watts").startswith(f"Watts,{POWER_W:.6f},")
+        assert c.cmd("Stop") == STOP_REPLY
+        c.close()
+        assert daemon.proc.poll() is None
+    finally:
+        code = daemon.stop()
+    assert code == 0
+    text = daemon.text()
+    assert "Client disconnected during measurement 'gone': measurement stopped" in text
+    assert "Traceback" not in text
+    log = daemon.logfile.read_text().splitlines()
+    assert {line.rsplit(",", 1)[1] for line in log} == {"gone", "again"}
+
+
+def test_a_silent_source_gets_error_replies(tmp_path: Path, appliance: Any) -> None:
+    daemon = Daemon(tmp_path, f"{DEV}/sim@{appliance.broker}", "--silence", "1.5")
+    try:
+        c = Client(daemon.port)
+        time.sleep(1.0)
+        assert c.cmd("Go,1000,0,quiet") == GO_REPLY
+        time.sleep(1.5)
+        appliance.stop(timeout=5, drain=False)  # the source goes silent mid-measurement
+        time.sleep(3.0)
+        watts = c.cmd("Watts")
+        assert watts.startswith(f"Error: no samples from {DEV}/sim for "), watts
+        assert c.cmd("Uncertainty").startswith("Error: no samples from")
+        assert c.cmd("Stop") == STOP_REPLY
+        assert c.cmd("Go,1000,0,next").startswith("Error: no samples from")
+        rl = c.cmd("RL")
+        rows = [c.line() for _ in range(int(rl.split(" ")[1]))]
+        assert any("Watts,-2.000000" in row for row in rows), rows  # the missed seconds, as PTDaemon logs them
+        assert c.cmd("Hello") == GREETING
+        c.close()
+        assert daemon.proc.poll() is None
+    finally:
+        assert daemon.stop() == 0
+    assert "WARNING: Missed 1 samples" in daemon.text()
+
+
+def test_the_simulated_meter_needs_no_broker(tmp_path: Path) -> None:
+    daemon = Daemon(tmp_path, "sim:75")
+    try:
+        c = Client(daemon.port)
+        assert "meter sim (simulated const 75 W) accuracy 0.5%" in c.cmd("Identify")
+        time.sleep(0.5)
+        assert c.cmd("Go,1000,0,s") == GO_REPLY
+        time.sleep(2.3)
+        assert c.cmd("Watts").startswith("Watts,75.000000,75.000000,75.000000,2,0")
+        c.close()
+    finally:
+        assert daemon.stop() == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["0", "COM1"], 2, "give DEVICE/CHANNEL@BROKER"),
+        (["49", "sim:10"], 2, "device type '49': wattbench ptd reads a wattbench source"),
+        (["-c", "1,2", "0", "sim:10"], 2, "multichannel mode is not offered"),
+        (["0", "dev/ch@127.0.0.1:1"], 3, "MQTT broker 127.0.0.1:1 unreachable"),
+    ],
+)
+def test_a_bad_command_line_is_one_line(tmp_path: Path, args: list[str], code: int, message: str) -> None:
+    p = subprocess.run(
+        [ptd_bin(), "-l", str(tmp_path / "x.log"), "-p", str(free_port()), *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert p.returncode == code, p.stderr
+    errors = p.stderr.strip().splitlines()
+    assert len(errors) == 1 and message in errors[0], p.stderr
+
+
+def test_a_taken_port_is_one_line(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        p = subprocess.run(
+            [ptd_bin(), "-l", str(tmp_path / "x.log"), "-p", str(port), "0", "sim:10"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert p.returncode == 3
+    assert p.stderr.strip().splitlines() == [f"wattbench ptd: port {port}: Address already in use"]
