@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 
+from wattbench_devkit.services import free_port, wait_port
+
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.timeout(400)]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,12 +83,6 @@ def _copy_power_dev(dest: Path) -> Path:
     return dest
 
 
-def _free_port() -> int:
-    from wattbench_devkit.services import free_port
-
-    return free_port()
-
-
 def _spl_watts(path: Path) -> list[float]:
     return [float(line.split(",")[3]) for line in path.read_text().splitlines() if line.startswith("Time,")]
 
@@ -107,9 +103,7 @@ def _load_check_module(path: Path) -> Any:
     return mod
 
 
-def test_power_dev_runs_a_full_session_on_wattbench_ptd(
-    tmp_path: Path, mosquitto: Any, chrony: Any
-) -> None:
+def test_power_dev_runs_a_full_session_on_wattbench_ptd(tmp_path: Path, mosquitto: Any, chrony: Any) -> None:
     fw_host = pytest.importorskip("wattbench_fw.host")
     ptd_bin = Path(sys.executable).parent / "wattbench-ptd"
     assert ptd_bin.exists(), "the wattbench-ptd console script is not installed in this environment"
@@ -123,7 +117,7 @@ def test_power_dev_runs_a_full_session_on_wattbench_ptd(
     server: subprocess.Popen[str] | None = None
     try:
         assert appliance.wait_connected(20)
-        server_port, ptd_port = _free_port(), _free_port()
+        server_port, ptd_port = free_port(), free_port()
         conf = configparser.ConfigParser()
         conf["server"] = {"ntpServer": NTP_ADDRESS, "listen": f"127.0.0.1 {server_port}"}
         conf["ptd"] = {"ptd": str(ptd_bin), "analyzerCount": "1"}
@@ -147,8 +141,6 @@ def test_power_dev_runs_a_full_session_on_wattbench_ptd(
             stderr=subprocess.STDOUT,
             text=True,
         )
-        from wattbench_devkit.services import wait_port
-
         wait_port(server_port, 60, server)  # type: ignore[arg-type]
 
         workload = tmp_path / "workload.py"

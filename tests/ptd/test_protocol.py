@@ -32,7 +32,9 @@ from wattbench.ptd.source import (
 
 T0 = 1_764_115_200_000  # 2025-11-26 00:00:00 UTC
 # power-dev's own pattern for a log line (server.py, RE_PTD_LOG).
-RE_PTD_LOG = re.compile(r"^Time,[^,]*,Watts,[^,]*,Volts,(?P<v>[^,]*),Amps,(?P<a>[^,]*),PF,[^,]*,Mark,(?P<mark>[^,]*)")
+RE_PTD_LOG = re.compile(
+    r"^Time,[^,]*,Watts,[^,]*,Volts,(?P<v>[^,]*),Amps,(?P<a>[^,]*),PF,[^,]*,Mark,(?P<mark>[^,]*)"
+)
 
 
 def reading(w: float = 150.0, u: float | None = 0.005) -> Reading:
@@ -105,7 +107,9 @@ def test_a_second_without_readings_is_a_missed_sample() -> None:
     s = state()
     s.handle("Go,1000,0,m", T0, 0.1)
     out = s.tick(T0 + 1000, [])
-    assert out.log == [f"Time,{stamp(T0 + 1000)},Watts,-2.000000,Volts,-2.000000,Amps,-2.000000,PF,-2.000000,Mark,m"]
+    assert out.log == [
+        f"Time,{stamp(T0 + 1000)},Watts,-2.000000,Volts,-2.000000,Amps,-2.000000,PF,-2.000000,Mark,m"
+    ]
     assert any("WARNING: Missed 1 samples" in line for line in out.console)
     s.tick(T0 + 2000, [reading(100.0)])
     assert reply(s, "Watts", T0 + 2100) == ["Watts,100.000000,100.000000,100.000000,1,1"]
@@ -217,7 +221,16 @@ def test_device_ports() -> None:
     spec = parse_device_port("bench-01/mains@127.0.0.1:1884")
     assert (spec.kind, spec.dev, spec.channel, spec.broker) == ("mqtt", "bench-01", "mains", "127.0.0.1:1884")
     assert parse_device_port("sim:150").watts == 150.0
-    for bad in ("COM1", "dev@host", "/ch@host", "dev/ch@", "dev/c h@host", "dev/ch@host:99999", "sim:x", "sim:-1"):
+    for bad in (
+        "COM1",
+        "dev@host",
+        "/ch@host",
+        "dev/ch@",
+        "dev/c h@host",
+        "dev/ch@host:99999",
+        "sim:x",
+        "sim:-1",
+    ):
         with pytest.raises(SourceError):
             parse_device_port(bad)
 
@@ -235,12 +248,21 @@ def test_readings_from_a_samples_message() -> None:
     readings, refused = readings_from_batch(batch, "d", "ch")
     assert readings == [Reading(150.5, 230.0, 0.69, 0.95, 0.005), Reading(100.0, None, None, None, None)]
     assert refused == 3
-    for junk in (b"", b"not json", b"[]", b'{"dev":"other","samples":[]}', b'{"dev":"d","samples":3}', b"\xff"):
+    for junk in (
+        b"",
+        b"not json",
+        b"[]",
+        b'{"dev":"other","samples":[]}',
+        b'{"dev":"d","samples":3}',
+        b"\xff",
+    ):
         assert readings_from_batch(junk, "d", "ch") == ([], 1)
 
 
 def test_meter_from_meta() -> None:
-    meta = b'{"channels":[{"c":"x","meter":"pzem004t"},{"c":"ch","meter":"wt300","model":"WT310E","acc":0.001}]}'
+    meta = (
+        b'{"channels":[{"c":"x","meter":"pzem004t"},{"c":"ch","meter":"wt300","model":"WT310E","acc":0.001}]}'
+    )
     assert meter_from_meta(meta, "ch") == "meter wt300 model WT310E accuracy 0.1%"
     assert meter_from_meta(meta, "none") is None
     assert meter_from_meta(b"{", "ch") is None

@@ -64,7 +64,7 @@ class Daemon:
             stderr=subprocess.STDOUT,
         )
         out.close()
-        wait_port(self.port, 30, self.proc)  # type: ignore[arg-type]
+        wait_port(self.port, 30, self.proc)
 
     def stop(self) -> int:
         self.proc.terminate()
@@ -148,7 +148,9 @@ def test_a_silent_source_gets_error_replies(tmp_path: Path, appliance: Any) -> N
         assert c.cmd("Go,1000,0,next").startswith("Error: no samples from")
         rl = c.cmd("RL")
         rows = [c.line() for _ in range(int(rl.split(" ")[1]))]
-        assert any("Watts,-2.000000" in row for row in rows), rows  # the missed seconds, as PTDaemon logs them
+        assert any("Watts,-2.000000" in row for row in rows), (
+            rows
+        )  # the missed seconds, as PTDaemon logs them
         assert c.cmd("Hello") == GREETING
         c.close()
         assert daemon.proc.poll() is None

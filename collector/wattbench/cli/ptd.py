@@ -69,9 +69,14 @@ def run(args: argparse.Namespace) -> int:
     def say(message: str) -> None:
         print(console_line(now_ms(), message), flush=True)
 
-    print(f"wattbench ptd {__version__}: the PTDaemon protocol as MLCommons power-dev uses it, over a", flush=True)
-    print("wattbench source. Not SPEC PTDaemon: results are rehearsals, never an MLPerf submission.", flush=True)
-    log = open(args.logfile, "a", encoding="utf-8")  # noqa: SIM115 - open for the daemon's life
+    print(
+        f"wattbench ptd {__version__}: the PTDaemon protocol as MLCommons power-dev uses it, over a",
+        flush=True,
+    )
+    print(
+        "wattbench source. Not SPEC PTDaemon: results are rehearsals, never an MLPerf submission.", flush=True
+    )
+    log = open(args.logfile, "a", encoding="utf-8")
     source = open_source(spec)
     try:
         say(f"Connecting to source {spec.label}...")

@@ -113,7 +113,9 @@ class PtdServer:
             if len(buf) > MAX_LINE:
                 # No end of line in sight: refuse the line now, and drop the rest of it when it comes.
                 buf = b""
-                if not skipping and not self._send(conn, [f"Error: command longer than {MAX_LINE} characters"]):
+                if not skipping and not self._send(
+                    conn, [f"Error: command longer than {MAX_LINE} characters"]
+                ):
                     return
                 skipping = True
 

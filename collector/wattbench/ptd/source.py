@@ -224,7 +224,9 @@ class SimSource:
 
     @property
     def meter(self) -> str:
-        return f"meter sim (simulated const {self._meter_obj.watts:g} W) accuracy {100 * self._meter_obj.acc:g}%"
+        return (
+            f"meter sim (simulated const {self._meter_obj.watts:g} W) accuracy {100 * self._meter_obj.acc:g}%"
+        )
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="wattbench-ptd-sim", daemon=True)
