@@ -111,7 +111,8 @@ def test_power_dev_runs_a_full_session_on_wattbench_ptd(tmp_path: Path, mosquitt
     pd = _copy_power_dev(tmp_path / "power-dev")
 
     broker = f"{mosquitto.host}:{mosquitto.port}"
-    cfg = fw_host.sim_config(dev=DEV, broker=broker, channels=1, hz=10, model="const", batch_ms=250)
+    # A batch a second, the firmware's default: each sample still holds the readings of its own second.
+    cfg = fw_host.sim_config(dev=DEV, broker=broker, channels=1, hz=10, model="const", batch_ms=1000)
     cfg["channels"][0]["opts"]["watts"] = POWER_W
     appliance = fw_host.HostAppliance(cfg).start()
     server: subprocess.Popen[str] | None = None

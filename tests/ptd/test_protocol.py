@@ -37,12 +37,23 @@ RE_PTD_LOG = re.compile(
 )
 
 
-def reading(w: float = 150.0, u: float | None = 0.005) -> Reading:
-    return Reading(w, 230.0, w / (230.0 * 0.95), 0.95, u)
+LAG = 2000
+
+
+def reading(t: int, w: float = 150.0, u: float | None = 0.005) -> Reading:
+    return Reading(t, w, 230.0, w / (230.0 * 0.95), 0.95, u)
+
+
+def second(s: PtdState, end: int, *readings: Reading) -> list[str]:
+    """Feed the readings and close the second that ends at `end`; the log lines it gave."""
+    s.add(list(readings))
+    assert not s.due(end + LAG - 1)
+    assert s.due(end + LAG)
+    return s.tick(end + LAG).log
 
 
 def state() -> PtdState:
-    return PtdState(identity("0.1.0", "meter sim", "dev/ch"), "dev/ch", silence_s=5.0)
+    return PtdState(identity("0.1.0", "meter sim", "dev/ch"), "dev/ch", silence_s=5.0, lag_ms=LAG)
 
 
 def reply(s: PtdState, line: str, t: int = T0, silent: float | None = 0.1) -> list[str]:
@@ -62,22 +73,21 @@ def test_the_session_power_dev_runs() -> None:
     assert reply(s, "SR,V,Auto") == ["Range V changed"]
     assert reply(s, "SR,A,Auto") == ["Range A changed"]
     out = s.handle("Go,1000,0,sess_ranging", T0, 0.1)
-    assert out.reply == [GO_REPLY] and out.started
+    assert out.reply == [GO_REPLY] and s.running
     assert out.console[0] == f"{stamp(T0)}: Go with mark 'sess_ranging'"
     logs = []
     for i in range(1, 4):
-        assert s.due(T0 + 1000 * i)
-        logs += s.tick(T0 + 1000 * i, [reading(149.0), reading(151.0)]).log
-        assert not s.due(T0 + 1000 * i + 10)
+        end = T0 + 1000 * i
+        logs += second(s, end, reading(end - 600, 149.0), reading(end - 100, 151.0))
     for line in logs:
         m = RE_PTD_LOG.match(line)
         assert m is not None and m["mark"] == "sess_ranging"
     assert logs[0] == (
         f"Time,{stamp(T0 + 1000)},Watts,150.000000,Volts,230.000000,Amps,0.686499,PF,0.950000,Mark,sess_ranging"
     )
-    stop = s.handle("Stop", T0 + 3500, 0.1)
+    stop = s.handle("Stop", T0 + 5500, 0.1)
     assert stop.reply == [STOP_REPLY]
-    assert f"{stamp(T0 + 3500)}: Completed test" in stop.console
+    assert f"{stamp(T0 + 5500)}: Completed test" in stop.console
     # Auto ranging: the highest readings of the run are reported as the ranges.
     assert reply(s, "RR") == ["Ranges,1,0.686499,1,230.000000"]
     assert reply(s, "RL,*,*") == [INVALID_PARAMS]
@@ -106,27 +116,51 @@ def test_every_reply_is_shown_on_the_console() -> None:
 def test_a_second_without_readings_is_a_missed_sample() -> None:
     s = state()
     s.handle("Go,1000,0,m", T0, 0.1)
-    out = s.tick(T0 + 1000, [])
+    out = s.tick(T0 + 1000 + LAG)
     assert out.log == [
         f"Time,{stamp(T0 + 1000)},Watts,-2.000000,Volts,-2.000000,Amps,-2.000000,PF,-2.000000,Mark,m"
     ]
     assert any("WARNING: Missed 1 samples" in line for line in out.console)
-    s.tick(T0 + 2000, [reading(100.0)])
-    assert reply(s, "Watts", T0 + 2100) == ["Watts,100.000000,100.000000,100.000000,1,1"]
+    second(s, T0 + 2000, reading(T0 + 1500, 100.0))
+    assert reply(s, "Watts", T0 + 4100) == ["Watts,100.000000,100.000000,100.000000,1,1"]
 
 
-def test_a_late_wakeup_still_gives_one_sample_per_second() -> None:
+def test_a_late_wakeup_still_gives_one_sample_for_each_second() -> None:
     s = state()
     s.handle("Go,1000,0,m", T0, 0.1)
-    s.tick(T0 + 3400, [reading()])
+    s.add([reading(T0 + 500, 100.0), reading(T0 + 1500, 200.0), reading(T0 + 2500, 300.0)])
+    out = s.tick(T0 + 3000 + LAG + 400)
+    assert [line.split(",")[3] for line in out.log] == ["100.000000", "200.000000", "300.000000"]
     assert s.next_tick_ms == T0 + 4000
+
+
+def test_readings_count_in_the_second_they_were_taken_whenever_they_arrive() -> None:
+    s = state()
+    s.add([reading(T0 - 10, 999.0)])  # no measurement yet: not kept
+    s.handle("Go,1000,0,m", T0, 0.1)
+    # One batch brings a reading from before Go, the end of the first second and the second's start.
+    s.add(
+        [
+            reading(T0 - 5, 999.0),
+            reading(T0 + 900, 100.0),
+            reading(T0 + 1000, 110.0),
+            reading(T0 + 1200, 50.0),
+        ]
+    )
+    assert s.tick(T0 + 1000 + LAG - 1).log == []
+    first = s.tick(T0 + 1000 + LAG).log
+    assert first[0].split(",")[1:4] == [stamp(T0 + 1000), "Watts", "105.000000"]
+    # A reading of the first second that arrives after it was closed does not change it.
+    s.add([reading(T0 + 950, 999.0), reading(T0 + 1900, 70.0)])
+    assert s.tick(T0 + 2000 + LAG).log[0].split(",")[3] == "60.000000"
 
 
 def test_readings_above_a_fixed_range_and_uncertainty_above_one_percent_are_warned() -> None:
     s = state()
     reply(s, "SR,A,0.5")
     s.handle("Go,1000,0,m", T0, 0.1)
-    out = s.tick(T0 + 1000, [reading(150.0, u=0.02)])
+    s.add([reading(T0 + 500, 150.0, u=0.02)])
+    out = s.tick(T0 + 1000 + LAG)
     text = "\n".join(out.console)
     assert "WARNING: Amps 0.686499 above the set range 0.500000" in text
     assert "WARNING: Uncertainty 2.00%, which is above 1.00% limit for the last sample!" in text
@@ -137,7 +171,7 @@ def test_a_silent_source_gets_error_replies() -> None:
     assert reply(s, "Go,1000,0,m", silent=None) == ["Error: no samples from dev/ch yet"]
     assert reply(s, "Go,1000,0,m", silent=7.25) == ["Error: no samples from dev/ch for 7.2 s"]
     assert reply(s, "Go,1000,0,m", silent=0.2) == [GO_REPLY]
-    s.tick(T0 + 1000, [reading()])
+    second(s, T0 + 1000, reading(T0 + 500))
     assert reply(s, "Watts", silent=6.0) == ["Error: no samples from dev/ch for 6.0 s"]
     assert reply(s, "Uncertainty", silent=6.0) == ["Error: no samples from dev/ch for 6.0 s"]
     # RL still answers, so power-dev can read what was measured.
@@ -200,11 +234,11 @@ def test_watts_and_uncertainty_before_any_measurement() -> None:
 
 
 def test_aggregate_means_and_power_weighted_uncertainty() -> None:
-    s = aggregate(T0, [Reading(100.0, 230.0, 0.5, 0.9, 0.01), Reading(300.0, 232.0, 1.5, 1.0, 0.005)])
+    s = aggregate(T0, [Reading(T0, 100.0, 230.0, 0.5, 0.9, 0.01), Reading(T0, 300.0, 232.0, 1.5, 1.0, 0.005)])
     assert (s.watts, s.volts, s.amps, s.pf) == (200.0, 231.0, 1.0, 0.95)
     assert s.u == pytest.approx((100 * 0.01 + 300 * 0.005) / 400)
     # A quantity the meter does not give is -1; a reading without uncertainty makes it unknown.
-    s = aggregate(T0, [Reading(50.0), Reading(float("nan"))])
+    s = aggregate(T0, [Reading(T0, 50.0), Reading(T0, float("nan"))])
     assert (s.watts, s.volts, s.amps, s.pf, s.u, s.readings) == (50.0, -1.0, -1.0, -1.0, None, 1)
 
 
@@ -243,11 +277,15 @@ def test_readings_from_a_samples_message() -> None:
         b'{"s":3,"t":1,"c":"ch","W":-1},'
         b'{"s":4,"t":1,"c":"ch","W":true},'
         b'{"s":5,"t":1,"c":"ch","W":120,"f":["ovr"]},'
-        b'{"s":6,"t":1,"c":"ch","W":100,"u":7}]}'
+        b'{"s":6,"t":1,"c":"ch","W":100,"u":7},'
+        b'{"s":7,"t":"1","c":"ch","W":100}]}'
     )
     readings, refused = readings_from_batch(batch, "d", "ch")
-    assert readings == [Reading(150.5, 230.0, 0.69, 0.95, 0.005), Reading(100.0, None, None, None, None)]
-    assert refused == 3
+    assert readings == [
+        Reading(1, 150.5, 230.0, 0.69, 0.95, 0.005),
+        Reading(1, 100.0, None, None, None, None),
+    ]
+    assert refused == 4
     for junk in (
         b"",
         b"not json",

@@ -39,6 +39,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a source that sent nothing for S seconds is silent: Go, Watts and Uncertainty answer "
         "with an error (default 5)",
     )
+    parser.add_argument(
+        "--lag",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="a second of samples is closed S seconds after its end, so that readings still on their way "
+        "count; more than the appliance's batch interval (default 2)",
+    )
     parser.add_argument("device_type", help=f"{DEVICE_TYPE}: wattbench is not a Yokogawa analyzer")
     parser.add_argument("device_port", help="DEV/CHANNEL@BROKER (an appliance's channel) or sim:WATTS")
 
@@ -61,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"-c {args.channel!r}: one channel number (multichannel mode is not offered)")
     if not 0.5 <= args.silence <= 3600:
         raise CliError(f"--silence {args.silence}: between 0.5 and 3600 s")
+    if not 0.0 <= args.lag <= 60:
+        raise CliError(f"--lag {args.lag}: between 0 and 60 s")
     try:
         spec = parse_device_port(args.device_port)
     except SourceError as exc:
@@ -86,7 +96,12 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(str(exc), EXIT_UNREACHABLE) from None
         meter = source.meter + (" DC" if args.dc else "")
         say(f"Source {spec.label}: {meter}")
-        state = PtdState(identity(__version__, meter, spec.label), spec.label, silence_s=args.silence)
+        state = PtdState(
+            identity(__version__, meter, spec.label),
+            spec.label,
+            silence_s=args.silence,
+            lag_ms=round(args.lag * 1000),
+        )
         try:
             server = PtdServer(state, source, args.port, log, sys.stdout)
         except OSError as exc:

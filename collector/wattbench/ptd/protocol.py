@@ -48,9 +48,11 @@ def console_line(t_ms: int, message: str) -> str:
 
 @dataclass(frozen=True)
 class Reading:
-    """One sample of the wattbench source: W with V, A and PF when the meter gives them, and the
-    relative uncertainty of W (0.005 = 0.5 %) when it states one."""
+    """One sample of the wattbench source: its UTC time (ms) from the appliance's NTP-disciplined
+    clock, W with V, A and PF when the meter gives them, and the relative uncertainty of W
+    (0.005 = 0.5 %) when it states one."""
 
+    t_ms: int
     watts: float
     volts: float | None = None
     amps: float | None = None
@@ -60,7 +62,8 @@ class Reading:
 
 @dataclass(frozen=True)
 class Sample:
-    """One 1 s sample of a measurement: the mean of the source's readings in that second."""
+    """One 1 s sample of a measurement: the mean of the source's readings taken in that second,
+    stamped with the second's end."""
 
     t_ms: int
     watts: float
@@ -209,19 +212,25 @@ class Output:
     reply: list[str] = field(default_factory=list)
     console: list[str] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
-    started: bool = False  # a measurement began: readings from before it are not part of it
 
 
 class PtdState:
     """The daemon's state: ranges, the current (or last) measurement and its samples.
 
     identity is the Identify reply. silence_s: a source that has sent nothing for this long is
-    silent, and a command that needs its data gets an error reply instead of stale numbers."""
+    silent, and a command that needs its data gets an error reply instead of stale numbers.
 
-    def __init__(self, identity: str, source: str, silence_s: float = 5.0) -> None:
+    Readings are sorted into the measurement's seconds by their own timestamps, so a sample holds what
+    the meter measured in that second whenever the batch carrying it arrived. A second is closed
+    lag_ms after its end: a reading that arrives later than that is not counted, and a second with
+    none is a missed sample. lag_ms must exceed the appliance's batch interval and network delay."""
+
+    def __init__(self, identity: str, source: str, silence_s: float = 5.0, lag_ms: int = 2000) -> None:
         self.identity = identity
         self.source = source
         self.silence_s = silence_s
+        self.lag_ms = lag_ms
+        self.pending: list[Reading] = []
         self.volts_range: float | None = None  # None: auto
         self.amps_range: float | None = None
         self.measurement: Measurement | None = None
@@ -271,9 +280,9 @@ class PtdState:
                 mark = cmd.args[2]
                 self.measurement = Measurement(mark, now_ms)
                 self.next_tick_ms = now_ms + INTERVAL_MS
+                self.pending = []
                 out.reply.append(GO_REPLY)
                 out.console.append(console_line(now_ms, f"Go with mark {mark!r}"))
-                out.started = True
         elif cmd.kind == "Stop":
             if m is None or not m.running:
                 out.reply.append(NO_MEASUREMENT)
@@ -301,6 +310,7 @@ class PtdState:
         assert m is not None
         m.running = False
         self.next_tick_ms = None
+        self.pending = []
         lines = [console_line(now_ms, "Completed test")]
         if m.max_volts > 0 or m.max_amps > 0:
             lines.append(
@@ -385,50 +395,61 @@ class PtdState:
 
     # -- sampling
 
-    def due(self, now_ms: int) -> bool:
-        return self.next_tick_ms is not None and now_ms >= self.next_tick_ms
+    @property
+    def running(self) -> bool:
+        return self.measurement is not None and self.measurement.running
 
-    def tick(self, now_ms: int, readings: list[Reading]) -> Output:
-        """One 1 s sample of the running measurement from the readings that arrived in that second."""
+    def add(self, readings: list[Reading]) -> None:
+        """Readings that arrived; those from before the measurement began are not part of it."""
+        m = self.measurement
+        if m is None or not m.running:
+            return
+        self.pending.extend(r for r in readings if r.t_ms > m.started_ms)
+
+    def due(self, now_ms: int) -> bool:
+        return self.next_tick_ms is not None and now_ms >= self.next_tick_ms + self.lag_ms
+
+    def tick(self, now_ms: int) -> Output:
+        """The samples of every second of the running measurement that is closed by now."""
         out = Output()
         m = self.measurement
-        if m is None or not m.running or self.next_tick_ms is None:
-            return out
-        # A late wake-up (a busy host) still gives one sample per second of measurement.
-        self.next_tick_ms += INTERVAL_MS * max(1, (now_ms - self.next_tick_ms) // INTERVAL_MS + 1)
-        if len(m.samples) >= MAX_SAMPLES:
-            return out
-        sample = aggregate(now_ms, readings)
+        # A late wake-up (a busy host) still gives one sample for each second of the measurement.
+        while m is not None and m.running and self.next_tick_ms is not None and self.due(now_ms):
+            end = self.next_tick_ms
+            self.next_tick_ms = end + INTERVAL_MS
+            window = [r for r in self.pending if end - INTERVAL_MS < r.t_ms <= end]
+            self.pending = [r for r in self.pending if r.t_ms > end]
+            if len(m.samples) < MAX_SAMPLES:
+                self._sample(m, aggregate(end, window), out)
+        return out
+
+    def _sample(self, m: Measurement, sample: Sample, out: Output) -> None:
+        t = sample.t_ms
         m.samples.append(sample)
         out.log.append(sample.log_line(m.mark))
-        out.console.append(f"{stamp(now_ms)},{sample.log_line(m.mark).split(',', 2)[2]}")
+        out.console.append(f"{stamp(t)},{sample.log_line(m.mark).split(',', 2)[2]}")
         if sample.missed:
-            out.console.append(console_line(now_ms, f"WARNING: Missed 1 samples from {self.source}"))
-            return out
+            out.console.append(console_line(t, f"WARNING: Missed 1 samples from {self.source}"))
+            return
         m.max_volts = max(m.max_volts, sample.volts)
         m.max_amps = max(m.max_amps, sample.amps)
         if self.amps_range is not None and sample.amps > self.amps_range:
             out.console.append(
-                console_line(
-                    now_ms,
-                    f"WARNING: Amps {sample.amps:.6f} above the set range {self.amps_range:.6f}",
-                )
+                console_line(t, f"WARNING: Amps {sample.amps:.6f} above the set range {self.amps_range:.6f}")
             )
         if self.volts_range is not None and sample.volts > self.volts_range:
             out.console.append(
                 console_line(
-                    now_ms,
-                    f"WARNING: Volts {sample.volts:.6f} above the set range {self.volts_range:.6f}",
+                    t, f"WARNING: Volts {sample.volts:.6f} above the set range {self.volts_range:.6f}"
                 )
             )
         if sample.u is not None and sample.u > UNCERTAINTY_LIMIT:
             out.console.append(
                 console_line(
-                    now_ms,
+                    t,
                     f"WARNING: Uncertainty {100 * sample.u:.2f}%, which is above 1.00% limit for the last sample!",
                 )
             )
-        return out
 
 
 def identity(version: str, meter: str, source: str) -> str:

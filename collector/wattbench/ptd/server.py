@@ -122,9 +122,12 @@ class PtdServer:
     def _answer(self, conn: socket.socket, raw: bytes) -> bool:
         line = raw.decode("utf-8", errors="replace")
         with self._lock:
+            running = self.state.running
+        if running and line.strip() == "Stop":
+            # The seconds up to now close only once their late readings had time to arrive.
+            time.sleep(self.state.lag_ms / 1000.0 + 0.05)
+        with self._lock:
             out = self.state.handle(line, now_ms(), self.source.silent_s())
-            if out.started:
-                self.source.take()  # readings from before Go are not part of the measurement
         self._emit(out)
         return self._send(conn, out.reply)
 
@@ -139,10 +142,9 @@ class PtdServer:
         while not self._stop.wait(0.02):
             t = now_ms()
             with self._lock:
+                self.state.add(self.source.take())  # kept only while a measurement runs
                 if not self.state.due(t):
-                    if self.state.next_tick_ms is None:
-                        self.source.take()  # between measurements, readings are not kept
                     continue
-                out = self.state.tick(t, self.source.take())
+                out = self.state.tick(t)
             with contextlib.suppress(OSError, ValueError):
                 self._emit(out)

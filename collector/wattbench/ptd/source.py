@@ -88,8 +88,13 @@ def readings_from_batch(payload: bytes, dev: str, channel: str) -> tuple[list[Re
             refused += 1
             continue
         u = _number(row.get("u"))
+        t = row.get("t")
+        if isinstance(t, bool) or not isinstance(t, int):
+            refused += 1
+            continue
         out.append(
             Reading(
+                t_ms=t,
                 watts=w,
                 volts=_number(row.get("V")),
                 amps=_number(row.get("A")),
@@ -235,7 +240,8 @@ class SimSource:
     def _run(self) -> None:
         while not self._stop.wait(self._period):
             values, _flags = self._meter_obj.read()
-            reading = Reading(values["W"], values["V"], values["A"], values["PF"], values["u"])
+            t = int(time.time() * 1000)
+            reading = Reading(t, values["W"], values["V"], values["A"], values["PF"], values["u"])
             with self._lock:
                 self._pending.append(reading)
                 self._last = time.monotonic()
