@@ -5,6 +5,7 @@ and a documented exit code."""
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -142,6 +143,46 @@ def test_malformed_commands_and_a_client_gone_mid_go(tmp_path: Path, appliance: 
     assert "Traceback" not in text
     log = daemon.logfile.read_text().splitlines()
     assert {line.rsplit(",", 1)[1] for line in log} == {"gone", "again"}
+
+
+def test_malformed_and_flagged_samples_on_the_broker_are_refused_and_logged(
+    tmp_path: Path, appliance: Any, mosquitto: Any
+) -> None:
+    import paho.mqtt.client as mqtt
+
+    daemon = Daemon(tmp_path, f"{DEV}/sim@{appliance.broker}")
+    pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="ptd-junk")
+    pub.connect(mosquitto.host, mosquitto.port)
+    pub.loop_start()
+    try:
+        c = Client(daemon.port)
+        time.sleep(1.0)
+        assert c.cmd("Go,1000,0,junk") == GO_REPLY
+        topic = f"wattbench/v1/dev/{DEV}/samples"
+        now = int(time.time() * 1000)
+        for payload in (
+            b"not json",
+            b"\xff\xfe",
+            b'{"dev":"'
+            + DEV.encode()
+            + b'","samples":[{"c":"sim","t":'
+            + str(now).encode()
+            + b',"W":9999,"f":["ovr"]}]}',
+        ):
+            pub.publish(topic, payload, qos=1).wait_for_publish(5)
+        time.sleep(2.5)
+        assert c.cmd("Watts").startswith(f"Watts,{POWER_W:.6f},{POWER_W:.6f},{POWER_W:.6f},")
+        assert c.cmd("Stop") == STOP_REPLY
+        c.close()
+        assert daemon.proc.poll() is None
+    finally:
+        pub.loop_stop()
+        pub.disconnect()
+        assert daemon.stop() == 0
+    text = daemon.text()
+    counts = re.findall(rf"WARNING: (\d+) readings from {DEV}/sim refused", text)
+    assert sum(int(n) for n in counts) == 3, text  # two messages that are not JSON, one flagged row
+    assert "Traceback" not in text
 
 
 def test_a_silent_source_gets_error_replies(tmp_path: Path, appliance: Any) -> None:

@@ -46,6 +46,7 @@ class PtdServer:
         self.port = int(self._listener.getsockname()[1])
         self._sampler = threading.Thread(target=self._sample_loop, name="wattbench-ptd-sampler", daemon=True)
         self._stop = threading.Event()
+        self._refused = 0
 
     def say(self, message: str) -> None:
         self._emit(Output(console=[console_line(now_ms(), message)]))
@@ -143,6 +144,21 @@ class PtdServer:
             t = now_ms()
             with self._lock:
                 self.state.add(self.source.take())  # kept only while a measurement runs
+                refused, self._refused = self.source.refused - self._refused, self.source.refused
+                if refused and self.state.running:
+                    # A reading the meter flagged, or a message that is not the contract's, never
+                    # becomes a sample; the log says so, as PTDaemon logs a bad reading.
+                    self._emit(
+                        Output(
+                            console=[
+                                console_line(
+                                    t,
+                                    f"WARNING: {refused} readings from {self.source.label} refused "
+                                    "(flagged by the meter, or not a samples message of the contract)",
+                                )
+                            ]
+                        )
+                    )
                 if not self.state.due(t):
                     continue
                 out = self.state.tick(t)

@@ -134,6 +134,7 @@ def meter_from_meta(payload: bytes, channel: str) -> str | None:
 
 class Source(Protocol):
     label: str
+    refused: int  # messages and rows refused so far: not the contract's shape, or flagged
 
     @property
     def meter(self) -> str: ...
@@ -226,6 +227,7 @@ class SimSource:
         self._last: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.refused = 0
 
     @property
     def meter(self) -> str:
