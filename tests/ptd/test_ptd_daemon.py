@@ -213,14 +213,19 @@ def test_a_silent_source_gets_error_replies(tmp_path: Path, appliance: Any) -> N
 
 
 def test_the_simulated_meter_needs_no_broker(tmp_path: Path) -> None:
-    daemon = Daemon(tmp_path, "sim:75")
+    # As power-dev starts a DC analyzer on channel 1: -c 1 -D, and it reads samples with DC-RL.
+    daemon = Daemon(tmp_path, "sim:75", "-c", "1", "-D")
     try:
         c = Client(daemon.port)
-        assert "meter sim (simulated const 75 W) accuracy 0.5%" in c.cmd("Identify")
+        assert "meter sim (simulated const 75 W) accuracy 0.5% DC" in c.cmd("Identify")
         time.sleep(0.5)
         assert c.cmd("Go,1000,0,s") == GO_REPLY
         time.sleep(2.3)
         assert c.cmd("Watts").startswith("Watts,75.000000,75.000000,75.000000,")
+        assert c.cmd("Stop") == STOP_REPLY
+        header = c.cmd("DC-RL")
+        rows = [c.line() for _ in range(int(header.split(" ")[1]))]
+        assert rows and all(",Watts,75.000000," in row for row in rows), rows
         c.close()
     finally:
         assert daemon.stop() == 0
