@@ -43,6 +43,9 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v slurmctld >/dev/null 2>&1 || [ -x /usr/sbin/slurmctld ] || need_apt+=(slurm-wlm)
 command -v sbatch >/dev/null 2>&1 || need_apt+=(slurm-client)
 command -v munged >/dev/null 2>&1 || [ -x /usr/sbin/munged ] || need_apt+=(munge)
+# MLPerf power rehearsals (docs/mlperf-power.md): power-dev checks its clock against an NTP server, which the
+# tests start from Debian's chrony on a loopback address (devkit/wattbench_devkit/services.py, Chrony).
+command -v chronyd >/dev/null 2>&1 || [ -x /usr/sbin/chronyd ] || need_apt+=(chrony)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "apt-get install ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -54,6 +57,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&1 || true
   # And the packaged Slurm and munge daemons: tests run their own from a generated configuration.
   $SUDO systemctl disable --now slurmctld slurmd munge >/dev/null 2>&1 || true
+  # And the packaged chrony, which would otherwise own UDP port 123 and steer the clock.
+  $SUDO systemctl disable --now chrony >/dev/null 2>&1 || true
 fi
 
 build_go() {  # name, marker, module@version, [tags]

@@ -75,6 +75,21 @@ def slurm_cluster(tmp_path: Path) -> Iterator[Any]:
 
 
 @pytest.fixture
+def chrony(tmp_path: Path) -> Iterator[Any]:
+    """chrony(address, port): an NTP server from Debian's chrony on loopback. Stopped after the test."""
+    started: list[services.Chrony] = []
+
+    def start(address: str = "127.0.0.1", port: int | None = None) -> services.Chrony:
+        ntp = _require(lambda: services.Chrony(tmp_path / f"chrony{len(started)}", address, port))
+        started.append(ntp)
+        return _require(ntp.start)
+
+    yield start
+    for ntp in started:
+        ntp.stop()
+
+
+@pytest.fixture
 def influxdb(tmp_path: Path) -> Iterator[services.InfluxDB]:
     db = _require(lambda: services.InfluxDB(tmp_path / "influxdb"))
     db.start()

@@ -48,6 +48,7 @@ ALLOWED: dict[str, set[str]] = {
     "workloads": {"core"},
     "report": {"core", "store"},
     "sweep": {"core", "store", "workloads", "mqttconn", "config"},
+    "ptd": {"mqttconn"},
     "cli": {
         "core",
         "config",
@@ -62,6 +63,7 @@ ALLOWED: dict[str, set[str]] = {
         "sweep",
         "promql",
         "bridge",
+        "ptd",
     },
 }
 

@@ -140,3 +140,42 @@ def test_flash_dry_run_from_an_installed_wheel(venv: Path, tmp_path: Path, board
     assert "/lib/wattbench_fw/app.mpy" in res.stdout
     # The board files and the entry point are not part of the package on the board.
     assert "/lib/wattbench_fw/boards" not in res.stdout
+
+
+def test_the_ptd_executable_from_an_installed_wheel(venv: Path, tmp_path: Path) -> None:
+    # power-dev's server launches `wattbench-ptd` by path (docs/mlperf-power.md): the wheel installs it,
+    # and it serves the firmware's simulated meter from the installed packages alone.
+    import socket
+    import time
+
+    exe = venv / "bin" / "wattbench-ptd"
+    assert exe.exists(), "the wheel does not install wattbench-ptd"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.Popen(
+        [str(exe), "-l", str(tmp_path / "ptd.log"), "-p", str(port), "0", "sim:42"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn = socket.create_connection(("127.0.0.1", port), timeout=5)
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "wattbench-ptd did not listen"
+                time.sleep(0.1)
+        with conn, conn.makefile("rb") as reader:
+            conn.sendall(b"Hello\r\nIdentify\r\n")
+            assert reader.readline() == b"Hello, PTDaemon here!\r\n"
+            assert reader.readline().startswith(b"wattbench,meter sim (simulated const 42 W)")
+    finally:
+        proc.terminate()
+        assert proc.wait(15) == 0
+    assert "Traceback" not in (proc.stderr.read() if proc.stderr else "")

@@ -467,6 +467,65 @@ class Prometheus(Process):
         return []
 
 
+class Chrony(Process):
+    """chrony's NTP server from Debian, serving this host's clock (`local stratum 8`) on one loopback
+    address and UDP port, with no control of the system clock (-x) and no command socket.
+
+    MLCommons' power-dev asks its NTP server on the standard port 123 only (its ntplib call takes a
+    host, not a port), so its tests run chrony on 127.0.0.123:123: an address of the loopback net that
+    nothing else uses, on a port that needs root. Without root, or with the port taken, start() fails
+    and the fixture skips."""
+
+    def __init__(self, workdir: Path, address: str = "127.0.0.1", port: int | None = None) -> None:
+        super().__init__("chronyd", workdir)
+        self.binary = find_binary("chronyd")
+        self.address = address
+        self.port = port or free_udp_port()
+        if self.port < 1024 and os.geteuid() != 0:
+            raise ServiceUnavailable(f"chronyd on UDP port {self.port} needs root")
+        self.conf_path = workdir / "chrony.conf"
+        self.conf_path.write_text(
+            "\n".join(
+                [
+                    f"port {self.port}",
+                    f"bindaddress {address}",
+                    "allow 127.0.0.0/8",  # the clients, which send from 127.0.0.1
+                    "local stratum 8",
+                    "cmdport 0",
+                    f"pidfile {workdir}/chronyd.pid",
+                    f"driftfile {workdir}/chrony.drift",
+                ]
+            )
+            + "\n"
+        )
+
+    def start(self) -> Chrony:
+        argv = [self.binary, "-d", "-x", "-f", str(self.conf_path)]
+        if os.geteuid() == 0:
+            argv[1:1] = ["-u", "root"]  # otherwise it drops to _chrony and cannot read the temp dir
+        self._spawn(argv)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if not self.running:
+                raise ServiceUnavailable(f"chronyd exited: {self.log_tail(5)}")
+            if self.answers():
+                return self
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"chronyd does not answer on {self.address}:{self.port}\n{self.log_tail()}")
+
+    def answers(self) -> bool:
+        """An NTP client request (version 4, mode 3) gets a server reply."""
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(0.5)
+            try:
+                s.sendto(b"\x23" + bytes(47), (self.address, self.port))
+                data, _ = s.recvfrom(512)
+            except OSError:
+                return False
+        return len(data) >= 48 and data[0] & 7 == 4
+
+
 def free_udp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))

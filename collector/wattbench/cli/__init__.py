@@ -54,6 +54,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "score": ("wattbench.cli.score", "score a per-level table (CSV or JSON) such as a published result"),
     "flash": ("wattbench.cli.flash", "deploy the firmware and its config to a board with mpremote"),
     "broker": ("wattbench.cli.broker", "run the embedded MQTT broker on its own"),
+    "ptd": (
+        "wattbench.cli.ptd",
+        "serve a wattbench source over the PTDaemon protocol, for MLPerf power rehearsals with power-dev",
+    ),
 }
 
 

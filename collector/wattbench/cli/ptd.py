@@ -1,0 +1,122 @@
+"""`wattbench ptd` (also installed as `wattbench-ptd`): the part of SPEC PTDaemon's protocol that
+MLCommons' power-dev speaks, over a wattbench source, so that power-dev's server can run it as its `ptd`
+binary for a rehearsal of an MLPerf power run. It is not SPEC PTDaemon and says so when asked
+(`Identify`); docs/mlperf-power.md tells what its results may be used for.
+
+The command line is PTDaemon's as power-dev builds it: `-l LOGFILE -p PORT [-b N] [-c CH] [-D]
+[-n|-g|-y|-U] DEVICE_TYPE DEVICE_PORT`. DEVICE_TYPE is 0 (not a Yokogawa analyzer); DEVICE_PORT names
+the source: `DEV/CHANNEL@BROKER` or `sim:WATTS`.
+
+Exit codes: 0 stopped by SIGTERM or Ctrl-C; 1 the log file cannot be written; 2 a bad command line or
+device port; 3 the broker cannot be reached or the port is taken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .options import EXIT_UNREACHABLE, EXIT_USAGE, CliError, tcp_port
+
+DEVICE_TYPE = 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-l", dest="logfile", required=True, help="sample log file (appended to)")
+    parser.add_argument("-p", dest="port", type=tcp_port, default=8888, help="TCP port on 127.0.0.1")
+    parser.add_argument("-c", dest="channel", help="analyzer channel (one channel only)")
+    parser.add_argument("-D", dest="dc", action="store_true", help="the source measures DC")
+    parser.add_argument("-b", dest="board", type=int, help="GPIB board (accepted and ignored)")
+    for flag in ("-n", "-g", "-y", "-U"):
+        parser.add_argument(
+            flag, dest=f"iface_{flag[1]}", action="store_true", help="interface flag (accepted and ignored)"
+        )
+    parser.add_argument(
+        "--silence",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="a source that sent nothing for S seconds is silent: Go, Watts and Uncertainty answer "
+        "with an error (default 5)",
+    )
+    parser.add_argument(
+        "--lag",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="a second of samples is closed S seconds after its end, so that readings still on their way "
+        "count; more than the appliance's batch interval (default 2)",
+    )
+    parser.add_argument("device_type", help=f"{DEVICE_TYPE}: wattbench is not a Yokogawa analyzer")
+    parser.add_argument("device_port", help="DEV/CHANNEL@BROKER (an appliance's channel) or sim:WATTS")
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import __version__
+    from ..mqttconn import BrokerError
+    from ..ptd.protocol import PtdState, console_line, identity
+    from ..ptd.server import PtdServer, now_ms
+    from ..ptd.source import SourceError, open_source, parse_device_port
+    from ..signals import stop_event
+
+    if args.device_type != str(DEVICE_TYPE):
+        raise CliError(
+            f"device type {args.device_type!r}: wattbench ptd reads a wattbench source, not a "
+            f"PTDaemon analyzer; use device type {DEVICE_TYPE}",
+            EXIT_USAGE,
+        )
+    if args.channel is not None and not args.channel.isdigit():
+        raise CliError(f"-c {args.channel!r}: one channel number (multichannel mode is not offered)")
+    if not 0.5 <= args.silence <= 3600:
+        raise CliError(f"--silence {args.silence}: between 0.5 and 3600 s")
+    if not 0.0 <= args.lag <= 60:
+        raise CliError(f"--lag {args.lag}: between 0 and 60 s")
+    try:
+        spec = parse_device_port(args.device_port)
+    except SourceError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+
+    def say(message: str) -> None:
+        print(console_line(now_ms(), message), flush=True)
+
+    print(
+        f"wattbench ptd {__version__}: the PTDaemon protocol as MLCommons power-dev uses it, over a",
+        flush=True,
+    )
+    print(
+        "wattbench source. Not SPEC PTDaemon: results are rehearsals, never an MLPerf submission.", flush=True
+    )
+    log = open(args.logfile, "a", encoding="utf-8")
+    source = open_source(spec)
+    try:
+        say(f"Connecting to source {spec.label}...")
+        try:
+            source.start()
+        except BrokerError as exc:
+            raise CliError(str(exc), EXIT_UNREACHABLE) from None
+        meter = source.meter + (" DC" if args.dc else "")
+        say(f"Source {spec.label}: {meter}")
+        state = PtdState(
+            identity(__version__, meter, spec.label),
+            spec.label,
+            silence_s=args.silence,
+            lag_ms=round(args.lag * 1000),
+        )
+        try:
+            server = PtdServer(state, source, args.port, log, sys.stdout)
+        except OSError as exc:
+            raise CliError(f"port {args.port}: {exc.strerror or exc}", EXIT_UNREACHABLE) from None
+        stop = stop_event()
+        server.serve(stop)
+        say("Stopped")
+        return 0
+    finally:
+        source.close()
+        log.close()
+
+
+def main() -> None:
+    """The `wattbench-ptd` executable: the same as `wattbench ptd`, for power-dev's `ptd` setting."""
+    from . import main as cli_main
+
+    sys.exit(cli_main(["ptd", *sys.argv[1:]]))

@@ -1,0 +1,260 @@
+"""MLCommons' power-dev, unmodified, runs a full ranging and testing session on `wattbench ptd`.
+
+Real parts: power-dev's server.py and client.py and its compliance/check.py (copied from
+../shared/power-dev into the test's directory, byte for byte, so their source checksums still match),
+Debian's chrony as the NTP server on 127.0.0.123:123 (power-dev asks port 123 only), Mosquitto, and the
+host-mode appliance with a simulated meter at a known power. The server runs `wattbench-ptd` as its
+`ptd` binary with device type 0 and the appliance's channel as the device port.
+
+What must come out: the power in spl.txt (both runs) and in ptd_out.txt within 0.5 % of the simulated
+power, and check.py failing exactly the checks that ask for a Yokogawa analyzer and a SPEC PTDaemon
+version, every other check passing."""
+
+from __future__ import annotations
+
+import configparser
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wattbench_devkit.services import free_port, wait_port
+
+pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.timeout(400)]
+
+ROOT = Path(__file__).resolve().parents[2]
+POWER_DEV = Path(os.environ.get("WATTBENCH_POWER_DEV", ROOT.parent / "shared" / "power-dev"))
+DEV = "sim-ptd"
+POWER_W = 150.0
+NTP_ADDRESS = "127.0.0.123"  # a loopback address of its own, since the port must be 123
+
+# The checks of compliance/check.py, and the three that a daemon which is not SPEC PTDaemon on a
+# Yokogawa analyzer fails, by design: the Identify reply's model and PTDaemon version, the device
+# type number, and the PTDaemon log line about Yokogawa uncertainty checking.
+CHECKS = [
+    "Check client sources checksum",
+    "Check server sources checksum",
+    "Check PTD commands and replies",
+    "Check UUID",
+    "Check session name",
+    "Check time difference",
+    "Check client server messages",
+    "Check results checksum",
+    "Check errors and warnings from PTD logs",
+    "Check PTD configuration",
+    "Check debug is disabled on server-side",
+]
+FAIL_BY_DESIGN = {
+    "Check PTD commands and replies": "PTD version '0.1.0' is not supported",
+    "Check PTD configuration": "Device number 0 is not supported",
+    "Check errors and warnings from PTD logs": "Line 'Uncertainty checking for Yokogawa... is activated' is not found",
+}
+
+WORKLOAD = """
+import datetime, os, sys, time
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%m-%d-%Y %H:%M:%S.%f")
+time.sleep(0.5)
+begin = now()
+time.sleep(12)
+end = now()
+time.sleep(0.5)
+with open(os.path.join(out, "mlperf_log_detail.txt"), "w") as f:
+    f.write(f":::MLLOG power_begin {begin}\\n:::MLLOG power_end {end}\\n")
+with open(os.path.join(out, "mlperf_log_summary.txt"), "w") as f:
+    f.write("wattbench rehearsal workload: sleeps 12 s\\n")
+"""
+
+
+def _copy_power_dev(dest: Path) -> Path:
+    if not (POWER_DEV / "ptd_client_server" / "server.py").exists():
+        pytest.skip(f"power-dev not found at {POWER_DEV} (set WATTBENCH_POWER_DEV)")
+    for part in ("ptd_client_server", "compliance"):
+        shutil.copytree(POWER_DEV / part, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+def _spl_watts(path: Path) -> list[float]:
+    return [float(line.split(",")[3]) for line in path.read_text().splitlines() if line.startswith("Time,")]
+
+
+def _check_results(out: str) -> dict[str, bool]:
+    """check name -> passed, from check.py's "[x] name" / "[ ] name" lines."""
+    found: dict[str, bool] = {}
+    for mark, name in re.findall(r"\[( |x)\] (Check [^\n]+)", out):
+        found[name.strip()] = mark == "x"
+    return found
+
+
+def _load_check_module(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location("powerdev_check", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_power_dev_runs_a_full_session_on_wattbench_ptd(tmp_path: Path, mosquitto: Any, chrony: Any) -> None:
+    fw_host = pytest.importorskip("wattbench_fw.host")
+    ptd_bin = Path(sys.executable).parent / "wattbench-ptd"
+    assert ptd_bin.exists(), "the wattbench-ptd console script is not installed in this environment"
+    chrony(NTP_ADDRESS, 123)
+    pd = _copy_power_dev(tmp_path / "power-dev")
+
+    broker = f"{mosquitto.host}:{mosquitto.port}"
+    # A batch a second, the firmware's default: each sample still holds the readings of its own second.
+    cfg = fw_host.sim_config(dev=DEV, broker=broker, channels=1, hz=10, model="const", batch_ms=1000)
+    cfg["channels"][0]["opts"]["watts"] = POWER_W
+    appliance = fw_host.HostAppliance(cfg).start()
+    server: subprocess.Popen[str] | None = None
+    try:
+        assert appliance.wait_connected(20)
+        server_port, ptd_port = free_port(), free_port()
+        conf = configparser.ConfigParser()
+        conf["server"] = {"ntpServer": NTP_ADDRESS, "listen": f"127.0.0.1 {server_port}"}
+        conf["ptd"] = {"ptd": str(ptd_bin), "analyzerCount": "1"}
+        conf["analyzer1"] = {
+            "interfaceFlag": "",
+            "deviceType": "0",
+            "devicePort": f"{DEV}/sim@{broker}",
+            "networkPort": str(ptd_port),
+        }
+        conf_path = tmp_path / "server.conf"
+        with open(conf_path, "w") as f:
+            conf.write(f)
+        env = dict(os.environ, TZ="UTC", PYTHONDONTWRITEBYTECODE="1")
+        env.pop("MLPP_DEBUG", None)
+        server_log = open(tmp_path / "server.out", "w")
+        server = subprocess.Popen(
+            [sys.executable, str(pd / "ptd_client_server" / "server.py"), "-c", str(conf_path)],
+            cwd=tmp_path,
+            env=env,
+            stdout=server_log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        wait_port(server_port, 60, server)  # type: ignore[arg-type]
+
+        workload = tmp_path / "workload.py"
+        workload.write_text(WORKLOAD)
+        loadgen = tmp_path / "loadgen"
+        out = tmp_path / "out"
+        client = subprocess.run(
+            [
+                sys.executable,
+                str(pd / "ptd_client_server" / "client.py"),
+                "-a",
+                "127.0.0.1",
+                "-p",
+                str(server_port),
+                "-w",
+                f"{sys.executable} {workload} {loadgen}",
+                "-L",
+                str(loadgen),
+                "-o",
+                str(out),
+                "-n",
+                NTP_ADDRESS,
+                "-l",
+                "wattbench",
+                "-T",
+                "-S",
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        server.wait(60)
+    finally:
+        if server is not None and server.poll() is None:
+            server.kill()
+            server.wait(10)
+        appliance.stop(timeout=10)
+    server_out = (tmp_path / "server.out").read_text()
+    assert client.returncode == 0, client.stderr[-4000:] + "\n--- server\n" + server_out[-4000:]
+    assert "Successful exit" in client.stderr
+
+    # The power power-dev recorded: every sample of both runs, and the testing run's Watts reply.
+    for run in ("ranging", "run_1"):
+        watts = _spl_watts(out / run / "spl.txt")
+        assert len(watts) >= 10, f"{run}: {len(watts)} samples"
+        assert all(abs(w / POWER_W - 1) <= 0.005 for w in watts), (run, watts)
+    ptd_out = (out / "run_1" / "ptd_out.txt").read_text()
+    power = re.search(r"Power: Watts,([0-9.]+),([0-9.]+),([0-9.]+),(\d+),(\d+)", ptd_out)
+    assert power is not None, ptd_out
+    assert abs(float(power.group(1)) / POWER_W - 1) <= 0.005, ptd_out
+    assert int(power.group(5)) == 0, "missed samples: " + ptd_out
+    unc = re.search(r"Uncertainty: Uncertainty,([0-9.]+),([0-9.]+),(\d+)", ptd_out)
+    assert unc is not None and float(unc.group(1)) == pytest.approx(0.5), ptd_out
+
+    # The ranges: the testing run was set to the ranging run's highest volts and 1.1 x its amps.
+    server_json = json.loads((out / "power" / "server.json").read_text())
+    cmds = [m["cmd"] for m in server_json["ptd_messages"]]
+    volts = 230.0
+    amps = POWER_W / (volts * 0.95)
+    sr_v = [c for c in cmds if c.startswith("SR,V,") and c != "SR,V,Auto"]
+    sr_a = [c for c in cmds if c.startswith("SR,A,") and c != "SR,A,Auto"]
+    assert [float(c.split(",")[2]) for c in sr_v] == [pytest.approx(volts)]
+    assert [float(c.split(",")[2]) for c in sr_a] == [pytest.approx(1.1 * amps, rel=1e-4)]
+
+    # Identify tells the truth.
+    identify = next(m["reply"] for m in server_json["ptd_messages"] if m["cmd"] == "Identify")
+    assert identify.startswith("wattbench,meter sim"), identify
+    assert "Yokogawa" not in identify and "not SPEC PTDaemon" in identify
+
+    # The checker: exactly the identity and version checks fail.
+    check = subprocess.run(
+        [sys.executable, str(pd / "compliance" / "check.py"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    report = check.stdout + check.stderr
+    results = _check_results(report)
+    assert list(results) == CHECKS, report
+    failed = {name for name, ok in results.items() if not ok}
+    assert failed == set(FAIL_BY_DESIGN), report
+    for name, why in FAIL_BY_DESIGN.items():
+        assert why in report, (name, report)
+    assert check.returncode == 1
+    assert "Unhandled" not in report and "Traceback" not in report, report
+
+    # Inside the checks that fail by design, every other assertion holds: with the identity swapped
+    # for a Yokogawa's (in memory only, never in the result), the reply shapes, the initial ranges
+    # restored at the end, and the PTD log's marks and warnings all pass.
+    mod = _load_check_module(pd / "compliance" / "check.py")
+    sd = mod.SessionDescriptor(str(out / "power" / "server.json"))
+    for msg in sd.json_object["ptd_messages"]:
+        if msg["cmd"] == "Identify":
+            msg["reply"] = "YokogawaWT310,version=1.11.1-counterfactual"
+    mod.ptd_messages_check(sd)
+    for analyzer in sd.json_object["ptd_config"]:
+        analyzer["device_type"] = 49
+    mod.check_ptd_config(sd)
+    twin = tmp_path / "twin"
+    shutil.copytree(out, twin)
+    logs = twin / "power" / "ptd_logs.txt"
+    text = logs.read_text()
+    first_go = re.search(r"^\d\d-\d\d-\d{4} [0-9:.]+: Go with mark", text, re.M)
+    assert first_go is not None, text
+    stamp_line = "01-01-2000 00:00:00.000: Uncertainty checking for YokogawaWT310 is activated\n"
+    logs.write_text(text[: first_go.start()] + stamp_line + text[first_go.start() :])
+    client_sd = mod.SessionDescriptor(str(twin / "power" / "client.json"))
+    warnings: list[str] = []
+    try:
+        mod.check_ptd_logs(mod.SessionDescriptor(str(twin / "power" / "server.json")), client_sd, str(twin))
+    except mod.CheckerWarning as exc:  # pragma: no cover - a warning is a failure of this test too
+        warnings.append(str(exc))
+    assert warnings == []
