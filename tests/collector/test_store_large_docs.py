@@ -231,12 +231,18 @@ def test_influx_keeps_a_cluster_run_whole_as_sqlite_does(influxdb, tmp_path: Pat
     assert row["doc_parts"] >= 3
     parts = [row["doc"], *(row[f"doc{i}"] for i in range(1, row["doc_parts"]))]
     assert all(len(p) <= lineproto.MAX_DOC_CHARS for p in parts)
+    kinds = {"string": "string", "int": "integer"}
+    for measurement in ("wb_phase", "wb_result", "wb_meta"):
+        got = {r["fieldKey"]: r["fieldType"] for r in influxdb.query(f'SHOW FIELD KEYS FROM "{measurement}"')}
+        assert "doc1" in got or measurement == "wb_meta"
+        for key in ("doc", "doc_parts", *(k for k in got if k.startswith("doc"))):
+            assert kinds[lineproto.layout_field_type(measurement, key) or "?"] == got[key], (measurement, key)
     influx.close()
     sqlite.close()
 
 
 @pytest.mark.services
-def test_influx_refuses_a_stored_document_with_a_part_missing(influxdb) -> None:  # type: ignore[no-untyped-def]
+def test_influx_refuses_a_stored_document_with_a_part_missing(influxdb, capsys) -> None:  # type: ignore[no-untyped-def]
     from wattbench.store.influx import InfluxStore
 
     influx = InfluxStore(influxdb.url, db=influxdb.db)
@@ -255,3 +261,11 @@ def test_influx_refuses_a_stored_document_with_a_part_missing(influxdb) -> None:
     with pytest.raises(StoreError, match="incomplete"):
         influx.result(RUN)
     influx.close()
+
+    # The report refuses the run with one line and the store's exit code, no traceback.
+    from wattbench.cli import main
+
+    code = main(["report", RUN, "--influx", influxdb.url, "--db", influxdb.db])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert "incomplete" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
