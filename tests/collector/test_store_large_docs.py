@@ -147,6 +147,13 @@ def test_a_document_with_a_part_missing_is_refused() -> None:
     assert lineproto.joined_doc(stale) == '{"v":1}'
 
 
+def test_a_stored_document_that_is_not_an_object_is_refused() -> None:
+    for text in ('{"v":1', "[1]"):
+        with pytest.raises(StoreError, match=r"^run r, result: the stored document is not a JSON object$"):
+            lineproto.loaded_doc(lineproto.doc_fields(text), "run r, result")
+    assert lineproto.loaded_doc({"n": 3}, "run r, result") is None
+
+
 def test_points_without_a_part_count_read_as_before() -> None:
     assert lineproto.joined_doc({"doc": '{"v":1}'}) == '{"v":1}'  # written before doc_parts existed
     assert lineproto.joined_doc({"n": 3}) is None  # written by Telegraf, which writes no doc

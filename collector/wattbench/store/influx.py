@@ -414,7 +414,7 @@ class InfluxStore:
             if r.get("phase") == "overall":
                 whole = lineproto.loaded_doc(r, f"run {run}, result")
                 if whole is not None:
-                    return dict(whole)
+                    return whole
         out: dict[str, Any] = {"v": 1, "run": run, "levels": [], "checks": []}
         for r in rows:
             if r.get("phase") == "overall":
@@ -440,7 +440,7 @@ class InfluxStore:
         for r in rows:
             doc = lineproto.loaded_doc(r, f"metadata of {r.get('dev')} at {r['time']} ms")
             if doc is not None:
-                docs.append((int(r["time"]), dict(doc)))
+                docs.append((int(r["time"]), doc))
         docs.sort(key=lambda x: x[0])
         return in_effect(docs, int(start_ms))
 

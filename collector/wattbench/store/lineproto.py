@@ -185,9 +185,10 @@ def joined_doc(fields: dict[str, Any]) -> str | None:
     return "".join(fields[name] for name in names)
 
 
-def loaded_doc(fields: dict[str, Any], what: str) -> Any:
-    """The document of a point as JSON, or None when the point has none; a stored document that is
-    incomplete or not JSON raises StoreError naming what it is (e.g. the run's phase event)."""
+def loaded_doc(fields: dict[str, Any], what: str) -> dict[str, Any] | None:
+    """The document of a point as a JSON object, or None when the point has none; a stored document
+    that is incomplete or not a JSON object raises StoreError naming what it is (e.g. the run's phase
+    event)."""
     try:
         text = joined_doc(fields)
     except StoreError as exc:
@@ -195,9 +196,12 @@ def loaded_doc(fields: dict[str, Any], what: str) -> Any:
     if text is None:
         return None
     try:
-        return json.loads(text)
+        doc = json.loads(text)
     except ValueError:
-        raise StoreError(f"{what}: the stored document is not valid JSON") from None
+        doc = None
+    if not isinstance(doc, dict):
+        raise StoreError(f"{what}: the stored document is not a JSON object")
+    return doc
 
 
 def layout_field_type(measurement: str, field: str) -> str | None:
