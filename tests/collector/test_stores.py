@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import wattbench_schema as contract
-from wattbench.store.lineproto import sample_lines
+from wattbench.store.lineproto import layout_field_type, sample_lines
 
 T0 = 1_763_760_000_000
 
@@ -180,7 +180,7 @@ def test_influx_store(influxdb) -> None:  # type: ignore[no-untyped-def]
         got = {r["fieldKey"]: r["fieldType"] for r in influxdb.query(f'SHOW FIELD KEYS FROM "{measurement}"')}
         assert got, measurement
         for key, ftype in got.items():
-            assert kinds[layout[measurement]["fields"][key]] == ftype, (measurement, key)
+            assert kinds[layout_field_type(measurement, key) or "?"] == ftype, (measurement, key)
         tags = {r["tagKey"] for r in influxdb.query(f'SHOW TAG KEYS FROM "{measurement}"')}
         assert tags == set(layout[measurement]["tags"]), measurement
     store.close()

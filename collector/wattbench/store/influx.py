@@ -385,13 +385,16 @@ class InfluxStore:
         rows = self.query(f"SELECT * FROM wb_phase WHERE run = {_q(run)}")
         out = []
         for r in rows:
-            doc = r.pop("doc", None)
-            if doc:
-                out.append(json.loads(doc))
+            what = f"run {run}, {r.get('event')} of phase {r.get('phase')}"
+            doc = lineproto.loaded_doc(r, what)
+            if doc is not None:
+                out.append(doc)
                 continue
             # written without the whole event (e.g. by Telegraf): what the fields hold
             event: dict[str, Any] = {"v": 1, "t": r.pop("time")}
-            event.update({k: v for k, v in r.items() if v is not None})
+            event.update(
+                {k: v for k, v in r.items() if v is not None and not lineproto.is_doc_field("wb_phase", k)}
+            )
             if isinstance(event.get("channels"), str):
                 event["channels"] = [c for c in event["channels"].split(",") if c]
             out.append(event)
@@ -408,12 +411,12 @@ class InfluxStore:
         if not rows:
             return None
         for r in reversed(rows):  # the newest scoring of the run
-            if r.get("phase") == "overall" and r.get("doc"):
-                whole: dict[str, Any] = json.loads(r["doc"])
-                return whole
+            if r.get("phase") == "overall":
+                whole = lineproto.loaded_doc(r, f"run {run}, result")
+                if whole is not None:
+                    return whole
         out: dict[str, Any] = {"v": 1, "run": run, "levels": [], "checks": []}
         for r in rows:
-            r.pop("doc", None)
             if r.get("phase") == "overall":
                 out["t"] = r["time"]
                 out["overall"] = r.get("overall")
@@ -424,17 +427,22 @@ class InfluxStore:
                 level = {
                     k: v
                     for k, v in r.items()
-                    if v is not None and k not in ("time", "run", "valid", "overall")
+                    if v is not None
+                    and k not in ("time", "run", "valid", "overall")
+                    and not lineproto.is_doc_field("wb_result", k)
                 }
                 out["levels"].append(level)
         return out
 
     def meta_history(self, start_ms: int, end_ms: int) -> list[tuple[int, dict[str, Any]]]:
-        rows = self.query(f'SELECT "doc" FROM wb_meta WHERE time <= {int(end_ms)}ms GROUP BY "dev"')
-        out = sorted(
-            ((int(r["time"]), json.loads(r["doc"])) for r in rows if r.get("doc")), key=lambda x: x[0]
-        )
-        return in_effect(out, int(start_ms))
+        rows = self.query(f'SELECT * FROM wb_meta WHERE time <= {int(end_ms)}ms GROUP BY "dev"')
+        docs = []
+        for r in rows:
+            doc = lineproto.loaded_doc(r, f"metadata of {r.get('dev')} at {r['time']} ms")
+            if doc is not None:
+                docs.append((int(r["time"]), doc))
+        docs.sort(key=lambda x: x[0])
+        return in_effect(docs, int(start_ms))
 
     def count_samples(self, dev: str | None = None) -> int:
         where = f" WHERE dev = {_q(dev)}" if dev else ""

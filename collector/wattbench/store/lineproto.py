@@ -10,9 +10,12 @@ names so that a JSON 231 never lands as an integer in a float field.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import wattbench_schema as contract
+
+from .base import StoreError
 
 LAYOUT = contract.influx_layout()["measurements"]
 # Lines carry microseconds so that a sample stamped inside the overlap after a backward clock step can
@@ -59,12 +62,11 @@ def sample_lines(dev: str, rows: list[dict[str, Any]], out: list[str]) -> None:
 
 
 def _cast(measurement: str, fields: dict[str, Any]) -> dict[str, Any]:
-    types = LAYOUT[measurement]["fields"]
     out: dict[str, Any] = {}
     for k, v in fields.items():
         if v is None:
             continue
-        kind = types.get(k)
+        kind = layout_field_type(measurement, k)
         if kind == "float":
             out[k] = float(v)
         elif kind == "int":
@@ -112,28 +114,134 @@ def status_fields(status: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-# InfluxDB refuses string fields over 64 KiB; a larger document is left out and readers fall back to
-# the other fields.
+# InfluxDB documents a 64 KiB limit on a string field. A document longer than that is written across
+# doc, doc1, doc2, ... of the same point, each part at most MAX_DOC_CHARS once escaped for line
+# protocol, with the number of parts in doc_parts.
 MAX_DOC_CHARS = 60000
+DOC_PARTS = "doc_parts"
+# Per measurement, the fields that continue another (doc1, doc2, ... continue doc), as the layout has them.
+FIELD_PARTS = {
+    m: {base: re.compile(rx) for base, rx in spec.get("field_parts", {}).items()}
+    for m, spec in LAYOUT.items()
+}
 
 
-def doc_field(payload: dict[str, Any]) -> str | None:
+def _escaped_len(text: str) -> int:
+    # Line protocol escapes '"' and '\\' in a string field with a backslash; nothing else in it grows.
+    return len(text) + text.count('"') + text.count("\\")
+
+
+def split_doc(text: str, limit: int = MAX_DOC_CHARS) -> list[str]:
+    """The text cut into parts that each stay within limit characters once escaped. Parts are cut from
+    the text before escaping, and each part is escaped on its own, so a cut never falls inside an
+    escape sequence. The last part may be empty only when the whole text is."""
+    parts: list[str] = []
+    start, n = 0, len(text)
+    while True:
+        end = min(start + limit, n)
+        over = _escaped_len(text[start:end]) - limit
+        while over > 0:
+            # A character weighs one or two once escaped: dropping half the excess (rounded up) can
+            # never drop more than needed, so the part ends as late as the limit allows.
+            end -= (over + 1) // 2
+            over = _escaped_len(text[start:end]) - limit
+        parts.append(text[start:end])
+        if end >= n:
+            return parts
+        start = end
+
+
+def _within_limit(text: str) -> str | None:
+    """A plain string field as it is, or None when it would pass the limit: only the doc is split, and
+    the doc holds everything such a field repeats."""
+    return text if _escaped_len(text) <= MAX_DOC_CHARS else None
+
+
+def doc_fields(text: str) -> dict[str, Any]:
+    """The doc fields of a point for one compact JSON document: doc, doc1, ... and doc_parts."""
+    parts = split_doc(text)
+    fields: dict[str, Any] = {"doc": parts[0]}
+    for i, part in enumerate(parts[1:], 1):
+        fields[f"doc{i}"] = part
+    fields[DOC_PARTS] = len(parts)
+    return fields
+
+
+def joined_doc(fields: dict[str, Any]) -> str | None:
+    """The document a point's fields hold, joined again; None when the point has none (Telegraf writes
+    none, and points written before doc_parts existed hold at most one part, in doc).
+
+    A document with a part missing is refused: read as it is, it would look like a smaller run. Parts
+    beyond the count are left over from an earlier, longer document at the same point and ignored."""
+    count = fields.get(DOC_PARTS)
+    if count is None:
+        doc = fields.get("doc")
+        return None if doc is None else str(doc)
+    names = ["doc", *(f"doc{i}" for i in range(1, int(count)))]
+    missing = [name for name in names if not isinstance(fields.get(name), str)]
+    if int(count) < 1 or missing:
+        gone = ", ".join(missing) if missing else "all"
+        raise StoreError(f"the stored document is incomplete: {count} parts recorded, missing {gone}")
+    return "".join(fields[name] for name in names)
+
+
+def loaded_doc(fields: dict[str, Any], what: str) -> dict[str, Any] | None:
+    """The document of a point as a JSON object, or None when the point has none; a stored document
+    that is incomplete or not a JSON object raises StoreError naming what it is (e.g. the run's phase
+    event)."""
+    try:
+        text = joined_doc(fields)
+    except StoreError as exc:
+        raise StoreError(f"{what}: {exc}") from None
+    if text is None:
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
+        raise StoreError(f"{what}: the stored document is not a JSON object")
+    return doc
+
+
+def layout_field_type(measurement: str, field: str) -> str | None:
+    """The layout's type of a field, doc1, doc2, ... included; None for a field the layout lacks."""
+    types = LAYOUT[measurement]["fields"]
+    if field in types:
+        return str(types[field])
+    for base, rx in FIELD_PARTS[measurement].items():
+        if rx.fullmatch(field):
+            return str(types[base])
+    return None
+
+
+def is_doc_field(measurement: str, field: str) -> bool:
+    """doc, one of its later parts or doc_parts."""
+    if field in ("doc", DOC_PARTS):
+        return True
+    return any(rx.fullmatch(field) for rx in FIELD_PARTS[measurement].values())
+
+
+def payload_doc_fields(payload: dict[str, Any]) -> dict[str, Any]:
     """The whole message as JSON, so a reader gets back exactly what was written (the system under
-    test, the checks, the summary), not only the fields that have their own column."""
+    test, the jobs, the checks, the summary), not only the fields that have their own column."""
 
-    text = json.dumps(payload, separators=(",", ":"), allow_nan=False)
-    return text if len(text) <= MAX_DOC_CHARS else None
+    return doc_fields(json.dumps(payload, separators=(",", ":"), allow_nan=False))
 
 
 def phase_fields(event: dict[str, Any]) -> dict[str, Any]:
-    fields = {k: event.get(k) for k in LAYOUT["wb_phase"]["fields"] if k != "doc"}
+    fields = {k: event.get(k) for k in LAYOUT["wb_phase"]["fields"] if k not in ("doc", DOC_PARTS)}
     # A field holds no list: the channels a run names are kept as one comma-separated string (the
     # DEV/CH pattern has no comma), and InfluxStore.phases splits them again.
     channels = fields.get("channels")
     if isinstance(channels, list):
-        fields["channels"] = ",".join(channels)
-    fields["doc"] = doc_field(event)
+        fields["channels"] = _within_limit(",".join(channels))
+    fields.update(payload_doc_fields(event))
     return fields
+
+
+def meta_doc(meta: dict[str, Any]) -> str:
+    return json.dumps(meta, separators=(",", ":"), sort_keys=True)
 
 
 def meta_fields(meta: dict[str, Any]) -> dict[str, Any]:
@@ -143,7 +251,7 @@ def meta_fields(meta: dict[str, Any]) -> dict[str, Any]:
         "fw": meta.get("fw"),
         "board": meta.get("board"),
         "channels": len(meta.get("channels", [])),
-        "doc": json.dumps(meta, separators=(",", ":"), sort_keys=True),
+        **doc_fields(meta_doc(meta)),
     }
 
 
@@ -151,7 +259,9 @@ def result_points(result: dict[str, Any]) -> list[tuple[dict[str, str], dict[str
     """(tags, fields) per level plus the phase=overall point of the run."""
     out = []
     level_fields = [
-        k for k in LAYOUT["wb_result"]["fields"] if k not in ("overall", "valid", "channels", "doc")
+        k
+        for k in LAYOUT["wb_result"]["fields"]
+        if k not in ("overall", "valid", "channels", "doc", DOC_PARTS)
     ]
     for level in result.get("levels", []):
         fields = {k: level.get(k) for k in level_fields}
@@ -160,8 +270,8 @@ def result_points(result: dict[str, Any]) -> list[tuple[dict[str, str], dict[str
     overall: dict[str, Any] = {"overall": result["overall"], "valid": result["valid"]}
     if result.get("channels"):
         # The channels a run summed, as compact JSON: a report read back from the store lists them too.
-        overall["channels"] = json.dumps(result["channels"], separators=(",", ":"))
-    overall["doc"] = doc_field(result)
+        overall["channels"] = _within_limit(json.dumps(result["channels"], separators=(",", ":")))
+    overall.update(payload_doc_fields(result))
     out.append(({"run": result["run"], "phase": "overall"}, overall))
     return out
 

@@ -36,9 +36,11 @@ STATUS_COLS = (
     "rssi",
 )
 HEALTH_COLS = tuple(lineproto.LAYOUT["wb_health"]["fields"])
-# The layout's doc field is the doc column every table here has.
-PHASE_COLS = tuple(c for c in lineproto.LAYOUT["wb_phase"]["fields"] if c != "doc")
-RESULT_COLS = tuple(c for c in lineproto.LAYOUT["wb_result"]["fields"] if c != "doc")
+# The layout's doc field is the doc column every table here has; a column holds the whole document,
+# however long, so InfluxDB's parts and their count (doc_parts) have no column.
+DOC_FIELDS = ("doc", lineproto.DOC_PARTS)
+PHASE_COLS = tuple(c for c in lineproto.LAYOUT["wb_phase"]["fields"] if c not in DOC_FIELDS)
+RESULT_COLS = tuple(c for c in lineproto.LAYOUT["wb_result"]["fields"] if c not in DOC_FIELDS)
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS wb_sample (
@@ -227,7 +229,8 @@ class SqliteStore:
 
     def write_meta(self, meta: dict[str, Any], t_ms: int) -> None:
         f = lineproto.meta_fields(meta)
-        self._queue(INSERT_META, (meta["dev"], int(t_ms), f["fw"], f["board"], f["channels"], f["doc"]))
+        doc = lineproto.meta_doc(meta)
+        self._queue(INSERT_META, (meta["dev"], int(t_ms), f["fw"], f["board"], f["channels"], doc))
 
     def pending(self) -> int:
         return len(self._samples) + len(self._pending)
