@@ -196,6 +196,9 @@ class DeviceAccount:
     """
 
     def __init__(self, dev: str, track_gaps: bool = True) -> None:
+        # The state as last saved; dropped by every change (admit, note_status, note_reject), so an
+        # unchanged device costs nothing at the next commit's save.
+        self._saved: dict[str, Any] | None = None
         self.dev = dev
         self.track_gaps = track_gaps  # off when a shared subscription hands this process only part of it
         self.received = 0
@@ -234,6 +237,7 @@ class DeviceAccount:
 
     def note_status(self, doc: dict[str, Any]) -> None:
         """A validated status message: a clean stop's `seq` bounds what its boot handed out."""
+        self._saved = None
         if doc.get("reason") != "shutdown" or not isinstance(doc.get("boot"), int):
             return
         if not isinstance(doc.get("seq"), int):
@@ -279,6 +283,7 @@ class DeviceAccount:
 
     def admit(self, doc: dict[str, Any], recv_ms: int) -> tuple[list[dict[str, Any]], list[EnergyStep]]:
         """Account for a validated sample batch; return the rows to store and any energy steps."""
+        self._saved = None
         rows: list[dict[str, Any]] = doc["samples"]
         boot = int(doc["boot"])
         self.batches += 1
@@ -405,6 +410,7 @@ class DeviceAccount:
         return keep, steps
 
     def note_reject(self) -> None:
+        self._saved = None
         self.rejects += 1
 
     # ------------------------------------------------------------------ figures
@@ -477,7 +483,10 @@ class DeviceAccount:
     # ------------------------------------------------------------------ persistence
 
     def state(self) -> dict[str, Any]:
-        """What a restarted collector needs to go on counting (written only for committed data)."""
+        """What a restarted collector needs to go on counting (written only for committed data). The
+        same object is returned until the account changes: callers must not modify it."""
+        if self._saved is not None:
+            return self._saved
         doc = self.summary()
         doc["seq"] = self.seq.state()
         doc["channels"] = {ch: list(v) for ch, v in self._chans.items()}
@@ -486,6 +495,7 @@ class DeviceAccount:
         doc["ends"] = [[b, e] for b, e in self.ends.items()]
         doc["firsts"] = [[b, f] for b, f in self.firsts.items()]
         doc["skipped"] = [list(r) for r in self.skipped]
+        self._saved = doc
         return doc
 
     @classmethod
