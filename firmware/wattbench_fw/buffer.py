@@ -136,20 +136,27 @@ def scan_segment(path):
 
 
 def _pack(payload):
-    # The codec is loaded while flash holds batches and released when it is empty (see _collect):
-    # on a board its code would otherwise stay in RAM for good.
+    # The codec is loaded for one record and released after it: on a board its code would
+    # otherwise stay in RAM through an outage and its backfill (port.release).
     from wattbench_fw import compact
 
     try:
         return compact.pack(payload)
     except Exception:
         return None  # kept as JSON: a batch is never lost for the sake of packing it
+    finally:
+        compact = None
+        port.release("wattbench_fw.compact")
 
 
 def _unpack(body):
     from wattbench_fw import compact
 
-    return compact.unpack(body)
+    try:
+        return compact.unpack(body)
+    finally:
+        compact = None
+        port.release("wattbench_fw.compact")
 
 
 class Buffer:
@@ -325,8 +332,6 @@ class Buffer:
             self.flash_used -= seg.bytes
             port.remove(self._seg_path(seg.number))
             self.segments.pop(0)
-        if not self.segments:
-            port.release("wattbench_fw.compact")
 
     def rewind(self):
         """After a reconnect: send every unacknowledged entry again, oldest first."""

@@ -9,7 +9,7 @@ approximated: it is kept as its decimal digits, never parsed into a float.
 
 Layout (varint: 7 bits a byte, low first; zz: zigzag-coded varint; str: varint length + bytes):
 
-    version (1)
+    version (1), payload length
     head:  0, str (the text up to and including '"samples":[')
         or 1, v, str dev, boot, clock keys bitmap (1), [sync index (1)], per other clock key: decimals, zz mantissa
     tail:  0, str (the text from the closing ']')  or 1 ("]}")  or 2, 32-byte HMAC ("],\\"mac\\":\\"<hex>\\"}")
@@ -33,6 +33,7 @@ from wattbench_fw.encode import CLOCK_KEYS
 VERSION = 1
 F_BIT = 1 << len(ROW_KEYS)
 SAMPLES = '"samples":['
+SAMPLES_B = b'"samples":['
 MAC = '],"mac":"'
 
 
@@ -200,40 +201,55 @@ def _pack_tail(out, tail):
     _str(out, tail)
 
 
+def _rows(payload, start, end):
+    """Each row's text in turn: one row at a time, so that packing a batch never holds a second
+    copy of it."""
+    pos = start
+    while True:
+        nxt = payload.find(b"},{", pos, end)
+        if nxt < 0:
+            yield payload[pos:end].decode()
+            return
+        yield payload[pos : nxt + 1].decode()
+        pos = nxt + 2
+
+
 def pack(payload):
     """The compact form (bytes) of a samples payload, or None when it does not split into head,
     rows and tail as encode.batch writes them."""
+    start = payload.find(SAMPLES_B)
+    end = payload.rfind(b"]")
+    if start < 0 or end < start + len(SAMPLES_B) + 2:
+        return None
+    start += len(SAMPLES_B)
     try:
-        text = payload.decode()
+        head = payload[:start].decode()
+        tail = payload[end:].decode()
+        # First pass: the channels, and the decimal places each key needs in this batch.
+        channels = []
+        dec = [0] * len(ROW_KEYS)
+        used = 0
+        count = 0
+        for row in _rows(payload, start, end):
+            count += 1
+            r = _row_fields(row)
+            if r is None:
+                continue
+            if r[2] not in channels:
+                channels.append(r[2])
+            for j in range(len(ROW_KEYS)):
+                num = r[3].get(ROW_KEYS[j])
+                if num is not None:
+                    used |= 1 << j
+                    if num[1] > dec[j]:
+                        dec[j] = num[1]
     except UnicodeError:
         return None
-    start = text.find(SAMPLES)
-    end = text.rfind("]")
-    if start < 0 or end < start + len(SAMPLES) + 2:
-        return None
-    start += len(SAMPLES)
-    rows = text[start:end].split("},{")
-    last = len(rows) - 1
-    # First pass: the channels, and the decimal places each key needs in this batch.
-    channels = []
-    dec = [0] * len(ROW_KEYS)
-    used = 0
-    for i in range(len(rows)):
-        r = _row_fields(("{" if i else "") + rows[i] + ("}" if i < last else ""))
-        if r is None:
-            continue
-        if r[2] not in channels:
-            channels.append(r[2])
-        for j in range(len(ROW_KEYS)):
-            num = r[3].get(ROW_KEYS[j])
-            if num is not None:
-                used |= 1 << j
-                if num[1] > dec[j]:
-                    dec[j] = num[1]
     out = bytearray()
     out.append(VERSION)
-    _pack_head(out, text[:start])
-    _pack_tail(out, text[end:])
+    _uv(out, len(payload))
+    _pack_head(out, head)
+    _pack_tail(out, tail)
     _uv(out, len(channels))
     for c in channels:
         _str(out, c)
@@ -241,12 +257,11 @@ def pack(payload):
     for j in range(len(ROW_KEYS)):
         if used & (1 << j):
             _uv(out, dec[j])
-    _uv(out, len(rows))
+    _uv(out, count)
     # Second pass: the rows, each checked against its own text.
     prev_s = prev_t = 0
     last_vals = [None] * len(channels)
-    for i in range(len(rows)):
-        row = ("{" if i else "") + rows[i] + ("}" if i < last else "")
+    for row in _rows(payload, start, end):
         r = _row_fields(row)
         if r is not None:
             s, t, c, vals, f = r
@@ -323,17 +338,37 @@ class _Reader:
 
 
 def unpack(data):
-    """The payload bytes of a compact record. ValueError if it is damaged."""
+    """The payload of a compact record (a bytearray of exactly its length, filled in place rather
+    than joined from parts, which would hold it twice). ValueError if the record is damaged."""
     try:
         return _unpack(data)
     except (IndexError, UnicodeError):
         raise ValueError("damaged compact record")
 
 
+class _Writer:
+    __slots__ = ("b", "i")
+
+    def __init__(self, size):
+        self.b = bytearray(size)
+        self.i = 0
+
+    def put(self, text):
+        piece = text.encode()
+        j = self.i + len(piece)
+        if j > len(self.b):
+            raise ValueError("compact record longer than its payload")
+        self.b[self.i : j] = piece
+        self.i = j
+
+
 def _unpack(data):
     rd = _Reader(data)
     if rd.byte() != VERSION:
         raise ValueError("unknown compact record version")
+    size = rd.uv()
+    if size > 1 << 20:
+        raise ValueError("damaged compact record")
     mode = rd.byte()
     if mode == 0:
         head = rd.text()
@@ -372,15 +407,16 @@ def _unpack(data):
     for j in range(len(ROW_KEYS)):
         if used & (1 << j):
             dec[j] = rd.uv()
-    parts = [head]
+    out = _Writer(size)
+    out.put(head)
     prev_s = prev_t = 0
     last_vals = [None] * len(channels)
     for i in range(rd.uv()):
         if i:
-            parts.append(",")
+            out.put(",")
         ci = rd.uv()
         if ci == 0:
-            parts.append(rd.text())
+            out.put(rd.text())
             continue
         ci -= 1
         bits = rd.uv()
@@ -395,8 +431,8 @@ def _unpack(data):
                 lv[j] += rd.zz()
                 vals[ROW_KEYS[j]] = lv[j]
         f = rd.uv() if bits & F_BIT else 0
-        parts.append(_row_text(prev_s, prev_t, channels[ci], vals, f, dec))
-    if rd.i != len(data):
-        raise ValueError("compact record longer than its rows")
-    parts.append(tail)
-    return "".join(parts).encode()
+        out.put(_row_text(prev_s, prev_t, channels[ci], vals, f, dec))
+    out.put(tail)
+    if rd.i != len(data) or out.i != size:
+        raise ValueError("damaged compact record")
+    return out.b
