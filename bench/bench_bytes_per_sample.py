@@ -219,6 +219,7 @@ def flash_table() -> bool:
     shapes = [
         ("esp32 offline batches (100 rows / 4 KB)", 100, 4096),
         ("1 s batches (40 rows)", 40, 65536),
+        ("100 ms batches (4 rows)", 4, 65536),
         ("host offline batches (500 rows / 64 KB)", 500, 65536),
     ]
     print()
