@@ -113,6 +113,7 @@ def scan_segment(path):
     out = []
     try:
         f = open(path, "rb")
+        end = port.file_size(path)
     except OSError:
         return out
     try:
@@ -125,9 +126,11 @@ def scan_segment(path):
             if head[0:2] == MAGIC_COMPACT:
                 n |= COMPACT
             size = (head[4] << 24) | (head[5] << 16) | (head[6] << 8) | head[7]
-            body = f.read(size)
-            if len(body) < size:
+            # Complete only if the whole body is in the file. Compared, not read: a damaged length
+            # would otherwise ask for gigabytes, and the bodies need no RAM at boot.
+            if offset + HEADER + size > end:
                 break
+            f.seek(offset + HEADER + size)
             out.append((n, offset + HEADER, size))
             offset += HEADER + size
     finally:
@@ -282,17 +285,24 @@ class Buffer:
 
     def next_unsent(self):
         """(eid, payload) of the oldest entry not yet handed out since the last rewind, or None."""
+        skipped = False
         for seg in self.segments:
             for i in range(len(seg)):
                 eid = seg.eid(i)
                 if eid > self.cursor and not seg.acked(i):
                     self.cursor = eid
                     try:
-                        return eid, self._read_flash(seg, i)
+                        payload = self._read_flash(seg, i)
                     except (OSError, ValueError):
                         seg.set_acked(i)  # unreadable: counted as dropped here, not again
                         self.dropped += seg.n(i)
+                        skipped = True
                         continue
+                    if skipped:
+                        self._collect()
+                    return eid, payload
+        if skipped:
+            self._collect()  # a segment of nothing but unreadable records is not kept
         for e in self.ram:
             if e.eid > self.cursor:
                 self.cursor = e.eid

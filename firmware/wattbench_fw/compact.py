@@ -27,7 +27,7 @@ two per field.
 
 from binascii import hexlify, unhexlify
 
-from wattbench_fw.contract import CLOCK_SYNC, ROW_KEYS
+from wattbench_fw.contract import CLOCK_SYNC, MAX_PAYLOAD_BYTES, ROW_KEYS
 from wattbench_fw.encode import CLOCK_KEYS
 
 VERSION = 1
@@ -35,6 +35,9 @@ F_BIT = 1 << len(ROW_KEYS)
 SAMPLES = '"samples":['
 SAMPLES_B = b'"samples":['
 MAC = '],"mac":"'
+# More decimal places than a float's repr ever writes (it turns to exponent form below 1e-4): a
+# number with more is kept as text, and a record asking for more is damaged, not a huge allocation.
+MAX_DECIMALS = 24
 
 
 # ---- numbers ----------------------------------------------------------------------------------
@@ -62,7 +65,7 @@ def digits(text):
     body = text[1:] if text[:1] == "-" else text
     dot = body.find(".")
     whole, frac = (body, "") if dot < 0 else (body[:dot], body[dot + 1 :])
-    if not whole or not whole.isdigit() or frac and not frac.isdigit():
+    if not whole or not whole.isdigit() or frac and not frac.isdigit() or len(frac) > MAX_DECIMALS:
         return None
     m = int(whole + frac)
     return (-m if text[:1] == "-" else m), len(frac)
@@ -325,6 +328,12 @@ class _Reader:
                 return x
             shift += 7
 
+    def decimals(self):
+        d = self.uv()
+        if d > MAX_DECIMALS:
+            raise ValueError("damaged compact record")
+        return d
+
     def zz(self):
         z = self.uv()
         return -((z + 1) >> 1) if z & 1 else z >> 1
@@ -342,7 +351,7 @@ def unpack(data):
     than joined from parts, which would hold it twice). ValueError if the record is damaged."""
     try:
         return _unpack(data)
-    except (IndexError, UnicodeError):
+    except (IndexError, UnicodeError, MemoryError):
         raise ValueError("damaged compact record")
 
 
@@ -367,7 +376,7 @@ def _unpack(data):
     if rd.byte() != VERSION:
         raise ValueError("unknown compact record version")
     size = rd.uv()
-    if size > 1 << 20:
+    if size > MAX_PAYLOAD_BYTES:
         raise ValueError("damaged compact record")
     mode = rd.byte()
     if mode == 0:
@@ -384,7 +393,7 @@ def _unpack(data):
                 if key == "sync":
                     clk[key] = CLOCK_SYNC[rd.byte()]
                 else:
-                    d = rd.uv()
+                    d = rd.decimals()
                     clk[key] = (rd.zz(), d)
         head = _head_text(v, dev, boot, clk)
     else:
@@ -406,7 +415,7 @@ def _unpack(data):
     dec = [0] * len(ROW_KEYS)
     for j in range(len(ROW_KEYS)):
         if used & (1 << j):
-            dec[j] = rd.uv()
+            dec[j] = rd.decimals()
     out = _Writer(size)
     out.put(head)
     prev_s = prev_t = 0

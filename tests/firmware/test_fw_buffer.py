@@ -213,3 +213,27 @@ def test_a_batch_the_compact_form_cannot_shrink_is_stored_as_json(tmp_path: Path
     assert [n for n, _, _ in scan_segment(str(seg))] == [3, 40 | COMPACT]
     assert seg.read_bytes()[:2] == b"WB"
     assert drain_payloads(buf) == [payload(0), real_batch(1)]
+
+
+def test_a_damaged_length_is_a_torn_tail_not_a_huge_read(tmp_path: Path) -> None:
+    buf = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=100_000, directory=str(tmp_path))
+    buf.push(real_batch(0), 40)
+    (seg,) = tmp_path.glob("seg*.bin")
+    with open(seg, "ab") as f:
+        f.write(b"WC\x00\x28\xff\xff\xff\xf0" + b"x" * 50)  # a header that claims almost 4 GiB
+    assert len(scan_segment(str(seg))) == 1
+    again = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=100_000, directory=str(tmp_path))
+    assert drain_payloads(again) == [real_batch(0)]
+
+
+def test_a_segment_of_only_damaged_records_is_removed(tmp_path: Path) -> None:
+    buf = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=100_000, directory=str(tmp_path))
+    buf.push(real_batch(0), 40)
+    (seg,) = tmp_path.glob("seg*.bin")
+    data = bytearray(seg.read_bytes())
+    data[9:] = b"\x07" * (len(data) - 9)
+    seg.write_bytes(bytes(data))
+    again = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=100_000, directory=str(tmp_path))
+    assert again.next_unsent() is None
+    assert again.dropped == 40 and again.empty() and again.flash_used == 0
+    assert not list(tmp_path.glob("seg*.bin"))
