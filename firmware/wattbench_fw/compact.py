@@ -10,9 +10,8 @@ approximated: it is kept as its decimal digits, never parsed into a float.
 Layout (varint: 7 bits a byte, low first; zz: zigzag-coded varint; str: varint length + bytes):
 
     version (1), payload length
-    head:  0, str (the text up to and including '"samples":[')
-        or 1, v, str dev, boot, clock keys bitmap (1), [sync index (1)], per other clock key: decimals, zz mantissa
-    tail:  0, str (the text from the closing ']')  or 1 ("]}")  or 2, 32-byte HMAC ("],\\"mac\\":\\"<hex>\\"}")
+    head:  0, str (the text up to and including '"samples":[': device, boot, clock state)
+    tail:  0, str (the text from the closing ']', with a signature if any)  or 1 ("]}")
     channel table: count, str per channel
     decimals: bitmap of the row keys used, then per used key its decimal places in this batch
     row count, then per row:
@@ -22,19 +21,15 @@ Layout (varint: 7 bits a byte, low first; zz: zigzag-coded varint; str: varint l
 
 Sequence and time are deltas from the previous packed row, each quantity a delta from the same
 channel's previous value at the batch's scale for that key: a steady 10 Hz channel costs a byte or
-two per field.
+two per field. The head and a signature stay text (about 2 bytes a sample in a full batch): packing
+them too took more code, and on a board every name and string of the module costs RAM for good.
 """
 
-from binascii import hexlify, unhexlify
-
-from wattbench_fw.contract import CLOCK_SYNC, MAX_PAYLOAD_BYTES, ROW_KEYS
-from wattbench_fw.encode import CLOCK_KEYS
+from wattbench_fw.contract import MAX_PAYLOAD_BYTES, ROW_KEYS
 
 VERSION = 1
 F_BIT = 1 << len(ROW_KEYS)
-SAMPLES = '"samples":['
 SAMPLES_B = b'"samples":['
-MAC = '],"mac":"'
 # More decimal places than a float's repr ever writes (it turns to exponent form below 1e-4): a
 # number with more is kept as text, and a record asking for more is damaged, not a huge allocation.
 MAX_DECIMALS = 24
@@ -142,68 +137,12 @@ def _row_text(s, t, c, vals, f, dec):
     return "".join(parts)
 
 
-def _head_text(v, dev, boot, clk):
-    parts = []
-    for key in CLOCK_KEYS:
-        if key in clk:
-            x = clk[key]
-            parts.append('"%s":%s' % (key, '"%s"' % x if key == "sync" else render(x[0], x[1])))
-    return '{"v":%d,"dev":"%s","boot":%d,"clk":{%s},%s' % (v, dev, boot, ",".join(parts), SAMPLES)
-
-
-def _pack_head(out, head):
-    """The batch head as numbers when it rebuilds exactly, else as text."""
-    try:
-        items = _items(head[1 : -(len(SAMPLES) + 1)])
-        clk_at = head.find('"clk":{')
-        clk_end = head.find("}", clk_at)
-        clk_items = _items(head[clk_at + 7 : clk_end])
-        v = digits(items[0][1])[0]
-        dev = items[1][1][1:-1]
-        boot = digits(items[2][1])[0]
-        clk = {}
-        for key, x in clk_items:
-            clk[key] = x[1:-1] if key == "sync" else digits(x)
-        if _head_text(v, dev, boot, clk) == head and clk.get("sync", "ntp") in CLOCK_SYNC and v >= 0 <= boot:
-            out.append(1)
-            _uv(out, v)
-            _str(out, dev)
-            _uv(out, boot)
-            bits = 0
-            for i in range(len(CLOCK_KEYS)):
-                if CLOCK_KEYS[i] in clk:
-                    bits |= 1 << i
-            out.append(bits)
-            for key in CLOCK_KEYS:
-                if key in clk:
-                    if key == "sync":
-                        out.append(CLOCK_SYNC.index(clk[key]))
-                    else:
-                        _uv(out, clk[key][1])
-                        _zz(out, clk[key][0])
-            return
-    except (TypeError, ValueError, IndexError, AttributeError):
-        pass  # not the shape encode writes: kept as text below
-    out.append(0)
-    _str(out, head)
-
-
 def _pack_tail(out, tail):
     if tail == "]}":
         out.append(1)
-        return
-    if tail.startswith(MAC) and tail.endswith('"}') and len(tail) == len(MAC) + 66:
-        mac = tail[len(MAC) : -2]
-        try:
-            raw = unhexlify(mac)
-        except ValueError:
-            raw = None
-        if raw is not None and hexlify(raw).decode() == mac:
-            out.append(2)
-            out.extend(raw)
-            return
-    out.append(0)
-    _str(out, tail)
+    else:
+        out.append(0)
+        _str(out, tail)
 
 
 def _rows(payload, start, end):
@@ -253,7 +192,8 @@ def pack(payload):
     out = bytearray()
     out.append(VERSION)
     _uv(out, len(payload))
-    _pack_head(out, head)
+    out.append(0)
+    _str(out, head)
     _pack_tail(out, tail)
     _uv(out, len(channels))
     for c in channels:
@@ -380,36 +320,14 @@ def _unpack(data):
     size = rd.uv()
     if size > MAX_PAYLOAD_BYTES:
         raise ValueError(DAMAGED)
-    mode = rd.byte()
-    if mode == 0:
-        head = rd.text()
-    elif mode == 1:
-        v = rd.uv()
-        dev = rd.text()
-        boot = rd.uv()
-        bits = rd.byte()
-        clk = {}
-        for i in range(len(CLOCK_KEYS)):
-            if bits & (1 << i):
-                key = CLOCK_KEYS[i]
-                if key == "sync":
-                    clk[key] = CLOCK_SYNC[rd.byte()]
-                else:
-                    d = rd.decimals()
-                    clk[key] = (rd.zz(), d)
-        head = _head_text(v, dev, boot, clk)
-    else:
+    if rd.byte() != 0:
         raise ValueError(DAMAGED)
+    head = rd.text()
     mode = rd.byte()
     if mode == 0:
         tail = rd.text()
     elif mode == 1:
         tail = "]}"
-    elif mode == 2:
-        rd.i += 32
-        if rd.i > len(data):
-            raise ValueError(DAMAGED)
-        tail = MAC + hexlify(bytes(data[rd.i - 32 : rd.i])).decode() + '"}'
     else:
         raise ValueError(DAMAGED)
     channels = [rd.text() for _ in range(rd.uv())]
