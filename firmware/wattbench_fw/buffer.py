@@ -8,7 +8,7 @@ reconnect everything unacknowledged is sent again (duplicates are removed downst
 Segments left in flash by a previous boot are picked up again at start.
 
 Flash record: magic (2 bytes), sample count (2 bytes), body length (4 bytes), body. Magic b"WC":
-the body is the batch in compact form (compact.py), about a seventh of its JSON, rebuilt to the same
+the body is the batch in compact form (compact.py), about a sixth of its JSON, rebuilt to the same
 bytes when sent. Magic b"WB": the body is the payload itself; written when the compact form would not
 be smaller (a payload that is not a samples batch), and the only record earlier firmware wrote, so
 its spools are still sent after an upgrade. A segment is only ever appended to and a record is complete only when its whole
