@@ -27,6 +27,7 @@ package(
         "board.py",
         "buffer.py",
         "clock.py",
+        "compact.py",
         "config.py",
         "contract.py",
         "device.py",

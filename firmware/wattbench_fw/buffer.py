@@ -7,19 +7,27 @@ RAM) backfills in order. A batch leaves the buffer only when the broker acknowle
 reconnect everything unacknowledged is sent again (duplicates are removed downstream by sequence).
 Segments left in flash by a previous boot are picked up again at start.
 
-Flash record: b"WB", sample count (2 bytes), payload length (4 bytes), payload.
+Flash record: magic (2 bytes), sample count (2 bytes), body length (4 bytes), body. Magic b"WC":
+the body is the batch in compact form (compact.py), about a sixth of its JSON, rebuilt to the same
+bytes when sent. Magic b"WB": the body is the payload itself; written when the compact form would not
+be smaller (a payload that is not a samples batch), and the only record earlier firmware wrote, so
+its spools are still sent after an upgrade. A segment is only ever appended to and a record is complete only when its whole
+body is there: after a power cut the torn last record is ignored and the segment is not appended to
+again.
 """
 
 from array import array
 
 from wattbench_fw import port
 
-MAGIC = b"WB"
+MAGIC = b"WB"  # body: the JSON payload
+MAGIC_COMPACT = b"WC"  # body: compact.pack(payload)
 HEADER = 8
 SEG_PREFIX = "seg"
 SEG_SUFFIX = ".bin"
 ACKED = 0x80000000
-ACK_MASK = 0x7FFFFFFF
+COMPACT = 0x40000000
+N_MASK = 0x3FFFFFFF
 
 
 class Entry:
@@ -41,7 +49,8 @@ class Segment:
 
     def __init__(self, number):
         self.number = number
-        self.recs = array("I")  # per record: eid, sample count (bit 31: acknowledged), offset, size
+        # per record: eid, sample count (bit 31: acknowledged, bit 30: compact body), offset, size
+        self.recs = array("I")
         self.bytes = 0
         self.closed = False
 
@@ -55,7 +64,10 @@ class Segment:
         return self.recs[4 * i]
 
     def n(self, i):
-        return self.recs[4 * i + 1] & ACK_MASK
+        return self.recs[4 * i + 1] & N_MASK
+
+    def compact(self, i):
+        return self.recs[4 * i + 1] & COMPACT
 
     def acked(self, i):
         return self.recs[4 * i + 1] & ACKED
@@ -68,7 +80,7 @@ class Segment:
         recs = self.recs
         for j in range(1, len(recs), 4):
             if not recs[j] & ACKED:
-                total += recs[j]
+                total += recs[j] & N_MASK
         return total
 
     def done(self):
@@ -89,35 +101,65 @@ class Segment:
         return -1
 
 
-def _header(n, length):
-    return MAGIC + bytes(
+def _header(magic, n, length):
+    return magic + bytes(
         (n >> 8, n & 0xFF, (length >> 24) & 0xFF, (length >> 16) & 0xFF, (length >> 8) & 0xFF, length & 0xFF)
     )
 
 
 def scan_segment(path):
-    """[(n, offset, size)] of the complete records in a segment file; a torn tail is ignored."""
+    """[(n, offset, size)] of the complete records in a segment file; a torn tail is ignored. n carries
+    COMPACT for a compact body."""
     out = []
     try:
         f = open(path, "rb")
+        end = port.file_size(path)
     except OSError:
         return out
     try:
         offset = 0
         while True:
             head = f.read(HEADER)
-            if len(head) < HEADER or head[0:2] != MAGIC:
+            if len(head) < HEADER or head[0:2] != MAGIC and head[0:2] != MAGIC_COMPACT:
                 break
             n = (head[2] << 8) | head[3]
+            if head[0:2] == MAGIC_COMPACT:
+                n |= COMPACT
             size = (head[4] << 24) | (head[5] << 16) | (head[6] << 8) | head[7]
-            body = f.read(size)
-            if len(body) < size:
+            # Complete only if the whole body is in the file. Compared, not read: a damaged length
+            # would otherwise ask for gigabytes, and the bodies need no RAM at boot.
+            if offset + HEADER + size > end:
                 break
+            f.seek(offset + HEADER + size)
             out.append((n, offset + HEADER, size))
             offset += HEADER + size
     finally:
         f.close()
     return out
+
+
+def _pack(payload):
+    # The codec is loaded for one record and released after it: on a board its code would
+    # otherwise stay in RAM through an outage and its backfill (port.release).
+    from wattbench_fw import compact
+
+    try:
+        return compact.pack(payload)
+    except Exception:
+        return None  # kept as JSON: a batch is never lost for the sake of packing it
+    finally:
+        compact = None
+        port.release("wattbench_fw.compact")
+
+
+def _unpack(body):
+    from wattbench_fw import compact
+
+    try:
+        return compact.unpack(body)
+    finally:
+        compact = None
+        port.release("wattbench_fw.compact")
 
 
 class Buffer:
@@ -177,7 +219,12 @@ class Buffer:
 
     def _spill(self, entry):
         """Move one RAM entry to flash. False if flash cannot take it."""
-        need = HEADER + len(entry.payload)
+        body = _pack(entry.payload)
+        magic = MAGIC_COMPACT
+        if body is None or len(body) >= len(entry.payload):
+            body = entry.payload
+            magic = MAGIC
+        need = HEADER + len(body)
         if need > self.flash_limit:
             return False
         while self.segments and self.flash_used + need > self.flash_limit:
@@ -190,9 +237,11 @@ class Buffer:
             self._next_seg += 1
             self.segments.append(seg)
         with open(self._seg_path(seg.number), "ab") as f:
-            f.write(_header(entry.n, len(entry.payload)))
-            f.write(entry.payload)
-        seg.add(entry.eid, entry.n, seg.bytes + HEADER, len(entry.payload))
+            f.write(_header(magic, entry.n, len(body)))
+            f.write(body)
+        seg.add(
+            entry.eid, entry.n | (COMPACT if magic == MAGIC_COMPACT else 0), seg.bytes + HEADER, len(body)
+        )
         entry.payload = None
         seg.bytes += need
         self.flash_used += need
@@ -202,7 +251,8 @@ class Buffer:
     def _read_flash(self, seg, i):
         with open(self._seg_path(seg.number), "rb") as f:
             f.seek(seg.recs[4 * i + 2])
-            return f.read(seg.recs[4 * i + 3])
+            body = f.read(seg.recs[4 * i + 3])
+        return _unpack(body) if seg.compact(i) else body
 
     # ---- public -----------------------------------------------------------------------------
 
@@ -235,17 +285,24 @@ class Buffer:
 
     def next_unsent(self):
         """(eid, payload) of the oldest entry not yet handed out since the last rewind, or None."""
+        skipped = False
         for seg in self.segments:
             for i in range(len(seg)):
                 eid = seg.eid(i)
                 if eid > self.cursor and not seg.acked(i):
                     self.cursor = eid
                     try:
-                        return eid, self._read_flash(seg, i)
-                    except OSError:
+                        payload = self._read_flash(seg, i)
+                    except (OSError, ValueError):
                         seg.set_acked(i)  # unreadable: counted as dropped here, not again
                         self.dropped += seg.n(i)
+                        skipped = True
                         continue
+                    if skipped:
+                        self._collect()
+                    return eid, payload
+        if skipped:
+            self._collect()  # a segment of nothing but unreadable records is not kept
         for e in self.ram:
             if e.eid > self.cursor:
                 self.cursor = e.eid

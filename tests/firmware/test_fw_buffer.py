@@ -3,9 +3,12 @@ and count it, acknowledged batches only leave, and segments survive a reboot."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
-from wattbench_fw.buffer import Buffer, scan_segment
+from wattbench_fw import encode
+from wattbench_fw.buffer import COMPACT, Buffer, scan_segment
 
 
 def payload(i: int, size: int = 100) -> bytes:
@@ -100,3 +103,137 @@ def test_oversized_batch_cannot_spill_and_is_counted(tmp_path: Path) -> None:
     buf = Buffer(ram_bytes=100, flash_bytes=150, segment_bytes=1_000, directory=str(tmp_path))
     buf.push(payload(0, size=300), 9)
     assert buf.dropped == 9 and buf.empty()
+
+
+# ---- the compact flash record ---------------------------------------------------------------
+
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "firmware" / "spool-v1"
+CLK = {"sync": "ntp", "age": 42.5, "off": -3.2, "err": 4.1, "ppm": 11.7, "steps": 0}
+
+
+def real_batch(i: int, rows: int = 40) -> bytes:
+    return encode.batch(
+        "bench-a",
+        3,
+        CLK,
+        [
+            encode.row(
+                {
+                    "s": i * rows + k,
+                    "t": 1_763_709_600_000 + (i * rows + k) * 25,
+                    "c": f"psu{k % 4}",
+                    "W": round(231.4 + (k % 17) * 0.3, 1),
+                    "V": 229.8,
+                    "A": round(1.012 + (k % 5) * 0.001, 3),
+                    "PF": 0.99,
+                    "Hz": 50.0,
+                    "Wh": 1234.5 + i,
+                }
+            )
+            for k in range(rows)
+        ],
+    )
+
+
+def drain_payloads(buf: Buffer) -> list[bytes]:
+    out = []
+    while (nxt := buf.next_unsent()) is not None:
+        out.append(nxt[1])
+        buf.ack(nxt[0])
+    return out
+
+
+def test_real_batches_spill_compact_and_come_back_byte_for_byte(tmp_path: Path) -> None:
+    batches = [real_batch(i) for i in range(10)]
+    buf = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=4096, directory=str(tmp_path))
+    for p in batches:
+        buf.push(p, 40)
+    assert buf.spilled == 10 and buf.counts()["flash"] == 400
+    records = [r for seg in sorted(tmp_path.glob("seg*.bin")) for r in scan_segment(str(seg))]
+    assert len(records) == 10 and all(n == 40 | COMPACT for n, _, _ in records)
+    assert sum(len(p) for p in batches) >= 4 * buf.flash_used
+    # and after a reboot, from the files alone
+    again = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=4096, directory=str(tmp_path))
+    assert again.counts()["flash"] == 400
+    assert drain_payloads(again) == batches
+    assert again.empty() and not list(tmp_path.glob("seg*.bin"))
+
+
+def test_a_spool_of_the_previous_format_is_sent_after_an_upgrade(tmp_path: Path) -> None:
+    """Segments written by the firmware before the compact record (tests/data/firmware/spool-v1:
+    b"WB" records, AC and DC batches, some signed) are read and sent exactly as they were stored,
+    before what the new firmware spills after them."""
+    for seg in FIXTURE.glob("seg*.bin"):
+        shutil.copy(seg, tmp_path / seg.name)
+    expected = json.loads((FIXTURE / "expected.json").read_text())
+    buf = Buffer(ram_bytes=1, flash_bytes=1 << 20, segment_bytes=8192, directory=str(tmp_path))
+    assert buf.counts()["flash"] == sum(e["n"] for e in expected)
+    newer = [real_batch(i) for i in range(3)]
+    for p in newer:
+        buf.push(p, 40)
+    assert drain_payloads(buf) == [e["payload"].encode() for e in expected] + newer
+    assert buf.empty() and not list(tmp_path.glob("seg*.bin"))
+
+
+def test_a_torn_compact_record_is_dropped_at_boot_like_a_json_one(tmp_path: Path) -> None:
+    batches = [real_batch(i) for i in range(3)]
+    buf = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=100_000, directory=str(tmp_path))
+    for p in batches:
+        buf.push(p, 40)
+    (seg,) = tmp_path.glob("seg*.bin")
+    whole = seg.read_bytes()
+    last = scan_segment(str(seg))[-1]
+    for cut in (last[1] - 8 + 1, last[1] - 1, last[1], last[1] + last[2] // 2, len(whole) - 1):
+        seg.write_bytes(whole[:cut])  # the power went while the last record was being written
+        again = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=100_000, directory=str(tmp_path))
+        assert again.counts()["flash"] == 80
+        again.push(real_batch(9), 40)
+        assert drain_payloads(again) == [*batches[:2], real_batch(9)]
+
+
+def test_a_damaged_compact_record_is_counted_as_dropped(tmp_path: Path) -> None:
+    buf = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=100_000, directory=str(tmp_path))
+    for i in range(3):
+        buf.push(real_batch(i), 40)
+    (seg,) = tmp_path.glob("seg*.bin")
+    data = bytearray(seg.read_bytes())
+    first = scan_segment(str(seg))[0]
+    data[first[1] : first[1] + first[2]] = b"\x07" * first[2]  # same length, nonsense inside
+    seg.write_bytes(bytes(data))
+    again = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=100_000, directory=str(tmp_path))
+    assert drain_payloads(again) == [real_batch(1), real_batch(2)]
+    assert again.dropped == 40
+
+
+def test_a_batch_the_compact_form_cannot_shrink_is_stored_as_json(tmp_path: Path) -> None:
+    buf = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=100_000, directory=str(tmp_path))
+    buf.push(payload(0), 3)
+    buf.push(real_batch(1), 40)
+    (seg,) = tmp_path.glob("seg*.bin")
+    assert [n for n, _, _ in scan_segment(str(seg))] == [3, 40 | COMPACT]
+    assert seg.read_bytes()[:2] == b"WB"
+    assert drain_payloads(buf) == [payload(0), real_batch(1)]
+
+
+def test_a_damaged_length_is_a_torn_tail_not_a_huge_read(tmp_path: Path) -> None:
+    buf = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=100_000, directory=str(tmp_path))
+    buf.push(real_batch(0), 40)
+    (seg,) = tmp_path.glob("seg*.bin")
+    with open(seg, "ab") as f:
+        f.write(b"WC\x00\x28\xff\xff\xff\xf0" + b"x" * 50)  # a header that claims almost 4 GiB
+    assert len(scan_segment(str(seg))) == 1
+    again = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=100_000, directory=str(tmp_path))
+    assert drain_payloads(again) == [real_batch(0)]
+
+
+def test_a_segment_of_only_damaged_records_is_removed(tmp_path: Path) -> None:
+    buf = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=100_000, directory=str(tmp_path))
+    buf.push(real_batch(0), 40)
+    (seg,) = tmp_path.glob("seg*.bin")
+    data = bytearray(seg.read_bytes())
+    data[9:] = b"\x07" * (len(data) - 9)
+    seg.write_bytes(bytes(data))
+    again = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=100_000, directory=str(tmp_path))
+    assert again.next_unsent() is None
+    assert again.dropped == 40 and again.empty() and again.flash_used == 0
+    assert not list(tmp_path.glob("seg*.bin"))

@@ -22,7 +22,7 @@ Run = Callable[..., list[Any]]
 def test_every_module_imports_under_micropython(mpy: Run) -> None:
     (info,) = mpy("""
 import sys
-mods = ["port", "contract", "errors", "modbus", "serialio", "encode", "sampler", "buffer", "clock",
+mods = ["port", "contract", "errors", "modbus", "serialio", "encode", "compact", "sampler", "buffer", "clock",
         "persist", "config", "mqtt", "link", "app", "board", "wifi", "device", "meters",
         "meters.pzem004t", "meters.ina226", "meters.ina228", "meters.wt300", "meters.sim",
         "sensors", "sensors.ds18b20", "sensors.sht3x"]
@@ -31,7 +31,7 @@ for m in mods:
 from wattbench_fw import port
 report({"impl": sys.implementation.name, "mpy": port.MICROPYTHON, "n": len(mods)})
 """)
-    assert info == {"impl": "micropython", "mpy": True, "n": 26}
+    assert info == {"impl": "micropython", "mpy": True, "n": 27}
 
 
 def test_modbus_crc_and_pzem_frames(mpy: Run) -> None:
@@ -484,6 +484,11 @@ def test_flash_index_ram_is_small_per_spilled_batch(mpy: Run) -> None:
         """
 import gc, os
 from wattbench_fw.buffer import Buffer
+# The flash codec is loaded for each spilled record and released after it, but what loading it
+# interns (names and strings, compiled here from source) stays: a fixed cost, which the memory rig
+# (test_fw_memory.py, with .mpy files as deployed) counts. Here only what grows per batch counts.
+from wattbench_fw import compact
+compact = None
 os.mkdir("/fl")
 ST = {}
 AGAIN = True
@@ -507,3 +512,69 @@ def step():
         heapsize=256 * 1024,
     )
     assert per_batch <= 24
+
+
+def test_compact_flash_form_is_the_same_under_micropython(mpy: Run) -> None:
+    """MicroPython packs a batch into the same bytes as CPython (a spool moves between the two in
+    host mode and on a board) and rebuilds the exact payload, for the contract's vectors, signed
+    batches and the rows it keeps as text."""
+    from wattbench_fw import compact, encode
+
+    payloads = []
+    for vec in schema.vectors("valid"):
+        if vec.schema == "samples":
+            p = vec.payload
+            payloads.append(
+                encode.batch(p["dev"], p["boot"], p["clk"], [encode.row(r) for r in p["samples"]])
+            )
+    payloads.append(payloads[0][:-1] + b',"mac":"' + b"0a" * 32 + b'"}')
+    payloads.append(payloads[0].replace(b'"samples":[', b'"samples":[{"s":1,"t":2,"c":"x","u":1e-05},', 1))
+    (out,) = mpy(
+        """
+from binascii import hexlify, unhexlify
+from wattbench_fw import compact
+out = []
+for h in DATA:
+    p = unhexlify(h)
+    c = compact.pack(p)
+    out.append([hexlify(c).decode(), compact.unpack(c) == p])
+report(out)
+""",
+        data=[p.hex() for p in payloads],
+    )
+    for p, (packed, same) in zip(payloads, out, strict=True):
+        assert same and bytes.fromhex(packed) == compact.pack(p)
+
+
+def test_previous_spool_format_is_sent_under_micropython(mpy: Run) -> None:
+    from pathlib import Path
+
+    fixture = Path(__file__).resolve().parents[1] / "data" / "firmware" / "spool-v1"
+    segs = {p.name: p.read_bytes().hex() for p in sorted(fixture.glob("seg*.bin"))}
+    expected = json.loads((fixture / "expected.json").read_text())
+    (out,) = mpy(
+        """
+from binascii import unhexlify
+from wattbench_fw.buffer import Buffer
+from wattbench_fw import port
+port.makedirs("/flash/spool")
+for name in DATA:
+    with open("/flash/spool/" + name, "wb") as f:
+        f.write(unhexlify(DATA[name]))
+buf = Buffer(ram_bytes=1, flash_bytes=1 << 20, segment_bytes=8192, directory="/flash/spool")
+flash = buf.counts()["flash"]
+buf.push(b'{"v":1,"dev":"a","boot":0,"clk":{},"samples":[{"s":1,"t":2,"c":"x","W":1.5}]}', 1)
+sent = []
+while True:
+    nxt = buf.next_unsent()
+    if nxt is None:
+        break
+    sent.append(nxt[1].decode())
+    buf.ack(nxt[0])
+report({"flash": flash, "sent": sent, "left": port.listdir("/flash/spool")})
+""",
+        data=segs,
+    )
+    assert out["flash"] == sum(e["n"] for e in expected)
+    assert out["sent"][:-1] == [e["payload"] for e in expected]
+    assert out["sent"][-1].endswith('"W":1.5}]}') and out["left"] == []

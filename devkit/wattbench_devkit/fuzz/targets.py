@@ -1203,6 +1203,102 @@ def run_state(inp: tuple[bytes | None, bytes | None]) -> str:
     return "ok"
 
 
+# ====================================================================== flash spool (firmware)
+
+
+def gen_flash_payload(src: Source) -> bytes:
+    """A samples batch as the appliance encodes it (from a vector, numbers nudged, maybe signed), a
+    mutation of one, or any other payload."""
+    from wattbench_fw import encode
+    from wattbench_fw.sign import Signer
+
+    vecs = [v for v in valid_vectors() if v.schema == "samples"]
+    doc = json.loads(pick(src, vecs).raw)
+    if chance(src, 40):
+        doc = nudge_numbers(src, doc)
+    try:
+        raw = encode.batch(doc["dev"], doc["boot"], doc["clk"], [encode.row(r) for r in doc["samples"]])
+    except (KeyError, TypeError, ValueError, OverflowError):
+        raw = json.dumps(doc).encode()
+    if chance(src, 20):
+        raw = Signer(b"k" * 32).sign(raw)
+    k = src.below(10)
+    if k < 5:
+        return raw
+    if k < 9:
+        return mutate_bytes(src, raw, payload_corpus())
+    return src.blob(300)
+
+
+@target(
+    "flash.compact", "compact flash form of a batch (firmware/wattbench_fw/compact.py)", gen_flash_payload
+)
+def run_flash_compact(raw: bytes) -> str:
+    from wattbench_fw import compact
+
+    packed = compact.pack(raw)
+    if packed is None:
+        return "kept-as-json"
+    assert compact.unpack(packed) == raw, "the compact form does not rebuild the payload byte for byte"
+    return "packed"
+
+
+def gen_flash_segment(src: Source) -> tuple[bytes, list[int]]:
+    """A segment file of compact and JSON records as the buffer writes them, then maybe damaged."""
+    from wattbench_fw import compact
+    from wattbench_fw.buffer import MAGIC, MAGIC_COMPACT
+
+    out = bytearray()
+    counts = []
+    for _ in range(1 + src.below(4)):
+        raw = gen_flash_payload(src)
+        n = 1 + src.below(500)
+        body = compact.pack(raw)
+        magic = MAGIC_COMPACT
+        if body is None or chance(src, 30):
+            body, magic = raw, MAGIC
+        out += magic + n.to_bytes(2, "big") + len(body).to_bytes(4, "big") + body
+        counts.append(n)
+    k = src.below(10)
+    if k < 4:
+        return bytes(out), counts
+    if k < 6:
+        return bytes(out[: src.below(len(out) + 1)]), []  # a power cut while writing
+    if k < 9:
+        return mutate_bytes(src, bytes(out)), []
+    return src.blob(200), []
+
+
+@target(
+    "flash.segment",
+    "segment files read at boot and sent (firmware/wattbench_fw/buffer.py)",
+    gen_flash_segment,
+)
+def run_flash_segment(inp: tuple[bytes, list[int]]) -> str:
+    from wattbench_fw.buffer import Buffer
+
+    data, counts = inp
+    d = os.path.join(scratch_dir(), "spool")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    with open(os.path.join(d, "seg00000000.bin"), "wb") as f:
+        f.write(data)
+    buf = Buffer(ram_bytes=1, flash_bytes=1 << 20, segment_bytes=65536, directory=d)
+    held = buf.flash_samples()
+    if counts:
+        assert held == sum(counts), "an undamaged segment lost records at boot"
+    sent = 0
+    while (nxt := buf.next_unsent()) is not None:
+        assert isinstance(nxt[1], (bytes, bytearray)), "a record came back as something else than bytes"
+        sent += 1
+        assert buf.ack(nxt[0]), "a record handed out could not be acknowledged"
+    assert buf.acked_samples + buf.dropped == held, "samples neither sent nor counted as dropped"
+    assert buf.empty() and not os.listdir(d), "flash not emptied after everything was acknowledged"
+    if counts:
+        assert sent == len(counts) and buf.dropped == 0, "an undamaged segment did not send every record"
+    return "dropped" if buf.dropped else "sent"
+
+
 # ====================================================================== meter options from the config
 
 
