@@ -11,18 +11,23 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import wattbench_schema as contract
 from wattbench_fw.meters.sim import SimMeter
 
 from ..mqttconn import AddressError, Settings, open_client
 from .protocol import Reading
 
 # The contract's identifiers (schema/v1/common.schema.json): device and channel names.
-_ID_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_IDS = {
+    name: re.compile(contract.load_schema("common")["$defs"][f"{name}_id"]["pattern"])
+    for name in ("device", "channel")
+}
 
 
 class SourceError(ValueError):
@@ -59,7 +64,7 @@ def parse_device_port(text: str) -> SourceSpec:
             f"device port {text!r}: give DEVICE/CHANNEL@BROKER (an appliance's channel) or sim:WATTS"
         )
     for what, name in (("device", dev), ("channel", channel)):
-        if not name or len(name) > 64 or not set(name) <= _ID_CHARS:
+        if not _IDS[what].fullmatch(name):
             raise SourceError(f"device port {text!r}: {what} {name!r} is not a wattbench {what} name")
     try:
         Settings.parse(broker)
@@ -152,6 +157,31 @@ class Source(Protocol):
     def close(self) -> None: ...
 
 
+class ReadingBuffer:
+    """Readings that arrived and were not yet taken, and when the last one arrived: filled by a
+    source's own thread (MQTT callbacks, the simulator), emptied by the server's."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: list[Reading] = []
+        self._last: float | None = None
+
+    def add(self, readings: list[Reading]) -> None:
+        with self._lock:
+            self._pending.extend(readings)
+            self._last = time.monotonic()
+
+    def take(self) -> list[Reading]:
+        with self._lock:
+            out, self._pending = self._pending, []
+        return out
+
+    def silent_s(self) -> float | None:
+        with self._lock:
+            last = self._last
+        return None if last is None else time.monotonic() - last
+
+
 class MqttSource:
     """One appliance channel, from its samples on the broker."""
 
@@ -159,9 +189,8 @@ class MqttSource:
         self.spec = spec
         self.label = spec.label
         self.meta_wait_s = meta_wait_s
+        self._buffer = ReadingBuffer()
         self._lock = threading.Lock()
-        self._pending: list[Reading] = []
-        self._last: float | None = None
         self._meter: str | None = None
         self._meta_seen = threading.Event()
         self.refused = 0
@@ -177,8 +206,8 @@ class MqttSource:
         settings = Settings.parse(self.spec.broker)
         client = open_client(settings, f"wattbench-ptd-{self.spec.dev}-{time.monotonic_ns() % 10**9}")
         self._client = client
-        samples = f"wattbench/v1/dev/{self.spec.dev}/samples"
-        meta = f"wattbench/v1/dev/{self.spec.dev}/meta"
+        samples = contract.topic_for("samples", dev=self.spec.dev)
+        meta = contract.topic_for("meta", dev=self.spec.dev)
 
         def on_message(c: Any, userdata: Any, msg: Any) -> None:
             if msg.topic == meta:
@@ -190,23 +219,18 @@ class MqttSource:
             readings, refused = readings_from_batch(msg.payload, self.spec.dev, self.spec.channel)
             with self._lock:
                 self.refused += refused
-                if readings:
-                    self._pending.extend(readings)
-                    self._last = time.monotonic()
+            if readings:
+                self._buffer.add(readings)
 
         client.on_message = on_message
         client.subscribe([(samples, 1), (meta, 1)])
         self._meta_seen.wait(self.meta_wait_s)
 
     def take(self) -> list[Reading]:
-        with self._lock:
-            out, self._pending = self._pending, []
-        return out
+        return self._buffer.take()
 
     def silent_s(self) -> float | None:
-        with self._lock:
-            last = self._last
-        return None if last is None else time.monotonic() - last
+        return self._buffer.silent_s()
 
     def close(self) -> None:
         if self._client is not None:
@@ -222,9 +246,7 @@ class SimSource:
         self.label = spec.label
         self._meter_obj = SimMeter(model="const", watts=spec.watts)
         self._period = 1.0 / hz
-        self._lock = threading.Lock()
-        self._pending: list[Reading] = []
-        self._last: float | None = None
+        self._buffer = ReadingBuffer()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.refused = 0
@@ -243,20 +265,13 @@ class SimSource:
         while not self._stop.wait(self._period):
             values, _flags = self._meter_obj.read()
             t = int(time.time() * 1000)
-            reading = Reading(t, values["W"], values["V"], values["A"], values["PF"], values["u"])
-            with self._lock:
-                self._pending.append(reading)
-                self._last = time.monotonic()
+            self._buffer.add([Reading(t, values["W"], values["V"], values["A"], values["PF"], values["u"])])
 
     def take(self) -> list[Reading]:
-        with self._lock:
-            out, self._pending = self._pending, []
-        return out
+        return self._buffer.take()
 
     def silent_s(self) -> float | None:
-        with self._lock:
-            last = self._last
-        return None if last is None else time.monotonic() - last
+        return self._buffer.silent_s()
 
     def close(self) -> None:
         self._stop.set()
