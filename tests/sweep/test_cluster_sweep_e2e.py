@@ -244,3 +244,34 @@ def test_ctrl_c_cancels_every_job_of_the_sweep(tmp_path: Path, slurm_cluster: An
     assert proc.returncode == 130, out
     assert cluster.queue() == [], out
     assert "Traceback" not in out
+
+
+@pytest.mark.parametrize(
+    ("placement", "c2_nodes"), [("compact", ["wbn1", "wbn1"]), ("spread", ["wbn1", "wbn2"])]
+)
+def test_slot_levels_run_one_task_jobs_where_the_placement_puts_them(
+    tmp_path: Path, slurm_cluster: Any, placement: str, c2_nodes: list[str]
+) -> None:
+    # 2 nodes x 2 CPUs = 4 slots: 1/4 is one job, 1/2 two; each job says which node ran it.
+    cluster = slurm_cluster(list(NODES), cpus=2)
+    (tmp_path / "slurm.toml").write_text(
+        f'workload = "slurm"\njob = "echo node=$SLURMD_NODENAME; sleep 1; echo ops=1"\n'
+        f'output_dir = "{tmp_path / "jobs"}"\nslurm_conf = "{cluster.conf}"\ntimeout_s = 120\n'
+    )
+    out = tmp_path / "r.json"
+    argv = [sys.executable, "-m", "wattbench.cli", "sweep", "--workload-config", str(tmp_path / "slurm.toml"),
+            "--cluster-unit", "slots", "--placement", placement, "--cluster-levels", "1/4,1/2",
+            "--ops-only", "--no-idle", "--quiet", "--pre", "0.3", "--post", "0.3", "--json-out", str(out)]  # fmt: skip
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=180, env={**os.environ, **cluster.env, "COLUMNS": "200"}
+    )
+    assert out.exists(), done.stdout + done.stderr
+    ran: dict[str, list[str]] = {}
+    for path in sorted((tmp_path / "jobs").glob("c*-*.out")):
+        phase = path.name.split("-")[0]
+        node = [ln.split("node=")[1].strip() for ln in path.read_text().splitlines() if "node=" in ln]
+        assert len(node) == 1, path.read_text()  # one task per job
+        ran.setdefault(phase, []).append(node[0])
+    assert len(ran["c1"]) == 1
+    assert sorted(ran["c2"]) == c2_nodes
+    assert cluster.queue() == []

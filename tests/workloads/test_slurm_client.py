@@ -182,3 +182,34 @@ def test_the_worklet_command_runs_n_ops_and_refuses_a_bad_option() -> None:
         text=True,
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "size_mb must be int" in bad.stderr
+
+
+def test_slot_levels_count_the_partition_s_cpus_and_run_one_task_per_job() -> None:
+    from wattbench.workloads.slurm import slot_nodes
+
+    cluster = [Node("n1", 4, "idle"), Node("n2", 4, "idle")]
+    wl = SlurmWorkload(job="builtin:4000", unit="slots", placement="compact", output_dir="/shared/out")
+    wl.cluster = cluster
+    assert wl.level_jobs("1/8,1/4,1/2,3/4,1") == (1, 2, 4, 6, 8)
+    assert wl.tasks == 1
+    argv = wl.sbatch_argv("c6", 5, 6)
+    assert "--nodes=1" in argv and "--ntasks=1" in argv and "--nodelist=n2" in argv
+    assert "--ops 4000" in argv[-1]  # a slot's job does the whole fixed work in its one task
+    # compact fills a node's slots before the next; spread deals the jobs out over the nodes
+    assert slot_nodes(cluster, 6, "compact") == ["n1", "n1", "n1", "n1", "n2", "n2"]
+    assert slot_nodes(cluster, 6, "spread") == ["n1", "n2", "n1", "n2", "n1", "n2"]
+    uneven = [Node("a", 1, "idle"), Node("b", 3, "idle")]
+    assert slot_nodes(uneven, 4, "spread") == ["a", "b", "b", "b"]
+    assert slot_nodes(uneven, 4, "compact") == ["a", "b", "b", "b"]
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"unit": "racks"}, "unit must be nodes or slots"),
+        ({"unit": "slots", "tasks": 2}, "one task per job"),
+    ],
+)
+def test_bad_slot_settings_are_refused(config: dict, message: str) -> None:
+    with pytest.raises(WorkloadError, match=message):
+        SlurmWorkload.from_config(config)

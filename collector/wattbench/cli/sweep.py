@@ -81,10 +81,15 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
         help="slurm: each job on one node (compact), or its tasks spread over the nodes",
     )
     g.add_argument(
+        "--cluster-unit",
+        choices=["nodes", "slots"],
+        help="slurm: levels count the partition's nodes (a node's work per job) or its CPUs (one task per job)",
+    )
+    g.add_argument(
         "--cluster-levels",
         metavar="LIST",
         type=checked_by(parse_fractions, "cluster levels"),
-        help="slurm: levels as fractions of the partition's nodes (1/8,1/4,1/2,3/4,1)",
+        help="slurm: levels as fractions of the partition's nodes or CPUs (1/8,1/4,1/2,3/4,1)",
     )
     g.add_argument(
         "--copies",
@@ -183,6 +188,8 @@ def workload_from_args(args: argparse.Namespace) -> tuple[str, Any, dict[str, An
         config["job"] = args.job
     if name == "slurm" and args.placement:
         config["placement"] = args.placement
+    if name == "slurm" and args.cluster_unit:
+        config["unit"] = args.cluster_unit
     return name, make_workload(name, config), config
 
 

@@ -5,6 +5,10 @@ second; Slurm's own records (job id, state, exit code, nodes, start, end) go wit
 
 The job is the same in both placements: `tasks` tasks (a node's CPUs by default) of the command, each
 started by srun inside the job, so compact and spread differ only in where Slurm puts them.
+
+With unit "slots" a level is a fraction of the partition's CPUs instead: that many one-task jobs, each
+named to a node (slot_nodes), filling one node's CPUs before the next (compact) or dealt out over the
+nodes (spread). Slurm has no per-job way to ask for the least loaded node, so the sweep names it.
 """
 
 from __future__ import annotations
@@ -27,6 +31,32 @@ from .client import JobRecord, Node, Slurm, SlurmError, task_ops
 log = logging.getLogger(__name__)
 
 PLACEMENTS = ("compact", "spread")
+UNITS = ("nodes", "slots")
+
+
+def slot_nodes(cluster: list[Node], jobs: int, placement: str) -> list[str]:
+    """The node of each of `jobs` one-task jobs: compact fills each node's CPUs in the partition's
+    order before the next; spread deals one job to each node in turn, skipping nodes already full.
+    Jobs beyond the partition's CPUs wait for a slot on the node they are named to, as in Slurm."""
+    free = [n.cpus for n in cluster]
+    out: list[str] = []
+    i = 0
+    for _ in range(jobs):
+        if not any(free):
+            free = [n.cpus for n in cluster]  # more jobs than CPUs: a second round, queued by Slurm
+        if placement == "compact":
+            i = next(k for k, f in enumerate(free) if f > 0)
+        else:
+            while free[i % len(cluster)] == 0:
+                i += 1
+            i %= len(cluster)
+        free[i] -= 1
+        out.append(cluster[i].name)
+        if placement != "compact":
+            i += 1
+    return out
+
+
 POLL_S = 0.5
 # How long scancel may take to empty the queue of the sweep's jobs before the sweep says so.
 CANCEL_WAIT_S = 30.0
@@ -39,7 +69,17 @@ class SlurmWorkload(WorkloadDefaults):
     overrun_s = 0.0
     calibrates = False
 
-    SETTINGS = ("job", "partition", "placement", "tasks", "python", "output_dir", "sbatch_args", "slurm_conf")
+    SETTINGS = (
+        "job",
+        "partition",
+        "placement",
+        "unit",
+        "tasks",
+        "python",
+        "output_dir",
+        "sbatch_args",
+        "slurm_conf",
+    )
     # Read by the sweep's plan (each level's job count and the longest window), not by the workload.
     PLAN_SETTINGS = ("levels", "timeout_s")
 
@@ -48,6 +88,7 @@ class SlurmWorkload(WorkloadDefaults):
         job: str = "builtin:20000",
         partition: str | None = None,
         placement: str = "compact",
+        unit: str = "nodes",
         tasks: int = 0,
         python: str | None = None,
         output_dir: str = "wattbench-slurm",
@@ -61,7 +102,12 @@ class SlurmWorkload(WorkloadDefaults):
             )
         if tasks < 0:
             raise WorkloadError("slurm workload: tasks must be 0 (a node's CPUs) or more")
+        if unit not in UNITS:
+            raise WorkloadError(f"slurm workload: unit must be nodes or slots, got {unit!r}")
+        if unit == "slots" and tasks > 1:
+            raise WorkloadError("slurm workload: with unit slots each job is one slot: one task per job")
         self.placement = placement
+        self.unit = unit
         self.partition = partition
         self.tasks_setting = tasks
         self.python = python or sys.executable
@@ -95,6 +141,7 @@ class SlurmWorkload(WorkloadDefaults):
             "job": (str,),
             "partition": (str,),
             "placement": (str,),
+            "unit": (str,),
             "tasks": (int,),
             "python": (str,),
             "output_dir": (str,),
@@ -119,7 +166,7 @@ class SlurmWorkload(WorkloadDefaults):
         except SlurmError as exc:
             raise WorkloadError(f"slurm: {exc}") from None
         cpus = min(n.cpus for n in self.cluster)
-        if self.tasks_setting > cpus and self.placement == "compact":
+        if self.tasks_setting > cpus and self.placement == "compact" and self.unit == "nodes":
             raise WorkloadError(
                 f"slurm workload: a job of {self.tasks_setting} tasks does not fit on one node of {cpus} CPUs (compact)"
             )
@@ -127,7 +174,10 @@ class SlurmWorkload(WorkloadDefaults):
 
     @property
     def tasks(self) -> int:
-        """Tasks per job: the setting, or the CPUs of the smallest node (a node's worth of work)."""
+        """Tasks per job: one for a slot; the setting, or the CPUs of the smallest node (a node's worth
+        of work)."""
+        if self.unit == "slots":
+            return 1
         if self.tasks_setting:
             return self.tasks_setting
         return min(n.cpus for n in self.cluster) if self.cluster else 1
@@ -141,13 +191,17 @@ class SlurmWorkload(WorkloadDefaults):
             fractions = parse_fractions(levels or DEFAULT_CLUSTER_LEVELS)
         except ValueError as exc:
             raise WorkloadError(f"slurm workload: {exc}") from None
-        return jobs_per_level(fractions, len(self.cluster))
+        size = len(self.cluster) if self.unit == "nodes" else sum(n.cpus for n in self.cluster)
+        return jobs_per_level(fractions, size)
 
     def sbatch_argv(self, phase: str, copy: int, copies: int) -> list[str]:
         """sbatch's arguments for one job of a level (without --parsable)."""
         nodes = len(self.cluster) or 1
         tasks = self.tasks
-        if self.placement == "compact":
+        if self.unit == "slots" and self.cluster:
+            node = slot_nodes(self.cluster, copies, self.placement)[copy - 1]
+            where = ["--nodes=1", "--ntasks=1", f"--nodelist={node}"]
+        elif self.placement == "compact":
             where = ["--nodes=1", f"--ntasks={tasks}"]
         else:
             # Over as many nodes as there are tasks, up to all of them; Slurm deals the tasks out.
@@ -211,7 +265,7 @@ class SlurmWorkload(WorkloadDefaults):
             self._all_ids.append(jid)
         self._queued = list(self._ids)
         self._polled = 0.0
-        log.info("%s: submitted jobs %s (%s)", phase.name, ",".join(self._ids), self.placement)
+        log.info("%s: submitted jobs %s (%s, %s)", phase.name, ",".join(self._ids), self.placement, self.unit)
 
     def measure_done(self) -> bool:
         if not self._ids:
