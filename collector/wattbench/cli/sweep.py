@@ -175,6 +175,14 @@ def workload_from_args(args: argparse.Namespace) -> tuple[str, Any, dict[str, An
     name = args.workload or config.pop("workload", None) or ("command" if args.cmd else None)
     name = name or ("concurrency" if args.job or args.copies else "builtin")
     config.pop("workload", None)
+    cluster = [opt for opt, v in (("--placement", args.placement), ("--cluster-unit", args.cluster_unit),
+               ("--cluster-levels", args.cluster_levels)) if v]  # fmt: skip
+    if cluster and name != "slurm":
+        from .options import CliError
+
+        raise CliError(
+            f"{', '.join(cluster)}: for cluster sweeps only; add --workload slurm (this is {name})"
+        )
     if name == "builtin" and args.workers:
         config["workers"] = args.workers
     if name == "command":
