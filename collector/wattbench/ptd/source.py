@@ -36,7 +36,7 @@ class SourceError(ValueError):
 
 @dataclass(frozen=True)
 class SourceSpec:
-    kind: str  # "mqtt" or "sim"
+    kind: str  # "mqtt" or "simulated"
     dev: str = ""
     channel: str = ""
     broker: str = ""
@@ -44,7 +44,7 @@ class SourceSpec:
 
     @property
     def label(self) -> str:
-        return f"sim:{self.watts:g}" if self.kind == "sim" else f"{self.dev}/{self.channel}"
+        return f"sim:{self.watts:g}" if self.kind == "simulated" else f"{self.dev}/{self.channel}"
 
 
 def parse_device_port(text: str) -> SourceSpec:
@@ -56,7 +56,7 @@ def parse_device_port(text: str) -> SourceSpec:
             raise SourceError(f"device port {text!r}: sim:WATTS needs a number of watts") from None
         if not math.isfinite(watts) or not 0 <= watts <= 1e7:
             raise SourceError(f"device port {text!r}: watts must be between 0 and 10000000")
-        return SourceSpec("sim", watts=watts)
+        return SourceSpec("simulated", watts=watts)
     where, at, broker = s.partition("@")
     dev, slash, channel = where.partition("/")
     if not at or not slash or not broker:
@@ -280,4 +280,4 @@ class SimSource:
 
 
 def open_source(spec: SourceSpec) -> MqttSource | SimSource:
-    return SimSource(spec) if spec.kind == "sim" else MqttSource(spec)
+    return SimSource(spec) if spec.kind == "simulated" else MqttSource(spec)
