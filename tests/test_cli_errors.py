@@ -68,7 +68,9 @@ ROWS = [
     ),
     Row("report-store-is-folder", ["report", "latest", "--store", "{tmp}"], 3, "is a folder"),
     # the cluster options without --workload slurm would otherwise run a one-host sweep
-    Row("sweep-slots-without-slurm", ["sweep", "--cluster-unit", "slots", "--ops-only"], 2, "--workload slurm"),
+    Row(
+        "sweep-slots-without-slurm", ["sweep", "--cluster-unit", "slots", "--ops-only"], 2, "--workload slurm"
+    ),
     Row("sweep-placement-builtin", ["sweep", "--placement", "spread", "--ops-only"], 2, "--workload slurm"),
     Row("report-store-not-sqlite", ["report", "latest", "--store", "{tmp}/notes.txt"], 3, "not a database"),
     Row("report-store-unknown-scheme", ["report", "latest", "--store", "ftp://x/y"], 2, "give a file path"),
