@@ -18,6 +18,7 @@ exit codes: 0 stopped cleanly, 1 internal error, 2 bad configuration,
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..config import PROFILES
     from .options import add_broker_options, add_store_options
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -47,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--profile",
-        choices=["default", "low-latency"],
+        choices=list(PROFILES),
         help="low-latency: small commits, for appliances batching every 100 ms (docs/collector.md)",
     )
     parser.add_argument("--health-period", type=float, metavar="S", help="seconds between health points (5)")
