@@ -109,15 +109,19 @@ def aggregate(t_ms: int, readings: list[Reading]) -> Sample:
     volts = mean_of([r.volts for r in good])
     amps = mean_of([r.amps for r in good])
     pf = mean_of([r.pf for r in good])
-    if all(r.u is not None and math.isfinite(r.u) for r in good):
-        total = sum(r.watts for r in good)
-        if total > 0:
-            u: float | None = sum(r.watts * (r.u or 0.0) for r in good) / total
-        else:
-            u = max(r.u or 0.0 for r in good)
-    else:
-        u = None
+    known = all(r.u is not None and math.isfinite(r.u) for r in good)
+    u = weighted_uncertainty([(r.watts, r.u or 0.0) for r in good]) if known else None
     return Sample(t_ms, w, volts, amps, pf, u, len(good))
+
+
+def weighted_uncertainty(pairs: list[tuple[float, float]]) -> float:
+    """The relative uncertainty of a mean power from (watts, relative uncertainty) pairs: their
+    power-weighted mean (a meter's accuracy class is systematic, so it does not shrink by averaging);
+    the largest when no power was drawn."""
+    total = sum(w for w, _ in pairs)
+    if total > 0:
+        return sum(w * u for w, u in pairs) / total
+    return max(u for _, u in pairs)
 
 
 # ---------------------------------------------------------------------------------------- commands
@@ -350,13 +354,21 @@ class PtdState:
         m = self.measurement
         return [] if m is None else [s for s in m.samples if not s.missed]
 
-    def _watts(self, silent_s: float | None) -> str:
-        """Watts,<mean>,<min>,<max>,<samples>,<missed samples> of the current (or last) measurement."""
+    def _readable(self, silent_s: float | None) -> Measurement | str:
+        """The current (or last) measurement, or the error reply when there is none or its source has
+        gone silent while it runs."""
         m = self.measurement
         if m is None:
             return "Error: no measurement yet"
         if m.running and self._silent(silent_s):
             return self._silence_error(silent_s)
+        return m
+
+    def _watts(self, silent_s: float | None) -> str:
+        """Watts,<mean>,<min>,<max>,<samples>,<missed samples> of the current (or last) measurement."""
+        m = self._readable(silent_s)
+        if isinstance(m, str):
+            return m
         valid = self._valid()
         missed = len(m.samples) - len(valid)
         if not valid:
@@ -367,20 +379,17 @@ class PtdState:
     def _uncertainty(self, silent_s: float | None) -> str:
         """Uncertainty,<mean %>,<max %>,<samples without a stated uncertainty>: the relative
         uncertainty of the measurement's mean power and the largest of one sample, in percent."""
-        m = self.measurement
-        if m is None:
-            return "Error: no measurement yet"
-        if m.running and self._silent(silent_s):
-            return self._silence_error(silent_s)
+        m = self._readable(silent_s)
+        if isinstance(m, str):
+            return m
         valid = self._valid()
         known = [s for s in valid if s.u is not None]
         unknown = len(valid) - len(known)
         if not known:
             return f"Uncertainty,-1.000000,-1.000000,{unknown}"
-        total = sum(s.watts for s in known)
-        us = [s.u or 0.0 for s in known]
-        mean = sum(s.watts * (s.u or 0.0) for s in known) / total if total > 0 else max(us)
-        return f"Uncertainty,{100 * mean:.6f},{100 * max(us):.6f},{unknown}"
+        pairs = [(s.watts, s.u or 0.0) for s in known]
+        mean = weighted_uncertainty(pairs)
+        return f"Uncertainty,{100 * mean:.6f},{100 * max(u for _, u in pairs):.6f},{unknown}"
 
     def _rl(self, last: int | None) -> list[str]:
         m = self.measurement
