@@ -124,6 +124,7 @@ class SlurmWorkload(WorkloadDefaults):
         self.template = job
         self.slurm = slurm or Slurm(env={"SLURM_CONF": slurm_conf} if slurm_conf else {})
         self.cluster: list[Node] = []
+        self._slot_plan: tuple[int, list[str]] = (0, [])  # a level's job count and each job's node
         self.use_sacct = False
         self._phase: Phase | None = None
         self._ids: list[str] = []
@@ -199,7 +200,9 @@ class SlurmWorkload(WorkloadDefaults):
         nodes = len(self.cluster) or 1
         tasks = self.tasks
         if self.unit == "slots" and self.cluster:
-            node = slot_nodes(self.cluster, copies, self.placement)[copy - 1]
+            if self._slot_plan[0] != copies:  # once per level, not once per job
+                self._slot_plan = (copies, slot_nodes(self.cluster, copies, self.placement))
+            node = self._slot_plan[1][copy - 1]
             where = ["--nodes=1", "--ntasks=1", f"--nodelist={node}"]
         elif self.placement == "compact":
             where = ["--nodes=1", f"--ntasks={tasks}"]
