@@ -120,25 +120,6 @@ class TelegrafRun:
         self.tg.stop()
 
 
-def cpu_s(pid: int) -> float:
-    """CPU seconds of a process and its children (the collector checks in worker processes)."""
-    import psutil
-
-    total = 0.0
-    try:
-        proc = psutil.Process(pid)
-        procs = [proc, *proc.children(recursive=True)]
-    except psutil.Error:
-        return 0.0
-    for p in procs:
-        try:
-            t = p.cpu_times()
-            total += t.user + t.system
-        except psutil.Error:  # a child that exited between listing and asking
-            continue
-    return total
-
-
 def count(influx: services.InfluxDB, db: str) -> int:
     rows = influx.query('SELECT count("s") FROM "wb_sample"', db=db)
     return int(rows[0]["count"]) if rows else 0
@@ -188,7 +169,7 @@ def measure(
     t0 = time.monotonic()
     consumer.start()
     assert influx.proc is not None
-    cpu0 = (cpu_s(consumer.pid), cpu_s(influx.proc.pid))
+    cpu0 = (services.tree_cpu_s(consumer.pid), services.tree_cpu_s(influx.proc.pid))
     first: tuple[float, int] | None = None
     last = (t0, 0)
     deadline = t0 + 900
@@ -201,7 +182,7 @@ def measure(
         if n >= total:
             break
         time.sleep(poll_s)
-    cpu = (cpu_s(consumer.pid) - cpu0[0], cpu_s(influx.proc.pid) - cpu0[1])
+    cpu = (services.tree_cpu_s(consumer.pid) - cpu0[0], services.tree_cpu_s(influx.proc.pid) - cpu0[1])
     consumer.stop()
     problems = verify(influx, db, stream)
     influx.drop_database(db)
@@ -273,14 +254,14 @@ def ceiling(
 
     threads = [threading.Thread(target=writer) for _ in range(connections)]
     assert influx.proc is not None
-    db_cpu0 = cpu_s(influx.proc.pid)
+    db_cpu0 = services.tree_cpu_s(influx.proc.pid)
     t0 = time.monotonic()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     elapsed = time.monotonic() - t0
-    db_cpu = cpu_s(influx.proc.pid) - db_cpu0
+    db_cpu = services.tree_cpu_s(influx.proc.pid) - db_cpu0
     stored = count(influx, db)
     influx.drop_database(db)
     problems = errors[:3] + ([f"{stored} of {len(lines)} stored"] if stored != len(lines) else [])

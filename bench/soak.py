@@ -95,18 +95,6 @@ def influx_rows(url: str, db: str, q: str) -> list[list[Any]]:
     return rows
 
 
-def tree_cpu_s(proc: Any) -> float:
-    """CPU seconds of a process and its live children (the collector validates in worker processes)."""
-    total = 0.0
-    for p in [proc, *proc.children(recursive=True)]:
-        try:
-            t = p.cpu_times()
-            total += t.user + t.system
-        except Exception:  # a child that exited between listing and asking
-            continue
-    return total
-
-
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -195,7 +183,7 @@ def soak(args: argparse.Namespace, profile: str) -> dict[str, Any]:
     seen: set[tuple[str, str, int]] = set()
     latencies: list[float] = []
     rss: list[tuple[float, int]] = []  # the largest collector's RSS at each look
-    cpu0 = sum(tree_cpu_s(c) for c in cprocs)
+    cpu0 = sum(services.tree_cpu_s(c.pid) for c in cprocs)
     t_start = time.monotonic()
     next_mem = t_start
     asked_ms = time.time() * 1000
@@ -226,7 +214,7 @@ def soak(args: argparse.Namespace, profile: str) -> dict[str, Any]:
             rss.append((time.monotonic() - t_start, max(c.memory_info().rss for c in cprocs)))
             next_mem += 5.0
     wall = time.monotonic() - t_start
-    cpu1 = sum(tree_cpu_s(c) for c in cprocs)
+    cpu1 = sum(services.tree_cpu_s(c.pid) for c in cprocs)
 
     for w in workers:
         w.send_signal(signal.SIGTERM)
