@@ -72,6 +72,8 @@ class MemoryStore:
     """The Store protocol in memory, for tests of code that reads and writes through a store. Writes
     take effect at once (nothing is ever pending)."""
 
+    line_protocol = False
+
     def __init__(self) -> None:
         self.rows: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
         self.events: dict[str, dict[int, dict[str, Any]]] = {}
@@ -80,7 +82,7 @@ class MemoryStore:
         self.healths: dict[tuple[str, str, int], dict[str, Any]] = {}
         self.rejected: dict[tuple[str, str, int], StoredReject] = {}
 
-    def write_samples(self, dev: str, samples: list[dict[str, Any]]) -> None:
+    def write_samples(self, dev: str, samples: list[dict[str, Any]], lines: str | None = None) -> None:
         for s in samples:
             self.rows.setdefault((dev, s["c"]), {})[int(s["t"])] = dict(s)
 

@@ -244,7 +244,8 @@ class Collector:
         if self.config.hmac_keys or self.config.hmac_require:
             verifier_args = (self.config.hmac_keys, self.config.hmac_require)
         try:
-            self._pool = CheckPool(workers, verifier_args)
+            assert self.store is not None  # start() opens it first
+            self._pool = CheckPool(workers, verifier_args, lines=self.store.line_protocol)
         except Exception as exc:  # no processes allowed here: validate in this process instead
             log.warning("validation processes unavailable (%s); validating in-process", exc)
             self._pool = None
@@ -439,7 +440,8 @@ class Collector:
                         if verdicts is None:
                             pipeline.handle(m[3], m[4], m[5])
                         else:
-                            pipeline.handle_checked(m[3], m[4], m[5], verdicts[k])
+                            rejected, lines = verdicts[k]
+                            pipeline.handle_checked(m[3], m[4], m[5], rejected, lines)
                         acks.append((m[0], m[1], m[2]))
                 done += len(items)
             # 3. hand over to the writer

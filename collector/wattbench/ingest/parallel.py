@@ -6,6 +6,10 @@ the check (Validator.check: topic, size, JSON, version, schema, cross-field rule
 runs in a small pool of processes; the collector keeps the stateful part (accounting, dedup) and
 decodes the accepted payloads again with the fast decoder, which is cheap.
 
+For a store that writes InfluxDB line protocol the workers also format an accepted sample batch's rows
+(lineproto.sample_block): formatting is stateless, and it was the collector's largest cost under its
+interpreter lock. The collector uses those lines when it keeps every row of the batch.
+
 Results come back in submission order, so the stream keeps its order.
 """
 
@@ -15,16 +19,21 @@ import multiprocessing
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
+from ..store.lineproto import sample_block
 from .auth import Verifier
 from .validate import Accepted, Rejected, Validator
 
 Item = tuple[str, bytes, int]  # topic, payload, receive time (ms)
+# A message's rejection (None: it passed) and, for an accepted sample batch, its rows as line protocol.
+Verdict = tuple[Rejected | None, str | None]
 
 _validator: Validator | None = None
+_lines = False
 
 
-def _init(verifier_args: tuple[str, bool] | None) -> None:
-    global _validator
+def _init(verifier_args: tuple[str, bool] | None, lines: bool = False) -> None:
+    global _validator, _lines
+    _lines = lines
     import signal
 
     # Ctrl-C and a service manager's SIGTERM reach the whole process group; the collector shuts its
@@ -58,35 +67,41 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def _check(items: list[Item]) -> list[Rejected | None]:
+def _check(items: list[Item]) -> list[Verdict]:
     assert _validator is not None
-    out: list[Rejected | None] = []
+    out: list[Verdict] = []
     for topic, raw, recv_ms in items:
         try:
             res = _validator.check(topic, raw, recv_ms)
+            lines = None
+            if isinstance(res, Accepted) and _lines and res.kind == "samples":
+                lines = sample_block(res.payload["dev"], res.payload["samples"])
         except Exception as exc:  # never lose the whole chunk to one odd message
             res = Rejected(
                 "schema", f"could not be checked ({exc.__class__.__name__}: {exc})", topic, len(raw)
             )
-        out.append(None if isinstance(res, Accepted) else res)
+        out.append((None, lines) if isinstance(res, Accepted) else (res, None))
     return out
 
 
 class CheckPool:
-    """A process pool running Validator.check. Use submit() and Future.result()."""
+    """A process pool running Validator.check. Use submit() and Future.result(). lines: also format
+    accepted sample batches as line protocol."""
 
-    def __init__(self, workers: int, verifier_args: tuple[str, bool] | None = None) -> None:
+    def __init__(
+        self, workers: int, verifier_args: tuple[str, bool] | None = None, lines: bool = False
+    ) -> None:
         # spawn: the child starts clean, with no copy of the collector's threads or locks.
         ctx = multiprocessing.get_context("spawn")
         self.workers = workers
         self._pool = ProcessPoolExecutor(
-            workers, mp_context=ctx, initializer=_init, initargs=(verifier_args,)
+            workers, mp_context=ctx, initializer=_init, initargs=(verifier_args, lines)
         )
         # Start the workers now (schema compilation included) rather than on the first message.
         for f in [self._pool.submit(_check, []) for _ in range(workers)]:
             f.result(timeout=60)
 
-    def submit(self, items: list[Item]) -> Future[list[Rejected | None]]:
+    def submit(self, items: list[Item]) -> Future[list[Verdict]]:
         return self._pool.submit(_check, items)
 
     def close(self) -> None:

@@ -83,20 +83,23 @@ class Pipeline:
         return self.process(outcome, recv_ms)
 
     def handle_checked(
-        self, topic: str, raw: bytes, recv_ms: int, verdict: Rejected | None
+        self, topic: str, raw: bytes, recv_ms: int, verdict: Rejected | None, lines: str | None = None
     ) -> Accepted | Rejected:
         """Process a message whose stateless check ran elsewhere (ingest.parallel): verdict is its
-        rejection, or None when it passed."""
+        rejection, or None when it passed; lines, for a sample batch, its rows as line protocol."""
         if verdict is not None:
             return self.process(verdict, recv_ms)
         try:
             outcome = self.validator.accept_checked(topic, raw, recv_ms)
         except Exception as exc:
             outcome = _unchecked(topic, raw, exc)
-        return self.process(outcome, recv_ms)
+        return self.process(outcome, recv_ms, lines)
 
-    def process(self, outcome: Accepted | Rejected, recv_ms: int) -> Accepted | Rejected:
-        """Account for a checked message; its records join the current batch."""
+    def process(
+        self, outcome: Accepted | Rejected, recv_ms: int, lines: str | None = None
+    ) -> Accepted | Rejected:
+        """Account for a checked message; its records join the current batch. lines: a sample
+        batch's rows as line protocol, used when every row is kept."""
         self.messages += 1
         self.batch.messages += 1
         if isinstance(outcome, Rejected):
@@ -108,7 +111,9 @@ class Pipeline:
             acct = self.accounts.get(doc["dev"])
             rows, steps = acct.admit(doc, recv_ms)
             if rows:
-                self.batch.records.append(rec.samples(doc["dev"], rows))
+                # Kept rows are the batch's rows in order, so all of them kept means the lines fit.
+                whole = lines if len(rows) == len(doc["samples"]) else None
+                self.batch.records.append(rec.samples(doc["dev"], rows, whole))
                 self.batch.samples += len(rows)
             if rows and self.keep_latest:
                 dev = doc["dev"]

@@ -13,8 +13,11 @@ if TYPE_CHECKING:
 Record = tuple[str, Any]
 
 
-def samples(dev: str, rows: list[dict[str, Any]]) -> Record:
-    return ("samples", {"dev": dev, "rows": rows})
+def samples(dev: str, rows: list[dict[str, Any]], lines: str | None = None) -> Record:
+    """lines: the rows already as line protocol (Store.write_samples), or None."""
+    if lines is None:
+        return ("samples", {"dev": dev, "rows": rows})
+    return ("samples", {"dev": dev, "rows": rows, "lines": lines})
 
 
 def status(doc: dict[str, Any], t_ms: int) -> Record:
@@ -46,7 +49,7 @@ def apply(store: Store, records: list[Record]) -> int:
     n = 0
     for kind, body in records:
         if kind == "samples":
-            store.write_samples(body["dev"], body["rows"])
+            store.write_samples(body["dev"], body["rows"], body.get("lines"))
             n += len(body["rows"])
         elif kind == "status":
             store.write_status(body["doc"], body["t"])
@@ -65,8 +68,15 @@ def apply(store: Store, records: list[Record]) -> int:
     return n
 
 
+def _spooled(kind: str, body: Any) -> Any:
+    # The rows are the record; lines are only their InfluxDB form, made again when the spool is replayed.
+    if kind == "samples" and "lines" in body:
+        return {"dev": body["dev"], "rows": body["rows"]}
+    return body
+
+
 def encode(records: list[Record]) -> bytes:
-    return dumps([[kind, body] for kind, body in records])
+    return dumps([[kind, _spooled(kind, body)] for kind, body in records])
 
 
 def decode(payload: bytes) -> list[Record]:

@@ -65,10 +65,16 @@ class Store(Protocol):
     time) written twice is stored once. Reads see what has been flushed, by this or any other writer.
     A read that the store cannot answer (down, refused, damaged, unreadable) raises StoreError."""
 
+    # True when the store writes InfluxDB line protocol: write_samples then takes the rows' lines made
+    # elsewhere (the collector formats them in its checking processes, off its main process).
+    line_protocol: bool
+
     # ------------------------------------------------------------------ writes (buffered)
 
-    def write_samples(self, dev: str, samples: list[dict[str, Any]]) -> None:
-        """Rows of a validated sample batch of device dev (the `samples` array of the contract)."""
+    def write_samples(self, dev: str, samples: list[dict[str, Any]], lines: str | None = None) -> None:
+        """Rows of a validated sample batch of device dev (the `samples` array of the contract).
+        lines: the same rows as `lineproto.sample_block(dev, samples)` made them, or None; a store
+        without line_protocol ignores it."""
 
     def write_phase(self, event: dict[str, Any]) -> None:
         """A validated phase event."""

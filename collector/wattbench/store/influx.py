@@ -53,6 +53,8 @@ def _ident(value: str) -> str:
 
 
 class InfluxStore:
+    line_protocol = True
+
     def __init__(
         self,
         url: str,
@@ -86,7 +88,9 @@ class InfluxStore:
         self.verify_ssl = verify_ssl
         self.gzip = gzip
         self.version: str | None = None
+        # Lines, or blocks of a sample batch's lines, and how many lines each holds.
         self._pending: list[str] = []
+        self._counts: list[int] = []
         self._lock = threading.RLock()
         self._client: Any = None
         self._write_api: Any = None
@@ -187,25 +191,33 @@ class InfluxStore:
 
     # ------------------------------------------------------------------ writes
 
-    def write_samples(self, dev: str, samples: list[dict[str, Any]]) -> None:
+    def write_samples(self, dev: str, samples: list[dict[str, Any]], lines: str | None = None) -> None:
         with self._lock:
-            lineproto.sample_lines(dev, samples, self._pending)
+            if lines is None:
+                lines = lineproto.sample_block(dev, samples)
+            if lines:
+                self._pending.append(lines)
+                self._counts.append(len(samples))
 
     def write_lines(self, lines: list[str]) -> None:
         with self._lock:
             self._pending.extend(lines)
+            self._counts.extend([1] * len(lines))
 
     def _add(self, line: str | None) -> None:
         if line:
             with self._lock:
                 self._pending.append(line)
+                self._counts.append(1)
 
     def write_phase(self, event: dict[str, Any]) -> None:
         self._add(lineproto.phase_line(event))
 
     def write_result(self, result: dict[str, Any]) -> None:
         with self._lock:
-            self._pending.extend(lineproto.result_lines(result))
+            lines = lineproto.result_lines(result)
+            self._pending.extend(lines)
+            self._counts.extend([1] * len(lines))
 
     def write_status(self, status: dict[str, Any], t_ms: int) -> None:
         self._add(lineproto.status_line(status, t_ms))
@@ -220,23 +232,38 @@ class InfluxStore:
         self._add(lineproto.meta_line(meta, t_ms))
 
     def pending(self) -> int:
-        return len(self._pending)
+        return sum(self._counts)
 
     def discard(self) -> None:
         """Forget unsent writes (the caller has them elsewhere, e.g. in the spool)."""
         with self._lock:
-            self._pending = []
+            self._pending, self._counts = [], []
 
     def flush(self) -> None:
         """Send everything buffered. On failure the buffer is emptied and the error raised: the caller
         keeps its own copy (the collector spools it), so nothing is held twice."""
         with self._lock:
             lines, self._pending = self._pending, []
+            counts, self._counts = self._counts, []
         if not lines:
             return
-        self._send(lines)
+        self._send(lines, counts)
 
-    def _send(self, lines: list[str]) -> None:
+    def _bodies(self, lines: list[str], counts: list[int]) -> list[str]:
+        """Request bodies of about batch_lines lines each; an item of the buffer is one line or one
+        sample batch's block of lines, and a block is never cut."""
+        bodies: list[str] = []
+        start = taken = 0
+        for i, n in enumerate(counts):
+            taken += n
+            if taken >= self.batch_lines:
+                bodies.append("\n".join(lines[start : i + 1]))
+                start, taken = i + 1, 0
+        if start < len(lines):
+            bodies.append("\n".join(lines[start:]))
+        return bodies
+
+    def _send(self, lines: list[str], counts: list[int]) -> None:
         import urllib3
         from influxdb_client import WritePrecision
         from influxdb_client.rest import ApiException
@@ -246,9 +273,7 @@ class InfluxStore:
 
         try:
             self._ensure()
-            bodies = [
-                "\n".join(lines[i : i + self.batch_lines]) for i in range(0, len(lines), self.batch_lines)
-            ]
+            bodies = self._bodies(lines, counts)
             if len(bodies) == 1 or self.parallel_writes <= 1:
                 for body in bodies:
                     post(body)
@@ -268,7 +293,7 @@ class InfluxStore:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             self.version = self.version  # keep what we learnt; the server may just be restarting
             raise StoreUnavailable(f"InfluxDB at {self.url} unreachable: {exc.__class__.__name__}") from None
-        self.written_lines += len(lines)
+        self.written_lines += sum(counts)
 
     def ping(self) -> bool:
         try:

@@ -39,26 +39,68 @@ def sub_us(row: dict[str, Any]) -> int:
     return 0
 
 
+# %-format templates of whole wb_sample lines by a row's keys in order, with DEV_MARK for the device.
+# One C-level format per row instead of one per field: the rows of a stream all have the same keys.
+_TEMPLATES: dict[tuple[str, ...], str | None] = {}
+MAX_TEMPLATES = 256  # key orders are the device's choice: never trust the network with memory
+DEV_MARK = "\x00"
+
+
+def _template(shape: tuple[str, ...]) -> str | None:
+    """The line of a row with these keys, as a %-format of the row, or None for a shape the
+    per-field path must write (flags may move the time, see sub_us)."""
+    if "f" in shape or "t" not in shape or "c" not in shape:
+        return None
+    fields = []
+    for k in shape:
+        if k in SAMPLE_FLOATS:
+            fields.append(f"{k}=%({k})r")
+        elif k in SAMPLE_INTS:
+            # %d writes an integral float as the integer it is, as the per-field path does
+            fields.append(f"{k}=%({k})di")
+    return f"wb_sample,ch=%(c)s,dev={DEV_MARK} {','.join(fields)} %(t)d000"
+
+
+def _field_line(prefix: str, row: dict[str, Any]) -> str:
+    fields = []
+    for k, v in row.items():
+        if k in SAMPLE_FLOATS:
+            # repr of a float round-trips; a JSON integer in a float field prints without a
+            # decimal point, which line protocol also reads as float.
+            fields.append(f"{k}={v!r}")
+        elif k in SAMPLE_INTS:
+            fields.append(f"{k}={int(v)}i")
+    return f"{prefix}{','.join(fields)} {int(row['t']) * 1000 + sub_us(row)}"
+
+
 def sample_lines(dev: str, rows: list[dict[str, Any]], out: list[str]) -> None:
     """Append one wb_sample line per row. Rows are validated contract rows."""
-    floats = SAMPLE_FLOATS
-    ints = SAMPLE_INTS
-    prefixes: dict[str, str] = {}
     append = out.append
+    formats: dict[tuple[str, ...], str | None] = {}
+    mark = dev.replace("%", "%%")
     for row in rows:
-        ch = row["c"]
-        prefix = prefixes.get(ch)
-        if prefix is None:
-            prefix = prefixes[ch] = f"wb_sample,ch={ch},dev={dev} "
-        fields = []
-        for k, v in row.items():
-            if k in floats:
-                # repr of a float round-trips; a JSON integer in a float field prints without a
-                # decimal point, which line protocol also reads as float.
-                fields.append(f"{k}={v!r}")
-            elif k in ints:
-                fields.append(f"{k}={v:.0f}i" if type(v) is float else f"{k}={v}i")
-        append(f"{prefix}{','.join(fields)} {int(row['t']) * 1000 + sub_us(row)}")
+        shape = tuple(row)
+        try:
+            fmt = formats[shape]
+        except KeyError:
+            if shape in _TEMPLATES:
+                template = _TEMPLATES[shape]
+            else:
+                template = _template(shape)
+                if len(_TEMPLATES) < MAX_TEMPLATES:
+                    _TEMPLATES[shape] = template
+            fmt = formats[shape] = None if template is None else template.replace(DEV_MARK, mark)
+        if fmt is None:
+            append(_field_line(f"wb_sample,ch={row['c']},dev={dev} ", row))
+        else:
+            append(fmt % row)
+
+
+def sample_block(dev: str, rows: list[dict[str, Any]]) -> str:
+    """The rows' wb_sample lines as one block, newline-separated (none after the last)."""
+    out: list[str] = []
+    sample_lines(dev, rows, out)
+    return "\n".join(out)
 
 
 def _cast(measurement: str, fields: dict[str, Any]) -> dict[str, Any]:

@@ -100,6 +100,8 @@ class SqliteStore:
     """synchronous: "FULL" (default) makes each flush survive power loss, "NORMAL" only a crash of
     this process, which is cheaper on slow storage."""
 
+    line_protocol = False
+
     def __init__(
         self,
         path: str | Path = "wattbench.sqlite",
@@ -161,7 +163,7 @@ class SqliteStore:
 
     # ------------------------------------------------------------------ writes
 
-    def write_samples(self, dev: str, samples: list[dict[str, Any]]) -> None:
+    def write_samples(self, dev: str, samples: list[dict[str, Any]], lines: str | None = None) -> None:
         rows = [
             (
                 dev,
