@@ -260,3 +260,32 @@ def test_sqlite_file_of_an_older_layout_gains_the_new_columns(tmp_path: Path) ->
     assert store.phases(start["run"])[0]["channels"] == start["channels"]
     assert store.result(result["run"])["channels"] == result["channels"]  # type: ignore[index]
     store.close()
+
+
+@pytest.mark.services
+def test_influx_write_refusals_and_a_dropped_database(influxdb) -> None:  # type: ignore[no-untyped-def]
+    """The write request against the real InfluxDB: a refusal for good names InfluxDB's reason, a
+    database dropped underneath is created again, and gzip'd bodies land the same."""
+    from wattbench.store.influx import InfluxStore, StoreRejected, StoreUnavailable
+
+    store = InfluxStore(influxdb.url, db="wb_writes", parallel_writes=2, batch_lines=3)
+    store.write_samples("a", _rows(10))
+    store.flush()
+    assert store.count_samples("a") == 10 and store.written_lines == 10
+    # W is a float in the layout: an integer W is a field type conflict, refused for good
+    store.write_lines([f"wb_sample,ch=psu1,dev=a W=5i {T0 * 1000}"])
+    with pytest.raises(StoreRejected, match=r"HTTP 400.*conflict"):
+        store.flush()
+    influxdb.query('DROP DATABASE "wb_writes"')
+    store.write_samples("a", _rows(4))
+    with pytest.raises(StoreUnavailable, match="HTTP 404"):
+        store.flush()
+    store.write_samples("a", _rows(4))
+    store.flush()  # the database is created again
+    assert store.count_samples("a") == 4
+    store.close()
+    zipped = InfluxStore(influxdb.url, db="wb_gzip", gzip=True)
+    zipped.write_samples("a", _rows(50) + _rows(50, "psu2", 50))
+    zipped.flush()
+    assert zipped.count_samples("a") == 100
+    zipped.close()

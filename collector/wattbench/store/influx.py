@@ -1,4 +1,4 @@
-"""InfluxDB store: writes with the official influxdb-client v2 write API, reads with InfluxQL.
+"""InfluxDB store: writes to the v2 write API, reads with InfluxQL, both over urllib3.
 
 One code path serves InfluxDB 1.8 (bucket "db/rp", token "user:password" or empty), 2.x (bucket, org,
 token; reads need a DBRP mapping) and 3.x (bucket = database). Writes are buffered by the caller's
@@ -12,6 +12,7 @@ _DB) and are never logged or shown in repr().
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import logging
 import os
@@ -92,8 +93,7 @@ class InfluxStore:
         self._pending: list[str] = []
         self._counts: list[int] = []
         self._lock = threading.RLock()
-        self._client: Any = None
-        self._write_api: Any = None
+        self._write_to: tuple[str, dict[str, str]] | None = None
         self._http: Any = None
         self._db_created = False
         self._pool_exec: Any = None
@@ -142,6 +142,8 @@ class InfluxStore:
             kw: dict[str, Any] = {
                 "timeout": urllib3.Timeout(connect=5.0, read=self.timeout_s),
                 "retries": False,
+                # the parallel writes and a read at the same time, each on a connection kept open
+                "maxsize": self.parallel_writes + 1,
             }
             if self.url.startswith("https") and not self.verify_ssl:
                 kw["cert_reqs"] = "CERT_NONE"
@@ -171,23 +173,44 @@ class InfluxStore:
     def _ensure(self) -> None:
         if self.version is None:
             self._ping()
-        if self._write_api is None:
-            from influxdb_client import InfluxDBClient
-            from influxdb_client.client.write_api import SYNCHRONOUS
-
-            self._client = InfluxDBClient(
-                url=self.url,
-                # None: no token, no org; the client takes it although its annotations say str.
-                token=self._token_value() or None,  # type: ignore[arg-type]
-                org=self.org or ("-" if self.major == 1 else None),  # type: ignore[arg-type]
-                timeout=(5_000, int(self.timeout_s * 1000)),
-                enable_gzip=self.gzip,
-                verify_ssl=self.verify_ssl,
-            )
-            self._write_api = self._client.write_api(write_options=SYNCHRONOUS)
         if self.major == 1 and self.create_db and not self._db_created:
             self._query_raw(f"CREATE DATABASE {_ident(self.db)}", post=True)
             self._db_created = True
+
+    def _write_target(self) -> tuple[str, dict[str, str]]:
+        """URL and headers of a write: the v2 write API, which 1.8 (bucket "db/rp", org "-", token
+        "user:password"), 2.x and 3.x all serve. Known once the server's version is."""
+        if self._write_to is None:
+            params = {"bucket": self.bucket, "precision": "us"}
+            org = self.org or ("-" if self.major == 1 else "")
+            if org:
+                params["org"] = org
+            headers = {"Content-Type": "text/plain; charset=utf-8"}
+            token = self._token_value()
+            if token:
+                headers["Authorization"] = f"Token {token}"
+            if self.gzip:
+                headers["Content-Encoding"] = "gzip"
+            self._write_to = (f"{self.url}/api/v2/write?" + urllib.parse.urlencode(params), headers)
+        return self._write_to
+
+    def _post(self, body: str) -> None:
+        """One write request. urllib3 directly, as the reads are: influxdb-client's write API makes the
+        same request with several times the CPU around it (bench/bench_influx_write.py)."""
+        url, headers = self._write_target()
+        data = body.encode()
+        if self.gzip:
+            data = gzip.compress(data, compresslevel=1)
+        resp = self._pool().request("POST", url, body=data, headers=headers)
+        status = int(resp.status)
+        if status < 300:
+            return
+        message = _response_message(resp.data, resp.reason)
+        if status == 404 and self.major == 1 and self.create_db:
+            self._db_created = False  # dropped underneath us: create again on the next try
+        if status in (400, 413, 422):
+            raise StoreRejected(f"InfluxDB refused the write (HTTP {status}): {message}")
+        raise StoreUnavailable(f"InfluxDB write failed (HTTP {status}): {message}")
 
     # ------------------------------------------------------------------ writes
 
@@ -265,33 +288,19 @@ class InfluxStore:
 
     def _send(self, lines: list[str], counts: list[int]) -> None:
         import urllib3
-        from influxdb_client import WritePrecision
-        from influxdb_client.rest import ApiException
-
-        def post(body: str) -> None:
-            self._write_api.write(self.bucket, self.org or None, body, write_precision=WritePrecision.US)
 
         try:
             self._ensure()
             bodies = self._bodies(lines, counts)
             if len(bodies) == 1 or self.parallel_writes <= 1:
                 for body in bodies:
-                    post(body)
+                    self._post(body)
             else:
                 # InfluxDB syncs its WAL once per request; requests in parallel overlap those waits.
                 # Points are keyed by tags and time, so their order across requests does not matter.
-                for fut in [self._executor().submit(post, body) for body in bodies]:
+                for fut in [self._executor().submit(self._post, body) for body in bodies]:
                     fut.result()
-        except ApiException as exc:
-            status = int(exc.status or 0)
-            message = _api_message(exc)
-            if status == 404 and self.major == 1 and self.create_db:
-                self._db_created = False  # dropped underneath us: create again on the next try
-            if status in (400, 413, 422):
-                raise StoreRejected(f"InfluxDB refused the write (HTTP {status}): {message}") from None
-            raise StoreUnavailable(f"InfluxDB write failed (HTTP {status}): {message}") from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            self.version = self.version  # keep what we learnt; the server may just be restarting
             raise StoreUnavailable(f"InfluxDB at {self.url} unreachable: {exc.__class__.__name__}") from None
         self.written_lines += sum(counts)
 
@@ -547,10 +556,6 @@ class InfluxStore:
                 self.flush()
             except (StoreUnavailable, StoreRejected) as exc:
                 log.warning("closing with unsent points: %s", exc)
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-            self._write_api = None
         if self._http is not None:
             self._http.clear()
             self._http = None
@@ -559,12 +564,14 @@ class InfluxStore:
             self._pool_exec = None
 
 
-def _api_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if body:
-        try:
-            doc = json.loads(body)
-            return str(doc.get("error") or doc.get("message") or body)[:300]
-        except (ValueError, TypeError):
-            return str(body)[:300]
-    return str(getattr(exc, "reason", "") or exc)[:300]
+def _response_message(body: bytes, reason: str | None) -> str:
+    """What InfluxDB said about a failed request: the error or message of its JSON answer (1.x and 2.x
+    word it differently), else the start of the body, else the HTTP reason."""
+    text = body.decode(errors="replace").strip()
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict) and (doc.get("error") or doc.get("message")):
+        return str(doc.get("error") or doc.get("message"))[:300]
+    return (text or reason or "no detail")[:300]
