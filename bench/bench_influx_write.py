@@ -47,7 +47,9 @@ def bodies(first: int, requests: int, lines: int) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--requests", type=int, default=400, help="requests per pass at 100 lines (fewer for bigger bodies)")
+    ap.add_argument(
+        "--requests", type=int, default=400, help="requests per pass at 100 lines (fewer for bigger bodies)"
+    )
     ap.add_argument("--lines", default="100,1000,10000", help="lines per request")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
@@ -73,7 +75,9 @@ def main() -> int:
             "urllib3 POST (InfluxStore)": store._post,
         }
         first = 0  # the point written above is at T0_US - 1, not counted
-        print(f"InfluxDB {store.version} on 127.0.0.1; machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+        print(
+            f"InfluxDB {store.version} on 127.0.0.1; machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+        )
         for size in (int(x) for x in args.lines.split(",")):
             requests = max(10, args.requests * 100 // size)
             best: dict[str, float] = {}
@@ -88,7 +92,9 @@ def main() -> int:
                     best[name] = min(best.get(name, cpu), cpu)
             base = best["influxdb-client write API"]
             for name, cpu in best.items():
-                print(f"{size:>6} lines per request  {name:28s} {cpu * 1e6:9.0f} us CPU per request  x{cpu / base:.2f}")
+                print(
+                    f"{size:>6} lines per request  {name:28s} {cpu * 1e6:9.0f} us CPU per request  x{cpu / base:.2f}"
+                )
         client.close()
         rows = influx.query(f'SELECT count("s") FROM "wb_sample" WHERE time >= {T0_US}u', db="bench_write")
         stored = int(rows[0]["count"]) if rows else 0
