@@ -35,12 +35,12 @@ from wattbench.store.influx import InfluxStore
 T0_US = 1_700_000_000_000_000
 
 
-def bodies(first: int, requests: int, lines: int) -> list[str]:
+def bodies(first: int, requests: int, lines: int) -> list[list[str]]:
     return [
-        "\n".join(
+        [
             f"wb_sample,ch=psu1,dev=bench-w s={n}i,W={100.0 + n % 7!r} {T0_US + n}"
             for n in range(first + r * lines, first + (r + 1) * lines)
-        )
+        ]
         for r in range(requests)
     ]
 
@@ -67,12 +67,16 @@ def main() -> int:
         client_post = client.write_api(write_options=SYNCHRONOUS).write
         bucket = store.bucket
 
-        def with_client(body: str) -> None:
-            client_post(bucket, None, body, write_precision=WritePrecision.US)
+        def with_client(lines: list[str]) -> None:
+            client_post(bucket, None, "\n".join(lines), write_precision=WritePrecision.US)
 
-        ways: dict[str, Callable[[str], None]] = {
+        def with_store(lines: list[str]) -> None:
+            store.write_lines(lines)
+            store.flush()
+
+        ways: dict[str, Callable[[list[str]], None]] = {
             "influxdb-client write API": with_client,
-            "urllib3 POST (InfluxStore)": store._post,
+            "urllib3 POST (InfluxStore)": with_store,
         }
         first = 0  # the point written above is at T0_US - 1, not counted
         print(

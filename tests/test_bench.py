@@ -14,7 +14,13 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 SCRIPTS = sorted(BENCH.glob("*.py"))
 # The benchmarks that use the kit (services, streams, the memory rig, the fuzz targets).
-DEVKIT_USERS = ["bench_firmware_memory.py", "bench_ingest.py", "fuzz_all.py", "soak.py"]
+DEVKIT_USERS = [
+    "bench_firmware_memory.py",
+    "bench_influx_write.py",
+    "bench_ingest.py",
+    "fuzz_all.py",
+    "soak.py",
+]
 MUTATORS = {"insert", "append", "extend", "remove", "pop", "clear", "__setitem__", "__iadd__"}
 
 

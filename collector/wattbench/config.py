@@ -40,7 +40,12 @@ def default_collector_id() -> str:
 # (docs/collector.md, "Latency").
 PROFILES: dict[str, dict[str, int]] = {
     "default": {},
-    "low-latency": {"commit_interval_ms": 50, "max_batch_samples": 5000, "validate_workers": 0},
+    "low-latency": {
+        "commit_interval_ms": 50,
+        "ack_interval_ms": 250,
+        "max_batch_samples": 5000,
+        "validate_workers": 0,
+    },
 }
 
 
@@ -88,6 +93,10 @@ class CollectorConfig:
     # Hand a batch to the writer at most this often (0: whenever the writer is free). A full batch, a
     # health point and the last batch at stop do not wait.
     commit_interval_ms: int = 0
+    # Acknowledge messages and save the status file at most this often (0: with every commit). Every
+    # commit still stores its batch; what waits is the broker's PUBACK and the resume point, each
+    # saved before the acknowledgements it covers go out.
+    ack_interval_ms: int = 0
     publish_rejects: bool = True
     validate_workers: int = -1  # processes checking payloads; -1: one per spare core (at most 2), 0: none
     restore_state: bool = True
@@ -168,8 +177,9 @@ class CollectorConfig:
             raise ConfigError("session_expiry_s must be 0..4294967295")
         if c.max_batch_samples < 1 or c.influx_batch_lines < 1:
             raise ConfigError("max_batch_samples and influx_batch_lines must be positive")
-        if not 0 <= c.commit_interval_ms <= 60_000:
-            raise ConfigError(f"commit_interval_ms must be 0..60000, not {c.commit_interval_ms}")
+        for name in ("commit_interval_ms", "ack_interval_ms"):
+            if not 0 <= getattr(c, name) <= 60_000:
+                raise ConfigError(f"{name} must be 0..60000, not {getattr(c, name)}")
         if c.receive_maximum < 1 or c.receive_maximum > 65535:
             raise ConfigError("receive_maximum must be 1..65535")
         return c

@@ -183,13 +183,55 @@ def test_a_commit_interval_groups_messages_into_fewer_commits(tmp_path: Path) ->
     assert paced <= 10, paced  # about 2.4 s of messages at one commit per 0.4 s, and the last one
 
 
+def test_acknowledgements_wait_for_the_ack_interval_and_all_go_out(tmp_path: Path) -> None:
+    # Stored at every commit, acknowledged (with a status file save) at most every 400 ms: fewer
+    # acknowledgement rounds than commits, the last ones sent with nothing else arriving, and none
+    # missing: a restart on the same session gets nothing again.
+    stream = Stream(devices=1, channels=2, batch=4, samples_per_device=160, prefix="ack")
+    msgs = stream.messages()
+    with EmbeddedBroker() as broker:
+        cfg = CollectorConfig(
+            store=str(tmp_path / "wb.sqlite"),
+            state_dir=str(tmp_path),
+            id="ack",
+            health_period_s=3600,
+            validate_workers=0,
+            commit_interval_ms=50,
+            ack_interval_ms=400,
+            **broker.collector_options(),
+        )
+        collector = Collector(cfg).start()
+        pub = Publisher(broker.host, broker.port, protocol=mqtt.MQTTv311)
+        rounds = set()
+        for m in msgs:
+            pub.publish_all([m])
+            time.sleep(0.05)
+            rounds.add(collector.acked)
+        assert collector.wait_for(lambda c: c["samples_stored"] >= stream.total, timeout=30)
+        assert collector.wait_for(lambda c: collector.acked == len(msgs), timeout=5), collector.acked
+        commits = int(collector.counters()["commits"])
+        assert len(rounds) <= 10 < commits, (rounds, commits)  # about 2.4 s of messages
+        collector.stop()
+        again = Collector(cfg).start()
+        time.sleep(1.5)
+        assert again.counters()["messages"] == 0, "a message was left unacknowledged"
+        assert again.devices()[stream.dev(0)]["stored"] == stream.total
+        again.stop()
+        pub.close()
+
+
 def test_profiles_change_only_what_was_not_set(tmp_path: Path) -> None:
     from wattbench.config import ConfigError, load_config
 
     low = load_config(
         None, env={}, overrides={"profile": "low-latency", "state_dir": str(tmp_path)}
     ).resolved()
-    assert (low.commit_interval_ms, low.max_batch_samples, low.validate_workers) == (50, 5000, 0)
+    assert (low.commit_interval_ms, low.ack_interval_ms, low.max_batch_samples, low.validate_workers) == (
+        50,
+        250,
+        5000,
+        0,
+    )
     mine = load_config(
         None,
         env={"WATTBENCH_PROFILE": "low-latency"},
@@ -198,7 +240,7 @@ def test_profiles_change_only_what_was_not_set(tmp_path: Path) -> None:
     mine.max_batch_samples = 800
     assert mine.resolved().max_batch_samples == 800
     default = load_config(None, env={}, overrides={"state_dir": str(tmp_path)}).resolved()
-    assert (default.commit_interval_ms, default.max_batch_samples) == (0, 50_000)
+    assert (default.commit_interval_ms, default.ack_interval_ms, default.max_batch_samples) == (0, 0, 50_000)
     try:
         load_config(None, env={}, overrides={"profile": "fastest"}).resolved()
     except ConfigError as exc:

@@ -386,6 +386,11 @@ class Collector:
         drain_left: int | None = None  # once stopping: what had arrived by then, and no more
         interval_s = cfg.commit_interval_ms / 1000
         next_handover = 0.0
+        # Acknowledgements wait for the next state save, at most ack_interval_ms, and never so many
+        # that the broker's in-flight window (receive_maximum; 20 in Mosquitto for MQTT 3.1.1) fills.
+        ack_every_s = cfg.ack_interval_ms / 1000
+        ack_cap = cfg.receive_maximum // 2 if self.link is None or self.link.v5 else 10
+        next_ack = 0.0
         while True:
             if self._stopping.is_set() and drain_left is None:
                 drain_left = len(inbox)
@@ -452,20 +457,26 @@ class Collector:
                     self._next_health = time.monotonic() + cfg.health_period_s
                     self._health_into_batch()
                 full = pipeline.batch.samples >= cfg.max_batch_samples
-                have = bool(acks) or bool(pipeline.batch)
                 now = time.monotonic()
+                ack_due = bool(acks) and (final or now >= next_ack or len(acks) >= ack_cap)
+                have = ack_due or bool(pipeline.batch)
                 due = self._commits.empty() and now >= next_handover
                 handover = have and (final or health or full or due)
                 if handover:
                     next_handover = now + interval_s
                 batch, notices = pipeline.take() if handover else (None, [])
                 # The accounting as of exactly this batch: saved before its acknowledgements go out,
-                # so a restarted collector never counts an acknowledged message as unseen.
-                snapshot = self._snapshot() if handover else None
+                # so a restarted collector never counts an acknowledged message as unseen. Batches
+                # committed without acknowledgements are covered by the next snapshot, which is
+                # written after them.
+                send_acks = handover and (ack_due or final or not ack_every_s)
+                snapshot = self._snapshot() if send_acks else None
             self._publish_notices(notices)
             if batch is not None or final:
-                commit = Commit(batch or Batch(), acks, snapshot, final)
-                acks = []
+                commit = Commit(batch or Batch(), acks if send_acks else [], snapshot, final)
+                if send_acks:
+                    acks = []
+                    next_ack = now + ack_every_s
                 # Blocks only while the writer is busy with one commit and has another waiting.
                 while True:
                     try:
@@ -480,6 +491,8 @@ class Collector:
                 wait = 0.2
                 if interval_s:  # messages and batches wait for the next commit time
                     wait = min(wait, max(0.001, next_handover - time.monotonic()))
+                if acks:  # held acknowledgements go out on time when nothing else arrives
+                    wait = min(wait, max(0.001, next_ack - time.monotonic()))
                 self._wake.wait(wait)
                 self._wake.clear()
 
