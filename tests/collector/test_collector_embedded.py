@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import paho.mqtt.client as mqtt
 
@@ -18,22 +19,31 @@ from wattbench_devkit.streams import Publisher, Stream
 from .conftest import _child_env
 
 
+def _config(broker: EmbeddedBroker, work: Path, cid: str, **settings: Any) -> CollectorConfig:
+    """A collector of the embedded broker with its SQLite file and state in work."""
+    work.mkdir(parents=True, exist_ok=True)
+    return CollectorConfig(
+        store=str(work / "wb.sqlite"),
+        state_dir=str(work),
+        id=cid,
+        **settings,
+        **broker.collector_options(),
+    )
+
+
+def _publisher(broker: EmbeddedBroker) -> Publisher:
+    return Publisher(broker.host, broker.port, protocol=mqtt.MQTTv311)
+
+
 def test_embedded_broker_sqlite_store_exactly_once_across_a_restart(tmp_path: Path) -> None:
     db = tmp_path / "wb.sqlite"
     stream = Stream(devices=3, channels=2, batch=100, samples_per_device=4000, prefix="emb")
     msgs = stream.messages()
     half = len(msgs) // 2
     with EmbeddedBroker() as broker:
-        cfg = CollectorConfig(
-            store=str(db),
-            state_dir=str(tmp_path),
-            id="demo",
-            health_period_s=0.5,
-            validate_workers=0,
-            **broker.collector_options(),
-        )
+        cfg = _config(broker, tmp_path, "demo", health_period_s=0.5, validate_workers=0)
         collector = Collector(cfg).start()
-        pub = Publisher(broker.host, broker.port, protocol=mqtt.MQTTv311)
+        pub = _publisher(broker)
         pub.publish_all(msgs[:half])
         assert collector.wait_for(lambda c: c["messages"] >= half, timeout=60)
         collector.stop()
@@ -125,15 +135,8 @@ def test_a_dead_validation_process_does_not_stop_ingest(tmp_path: Path) -> None:
     stream = Stream(devices=1, channels=1, batch=50, samples_per_device=2000, prefix="pool")
     msgs = stream.messages()
     with EmbeddedBroker() as broker:
-        cfg = CollectorConfig(
-            store=str(tmp_path / "wb.sqlite"),
-            state_dir=str(tmp_path),
-            id="pool",
-            validate_workers=1,
-            **broker.collector_options(),
-        )
-        collector = Collector(cfg).start()
-        pub = Publisher(broker.host, broker.port, protocol=mqtt.MQTTv311)
+        collector = Collector(_config(broker, tmp_path, "pool", validate_workers=1)).start()
+        pub = _publisher(broker)
         pub.publish_all(msgs[:10])
         assert collector.wait_for(lambda c: c["samples_stored"] >= 500, timeout=60)
         for pid in list(collector._pool._pool._processes):  # the worker dies as if OOM-killed
@@ -152,17 +155,16 @@ def _commits_for(tmp_path: Path, interval_ms: int) -> tuple[int, int]:
     stream = Stream(devices=1, channels=2, batch=4, samples_per_device=160, prefix=f"tick{interval_ms}")
     msgs = stream.messages()
     with EmbeddedBroker() as broker:
-        cfg = CollectorConfig(
-            store=str(tmp_path / f"wb{interval_ms}.sqlite"),
-            state_dir=str(tmp_path / str(interval_ms)),
-            id="tick",
+        cfg = _config(
+            broker,
+            tmp_path / str(interval_ms),
+            "tick",
             health_period_s=3600,
             validate_workers=0,
             commit_interval_ms=interval_ms,
-            **broker.collector_options(),
         )
         collector = Collector(cfg).start()
-        pub = Publisher(broker.host, broker.port, protocol=mqtt.MQTTv311)
+        pub = _publisher(broker)
         for m in msgs:
             pub.publish_all([m])
             time.sleep(0.05)
@@ -190,18 +192,17 @@ def test_acknowledgements_wait_for_the_ack_interval_and_all_go_out(tmp_path: Pat
     stream = Stream(devices=1, channels=2, batch=4, samples_per_device=160, prefix="ack")
     msgs = stream.messages()
     with EmbeddedBroker() as broker:
-        cfg = CollectorConfig(
-            store=str(tmp_path / "wb.sqlite"),
-            state_dir=str(tmp_path),
-            id="ack",
+        cfg = _config(
+            broker,
+            tmp_path,
+            "ack",
             health_period_s=3600,
             validate_workers=0,
             commit_interval_ms=50,
             ack_interval_ms=400,
-            **broker.collector_options(),
         )
         collector = Collector(cfg).start()
-        pub = Publisher(broker.host, broker.port, protocol=mqtt.MQTTv311)
+        pub = _publisher(broker)
         rounds = set()
         for m in msgs:
             pub.publish_all([m])
