@@ -88,9 +88,9 @@ def test_request_bodies_hold_whole_blocks() -> None:
         store.write_samples("d", rows)
     store.write_lines(["wb_reject,reason=x,collector=c size=1i 1"])
     assert store.pending() == 29
-    bodies = store._bodies(store._pending, store._counts)
+    bodies = store._bodies(store._pending)
     assert [b.count("\n") + 1 for b in bodies] == [12, 12, 5], "blocks of 4 lines, never cut"
-    assert "\n".join(bodies).split("\n") == [line for item in store._pending for line in item.split("\n")]
+    assert "\n".join(bodies).split("\n") == [line for text, _ in store._pending for line in text.split("\n")]
 
 
 def _batch(dev: str, seqs: list[int]) -> tuple[str, bytes]:
