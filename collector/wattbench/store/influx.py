@@ -195,7 +195,7 @@ class InfluxStore:
 
     def _post(self, body: str) -> None:
         """One write request. urllib3 directly, as the reads are: influxdb-client's write API makes the
-        same request with about 1.25 times the CPU (bench/bench_influx_write.py)."""
+        same request with 1.1 to 1.3 times the CPU (bench/bench_influx_write.py)."""
         url, headers = self._write_target()
         data = body.encode()
         if self.gzip:
