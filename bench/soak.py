@@ -2,6 +2,7 @@
 
     python bench/soak.py                      # 50 appliances x 4 channels x 10 Hz for 10 minutes
     python bench/soak.py --duration 120       # a shorter look
+    python bench/soak.py --duration 120 --rounds 3   # both profiles three times, alternating
     python bench/soak.py --appliances 256 --collectors 2 --duration 120   # a cluster's nodes, two collectors
 
 With --collectors N, N collectors split the stream in one MQTT 5 shared-subscription group; the
@@ -13,6 +14,10 @@ appliance says it produced. Real Mosquitto and InfluxDB are started on free loop
 (scripts/provision.sh installs them). The appliances run the real firmware in a few worker
 processes, ten per process, so that their Python threads do not share one interpreter lock.
 
+The collector's CPU share moves with the machine's load, which drifts over minutes, so the ratio of
+the two profiles' CPU is best read from --rounds N: the profiles run N times in alternating order and
+the median of the per-round ratios is printed.
+
 Latency is measured on a subset of probe devices (the first --probes appliances), by polling InfluxDB
 for rows newer than the last poll; its resolution is the poll interval.
 """
@@ -23,6 +28,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -289,6 +295,12 @@ def main() -> int:
         default="default,low-latency",
         help=f"comma-separated, run one after the other: {', '.join(PROFILES)} (default both)",
     )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the profiles this many times, in alternating order; the CPU ratio is the median",
+    )
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument(
         "--collectors",
@@ -306,6 +318,9 @@ def main() -> int:
         return run_group(args)
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
     unknown = [p for p in profiles if p not in PROFILES]
+    if args.rounds < 1 or args.duration <= 0:
+        print("soak: --rounds must be 1 or more and --duration above 0", file=sys.stderr)
+        return 2
     if unknown or not profiles:
         print(
             f"soak: unknown profile {', '.join(unknown) or '(none)'}; choose from {', '.join(PROFILES)}",
@@ -313,23 +328,44 @@ def main() -> int:
         )
         return 2
 
-    runs = [soak(args, p) for p in profiles]
-    width = max(len(k) for k in runs[0])
-    print()
-    print(f"{'':<{width}}  " + "  ".join(f"{r['profile']:>16}" for r in runs))
-    for k in runs[0]:
-        if k == "profile":
-            continue
-        print(f"{k:<{width}}  " + "  ".join(f"{r[k]!s:>16}" for r in runs))
-    if len(runs) == 2 and runs[0]["collector_cpu_percent"]:
-        a, b = runs
-        print(
-            f"\n{b['profile']}/{a['profile']}: collector CPU x{b['collector_cpu_percent'] / a['collector_cpu_percent']:.2f}, "
-            f"latency p99 {a['latency_p99_ms']} -> {b['latency_p99_ms']} ms"
-        )
+    runs: list[dict[str, Any]] = []
+    for r in range(args.rounds):
+        # Alternate the order, so that neither profile always runs on the warmer (or busier) machine.
+        for p in profiles if r % 2 == 0 else profiles[::-1]:
+            runs.append({"round": r + 1, **soak(args, p)})
+    runs.sort(key=lambda x: (x["round"], profiles.index(x["profile"])))
+    table(runs)
+    if len(profiles) == 2:
+        a, b = profiles
+        cpu = {x["profile"]: [] for x in runs}
+        for x in runs:
+            cpu[x["profile"]].append(x["collector_cpu_percent"])
+        ratios = [hi / lo for lo, hi in zip(cpu[a], cpu[b], strict=True) if lo]
+        if ratios:
+            per_round = ", ".join(f"{x:.2f}" for x in ratios)
+            p99 = {p: max(x["latency_p99_ms"] for x in runs if x["profile"] == p) for p in profiles}
+            print(
+                f"\n{b}/{a}: collector CPU x{statistics.median(ratios):.2f}"
+                + (f" (median of {len(ratios)} rounds: {per_round})" if len(ratios) > 1 else "")
+                + f", latency p99 {p99[a]} -> {p99[b]} ms"
+                + (" (the worst round of each)" if len(ratios) > 1 else "")
+            )
     if args.json:
         args.json.write_text(json.dumps(runs if len(runs) > 1 else runs[0], indent=1) + "\n")
     return 0 if all(r["lost"] == 0 and r["duplicated"] == 0 for r in runs) else 1
+
+
+def table(runs: list[dict[str, Any]]) -> None:
+    """The figures side by side, a column per run."""
+    rounds = len({x["round"] for x in runs}) > 1
+    heads = [f"{x['profile']} r{x['round']}" if rounds else x["profile"] for x in runs]
+    keys = [k for k in runs[0] if k not in ("profile", "round")]
+    width = max(len(k) for k in keys)
+    col = max(16, *(len(h) for h in heads))
+    print()
+    print(f"{'':<{width}}  " + "  ".join(f"{h:>{col}}" for h in heads))
+    for k in keys:
+        print(f"{k:<{width}}  " + "  ".join(f"{r[k]!s:>{col}}" for r in runs))
 
 
 if __name__ == "__main__":
