@@ -371,6 +371,20 @@ def main() -> int:
         f"ratio collector/ceiling: {med['collector'] / ceil[best]:.2f} of the best, "
         f"{med['collector'] / ceil[collector_batch]:.2f} of the collector's batch size (goal >= 0.60)"
     )
+    # When the ceiling keeps InfluxDB busy on every core, the same cores must also carry the consumer,
+    # so CPU per sample bounds the ratio: rate <= cores / (consumer + InfluxDB under it), ceiling =
+    # cores / InfluxDB at the ceiling.
+    db_ceil = statistics.median(x["db_cpu_us"] for x in ceilings[best])
+    db_under = statistics.median(x["db_cpu_us"] for x in results["collector"])
+    cores = os.cpu_count() or 1
+    if med_cpu["collector"] > 0 and db_ceil > 0:
+        print(
+            f"CPU: the best ceiling kept InfluxDB at {ceil[best] * db_ceil / 1e6:.2f} of {cores} CPUs "
+            f"({db_ceil:.2f} us/sample); under the collector InfluxDB took {db_under:.2f} and the collector "
+            f"{med_cpu['collector']:.2f} us/sample, which bounds collector/ceiling at "
+            f"{db_ceil / (med_cpu['collector'] + db_under):.2f} on shared cores; 0.60 needs the collector at "
+            f"{max(0.0, db_ceil / 0.6 - db_under):.2f} us/sample or less"
+        )
     print("zero loss: " + ("yes, for all" if lossless else "NO"))
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end")
     return 0 if lossless else 1
