@@ -2,7 +2,8 @@
 
 It is a translation of the schema into msgspec types, used only to say "valid" quickly; a refusal
 always goes to the reference check (fastjsonschema). So the one property that matters is soundness:
-fast-accepted implies schema-accepted, over the shared vectors and over generated near-misses.
+fast-accepted implies schema-accepted, over the shared vectors and over generated near-misses. The
+one-pass form (compile_fast_decode) must also return the very document the strict decoder reads.
 """
 
 from __future__ import annotations
@@ -16,11 +17,38 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import wattbench_schema as contract
-from wattbench.ingest.fastcheck import compile_fast
+from wattbench.ingest.fastcheck import SURROGATE_ESCAPE, compile_fast, compile_fast_decode, count_keys
 from wattbench.ingest.validate import Validator, decode
 
 REFERENCE = {name: fastjsonschema.compile(contract.inline_refs(name)) for name in contract.SCHEMA_NAMES}
 FAST = {name: compile_fast(contract.inline_refs(name)) for name in contract.SCHEMA_NAMES}
+FAST_DECODE = {name: compile_fast_decode(contract.inline_refs(name)) for name in contract.SCHEMA_NAMES}
+
+
+def same_document(a: Any, b: Any) -> bool:
+    """Equal, and of the same JSON type throughout, except that an integer may stand as the equal float
+    (the one difference the one-pass decode may make, in number fields)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(same_document(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(same_document, a, b))
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
+        return a is b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b and (type(a) is type(b) or type(a) is float)
+    return type(a) is type(b) and a == b
+
+
+def fast_decode_is_sound(name: str, raw: bytes) -> Any:
+    """The one-pass decode's document, checked against the strict decoder and the reference."""
+    fast = FAST_DECODE[name]
+    assert fast is not None
+    doc = fast(raw)
+    if doc is not None:
+        strict = decode(raw)  # must not raise: the fast decode read strict JSON
+        assert reference_accepts(name, strict)
+        assert same_document(doc, strict), (doc, strict)
+    return doc
 
 
 def reference_accepts(name: str, doc: Any) -> bool:
@@ -50,6 +78,58 @@ def test_fast_accept_implies_the_schema_accepts_every_vector(vec: contract.Vecto
         assert reference_accepts(vec.schema, doc), vec.why
     if vec.valid and vec.schema == "samples":
         assert fast(vec.raw, doc), "a valid sample batch should take the fast path"
+
+
+@pytest.mark.parametrize(
+    "vec", [v for v in contract.vectors() if v.schema == "samples"], ids=lambda v: v.name
+)
+def test_the_one_pass_decode_reads_what_the_strict_decoder_reads(vec: contract.Vector) -> None:
+    doc = fast_decode_is_sound("samples", vec.raw)
+    if vec.valid and doc is None:
+        # Only a ':' inside a string or a surrogate escape may send a valid batch the slow way.
+        strict = decode(vec.raw)
+        assert count_keys(strict) != vec.raw.count(b":") or SURROGATE_ESCAPE.search(vec.raw), vec.why
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # a key the schema does not name: msgspec skips it, the key count does not
+        b'{"v":1,"dev":"a","boot":1,"clk":{"sync":"ntp"},"samples":[{"s":1,"t":1700000000000,"c":"x","W":1,"zz":2}]}',
+        b'{"v":1,"dev":"a","boot":1,"clk":{"sync":"ntp","x":1},"samples":[{"s":1,"t":1700000000000,"c":"x","W":1}]}',
+        b'{"v":1,"dev":"a","boot":1,"clk":{"sync":"ntp"},"samples":[{"s":1,"t":1700000000000,"c":"x","W":1}],"x":0}',
+        # a duplicate key, at each level
+        b'{"v":1,"dev":"a","boot":1,"clk":{"sync":"ntp"},"samples":[{"s":1,"t":1700000000000,"c":"x","W":1,"W":2}]}',
+        b'{"v":1,"dev":"a","dev":"b","boot":1,"clk":{"sync":"ntp"},"samples":[{"s":1,"t":1700000000000,"c":"x","W":1}]}',
+        # an escaped lone surrogate
+        b'{"v":1,"dev":"a","boot":1,"clk":{"sync":"ntp"},"samples":[{"s":1,"t":1700000000000,"c":"\\ud800","W":1}]}',
+        # no reading in a row (minProperties), NaN, a float sequence number, a version as float
+        b'{"v":1,"dev":"a","boot":1,"clk":{"sync":"ntp"},"samples":[{"s":1,"t":1700000000000,"c":"x"}]}',
+        b'{"v":1,"dev":"a","boot":1,"clk":{"sync":"ntp"},"samples":[{"s":1,"t":1700000000000,"c":"x","W":NaN}]}',
+        b'{"v":1,"dev":"a","boot":1,"clk":{"sync":"ntp"},"samples":[{"s":1.0,"t":1700000000000,"c":"x","W":1}]}',
+        b'{"v":1.0,"dev":"a","boot":1,"clk":{"sync":"ntp"},"samples":[{"s":1,"t":1700000000000,"c":"x","W":1}]}',
+        # invalid UTF-8 inside a string, and nesting deeper than any schema level
+        b'{"v":1,"dev":"\x8a","boot":1,"clk":{"sync":"ntp"},"samples":[{"s":1,"t":1700000000000,"c":"x","W":1}]}',
+        b'{"v":1,"dev":"a","boot":1,"clk":{"sync":"ntp"},"samples":[{"s":1,"t":1700000000000,"c":"x","W":1}],"x":'
+        + b"[" * 100_000
+        + b"]" * 100_000
+        + b"}",
+        b"[1]",
+        b'{"v":1,"dev":"a","boot":1,"clk":{"sync":"ntp"},"samples":[{"s":1,"t":1700000000000,"c":"x","W":1}]',
+    ],
+)
+def test_the_one_pass_decode_leaves_these_to_the_strict_way(raw: bytes) -> None:
+    assert FAST_DECODE["samples"] is not None
+    assert FAST_DECODE["samples"](raw) is None
+
+
+def test_an_integer_reading_arrives_as_the_equal_float() -> None:
+    raw = b'{"v":1,"dev":"a","boot":1,"clk":{"sync":"ntp","age":3},"samples":[{"s":1,"t":1700000000000,"c":"x","W":231}]}'
+    doc = fast_decode_is_sound("samples", raw)
+    assert doc is not None
+    row = doc["samples"][0]
+    assert type(row["W"]) is float and row["W"] == 231.0
+    assert type(row["s"]) is int and type(row["t"]) is int and type(doc["clk"]["age"]) is float
 
 
 BATCH = {
@@ -90,6 +170,7 @@ def test_near_misses_are_left_to_the_reference(where: tuple[Any, ...], value: An
     fast = FAST["samples"]
     assert fast is not None
     assert not fast(raw, decode(raw))
+    assert fast_decode_is_sound("samples", raw) is None
 
 
 def test_a_row_with_no_reading_is_refused_by_both() -> None:
@@ -154,3 +235,7 @@ def test_fast_accept_implies_the_schema_accepts_generated_batches(
     assert fast is not None
     if fast(raw, parsed):
         assert reference_accepts("samples", parsed)
+    one_pass = fast_decode_is_sound("samples", raw)
+    every_colon_a_key = count_keys(parsed) == raw.count(b":") and not SURROGATE_ESCAPE.search(raw)
+    if fast(raw, parsed) and every_colon_a_key:
+        assert one_pass is not None, "what the two-pass check accepts, the one-pass decode reads"
