@@ -140,27 +140,46 @@ def _walk(doc: Any, path: tuple[str, ...]) -> list[Any]:
     return nodes
 
 
-def compile_fast(schema: dict[str, Any]) -> Callable[[bytes, Any], bool] | None:
-    """A check(raw, doc) that returns True only for messages the schema accepts, or None when the
-    schema cannot be translated. doc is raw already decoded by the strict decoder."""
-    translator = _Translator(schema)
+def _compile(
+    schema: dict[str, Any], as_dicts: bool
+) -> tuple[Callable[[bytes], Any], Callable[[Any], bool]] | None:
+    """The schema's msgspec decoder and the check of what msgspec cannot express (minProperties)."""
+    translator = _Translator(schema, as_dicts)
     try:
         decoder = msgspec.json.Decoder(translator.type_of(schema, ()))
     except (Untranslatable, KeyError, TypeError, ValueError):
         return None
     post = tuple(translator.post)
-    decode = decoder.decode
 
-    def check(raw: bytes, doc: Any) -> bool:
-        try:
-            decode(raw)
-        except (msgspec.DecodeError, ValueError, RecursionError):  # a ValidationError is a DecodeError
-            return False
+    def post_ok(doc: Any) -> bool:
         for path, least in post:
             for node in _walk(doc, path):
                 if len(node) < least:
                     return False
         return True
+
+    return decoder.decode, post_ok
+
+
+# What msgspec raises for text it refuses: a ValidationError is a DecodeError, and invalid UTF-8 inside a
+# string comes out as UnicodeDecodeError (a ValueError).
+_REFUSED = (msgspec.DecodeError, ValueError, RecursionError)
+
+
+def compile_fast(schema: dict[str, Any]) -> Callable[[bytes, Any], bool] | None:
+    """A check(raw, doc) that returns True only for messages the schema accepts, or None when the
+    schema cannot be translated. doc is raw already decoded by the strict decoder."""
+    compiled = _compile(schema, as_dicts=False)
+    if compiled is None:
+        return None
+    decode, post_ok = compiled
+
+    def check(raw: bytes, doc: Any) -> bool:
+        try:
+            decode(raw)
+        except _REFUSED:
+            return False
+        return post_ok(doc)
 
     return check
 
@@ -194,13 +213,10 @@ def compile_fast_decode(schema: dict[str, Any]) -> Callable[[bytes], Any] | None
     arrives as the equal float. In parsed text every ':' outside strings separates a key from its
     value, so a key count equal to the number of ':' bytes proves there was no duplicate key, no key
     msgspec skipped (not in the schema) and no ':' inside a string."""
-    translator = _Translator(schema, as_dicts=True)
-    try:
-        decoder = msgspec.json.Decoder(translator.type_of(schema, ()))
-    except (Untranslatable, KeyError, TypeError, ValueError):
+    compiled = _compile(schema, as_dicts=True)
+    if compiled is None:
         return None
-    post = tuple(translator.post)
-    typed = decoder.decode
+    typed, post_ok = compiled
     surrogate = SURROGATE_ESCAPE.search
 
     def decode(raw: bytes) -> Any:
@@ -208,15 +224,10 @@ def compile_fast_decode(schema: dict[str, Any]) -> Callable[[bytes], Any] | None
             return None
         try:
             doc = typed(raw)
-        except (msgspec.DecodeError, ValueError, RecursionError):
-            # ValueError: msgspec reports invalid UTF-8 inside a string as UnicodeDecodeError.
+        except _REFUSED:
             return None
-        if type(doc) is not dict or count_keys(doc) != raw.count(b":"):
+        if type(doc) is not dict or count_keys(doc) != raw.count(b":") or not post_ok(doc):
             return None
-        for path, least in post:
-            for node in _walk(doc, path):
-                if len(node) < least:
-                    return None
         return doc
 
     return decode
