@@ -337,9 +337,7 @@ def main() -> int:
     table(runs)
     if len(profiles) == 2:
         a, b = profiles
-        cpu = {x["profile"]: [] for x in runs}
-        for x in runs:
-            cpu[x["profile"]].append(x["collector_cpu_percent"])
+        cpu = {p: [x["collector_cpu_percent"] for x in runs if x["profile"] == p] for p in profiles}
         ratios = [hi / lo for lo, hi in zip(cpu[a], cpu[b], strict=True) if lo]
         if ratios:
             per_round = ", ".join(f"{x:.2f}" for x in ratios)
