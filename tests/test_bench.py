@@ -8,6 +8,7 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,3 +114,27 @@ def test_bench_script_without_the_kit_says_what_to_install(name: str) -> None:
     assert len(lines) == 1, res.stderr
     assert "wattbench_devkit" in lines[0]
     assert "pip install -e . -e ./devkit" in lines[0]
+
+
+def test_the_ingest_progress_poll_counts_what_a_query_counts(influxdb: Any) -> None:
+    """bench_ingest polls InfluxDB's write counters rather than a count query (which would scan the
+    database on the cores being measured): they must say the same, per database."""
+    import urllib.request
+
+    def write(db: str, lines: list[str]) -> None:
+        req = urllib.request.Request(
+            f"{influxdb.url}/write?db={db}&precision=ms", data="\n".join(lines).encode()
+        )
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            assert resp.status == 204
+
+    influxdb.create_database("other")
+    assert influxdb.points_written(influxdb.db) == 0
+    t0 = 1_763_709_600_000
+    write(influxdb.db, [f"wb_sample,ch=psu1,dev=a s={i}i {t0 + i}" for i in range(1500)])
+    write("other", [f"wb_sample,ch=psu1,dev=b s={i}i {t0 + i}" for i in range(7)])
+    # a point in another week's shard counts as well
+    write(influxdb.db, [f"wb_sample,ch=psu1,dev=a s=9999i {t0 + 30 * 86_400_000}"])
+    stored = influxdb.query('SELECT count("s") FROM "wb_sample"')[0]["count"]
+    assert influxdb.points_written(influxdb.db) == stored == 1501
+    assert influxdb.points_written("other") == 7
