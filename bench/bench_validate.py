@@ -7,6 +7,10 @@ accepts the same batches. The collector reads a batch with msgspec against Typed
 the schema in one pass (ingest/fastcheck.py); a batch that pass cannot vouch for is decoded strictly
 with orjson and checked against msgspec Structs, and fastjsonschema decides and words any refusal.
 The best of --repeat passes is printed, with each row's time as a ratio to the first.
+
+A second table is the work of a checking process when the store is InfluxDB: the whole check and
+the batch's line protocol, row by row after the check (lineproto.sample_block) against the one pass
+of ingest/fastlines.py, which decodes, checks and writes the lines in one go.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ import orjson
 
 import wattbench_schema as contract
 from wattbench.ingest.fastcheck import compile_fast, compile_fast_decode
-from wattbench.ingest.validate import Validator
+from wattbench.ingest.validate import Accepted, Validator
+from wattbench.store.lineproto import sample_block
 
 
 def batches(samples: int, batch: int) -> list[tuple[str, bytes]]:
@@ -94,26 +99,48 @@ def main() -> int:
         ("msgspec TypedDicts (schema-derived), one pass", msgspec_one_pass),
         ("msgspec decode only, no check", msgspec.json.decode),
     ]
+
+    def check(topic: str, raw: bytes) -> Any:
+        res = validator.check(topic, raw, now)
+        if not isinstance(res, Accepted):
+            raise AssertionError("the collector refused a valid batch")
+        return res
+
+    def check_then_rows(topic: str, raw: bytes) -> Any:
+        res = check(topic, raw)
+        return sample_block(res.payload["dev"], res.payload["samples"])
+
+    def one_pass_lines(topic: str, raw: bytes) -> Any:
+        text = validator.sample_lines(topic, raw, now)
+        if text is None:
+            raise AssertionError("the one-pass way left a valid batch to the complete check")
+        return text
+
+    tables: list[list[tuple[str, Callable[[str, bytes], Any]]]] = [
+        [(name, lambda _topic, raw, fn=fn: fn(raw)) for name, fn in ways]
+        + [("Validator.check (the collector's whole stateless check)", check)],
+        [
+            ("Validator.check, then lines row by row", check_then_rows),
+            ("Validator.sample_lines, one pass (ingest/fastlines.py)", one_pass_lines),
+        ],
+    ]
     best: dict[str, float] = {}
     for _ in range(args.repeat):
-        for name, fn in ways:
-            t0 = time.perf_counter()
-            for _topic, raw in msgs:
-                fn(raw)
-            best[name] = min(best.get(name, float("inf")), time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        for topic, raw in msgs:
-            if validator.check(topic, raw, now).__class__.__name__ != "Accepted":
-                raise AssertionError("the collector refused a valid batch")
-        best["Validator.check (the collector's whole stateless check)"] = min(
-            best.get("Validator.check (the collector's whole stateless check)", float("inf")),
-            time.perf_counter() - t0,
-        )
-    base = best[ways[0][0]]
+        for table in tables:
+            for name, fn in table:
+                t0 = time.perf_counter()
+                for topic, raw in msgs:
+                    fn(topic, raw)
+                best[name] = min(best.get(name, float("inf")), time.perf_counter() - t0)
     width = max(len(k) for k in best)
     print(f"{args.samples:,} samples in messages of {args.batch} rows, best of {args.repeat}:")
-    for name, secs in best.items():
-        print(f"  {name:<{width}}  {secs / args.samples * 1e6:6.2f} us/sample  x{secs / base:.2f}")
+    for i, table in enumerate(tables):
+        if i:
+            print("check and InfluxDB line protocol, as in a checking process:")
+        base = best[table[0][0]]
+        for name, _fn in table:
+            secs = best[name]
+            print(f"  {name:<{width}}  {secs / args.samples * 1e6:6.2f} us/sample  x{secs / base:.2f}")
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     return 0
 

@@ -38,13 +38,17 @@ class Untranslatable(Exception):
     """The schema uses something this module does not translate; the reference check alone is used."""
 
 
-def _pattern(p: str) -> str:
+def translate_pattern(p: str) -> str:
+    """A schema pattern as Python's re must read it to mean the same (see the module's docstring)."""
     if "$" in p[:-1] or not p.endswith("$") or p.endswith("\\$"):
         raise Untranslatable(f"pattern {p!r}")
     return p[:-1] + r"\Z"
 
 
-class _Translator:
+class Translator:
+    """A schema's types as msgspec types: Structs, or TypedDicts with as_dicts. post collects the
+    minProperties checks msgspec cannot express, by path."""
+
     def __init__(self, root: dict[str, Any], as_dicts: bool = False) -> None:
         self.root = root
         self.as_dicts = as_dicts
@@ -80,12 +84,13 @@ class _Translator:
                 raise Untranslatable("array")
             item = self.type_of(node["items"], (*path, "*"))
             return Annotated[
-                list[item], msgspec.Meta(min_length=node.get("minItems"), max_length=node.get("maxItems"))
-            ]  # type: ignore[valid-type]
+                list[item],  # type: ignore[valid-type]
+                msgspec.Meta(min_length=node.get("minItems"), max_length=node.get("maxItems")),
+            ]
         if kind == "string":
             if not keys <= {"type", "pattern", "minLength", "maxLength"}:
                 raise Untranslatable("string")
-            pattern = _pattern(node["pattern"]) if "pattern" in node else None
+            pattern = translate_pattern(node["pattern"]) if "pattern" in node else None
             return Annotated[
                 str,
                 msgspec.Meta(
@@ -118,7 +123,7 @@ class _Translator:
         if self.as_dicts:
             # msgspec decodes a TypedDict to a plain dict but skips keys it does not name, even with
             # additionalProperties false: compile_fast_decode counts the keys to catch those.
-            return TypedDict(  # type: ignore[misc, operator]
+            return TypedDict(  # type: ignore[operator]
                 f"Fast{self.structs}",
                 {name: Required[t] if name in required else NotRequired[t] for name, t, *_ in fields},
             )
@@ -144,7 +149,7 @@ def _compile(
     schema: dict[str, Any], as_dicts: bool
 ) -> tuple[Callable[[bytes], Any], Callable[[Any], bool]] | None:
     """The schema's msgspec decoder and the check of what msgspec cannot express (minProperties)."""
-    translator = _Translator(schema, as_dicts)
+    translator = Translator(schema, as_dicts)
     try:
         decoder = msgspec.json.Decoder(translator.type_of(schema, ()))
     except (Untranslatable, KeyError, TypeError, ValueError):
@@ -163,7 +168,7 @@ def _compile(
 
 # What msgspec raises for text it refuses: a ValidationError is a DecodeError, and invalid UTF-8 inside a
 # string comes out as UnicodeDecodeError (a ValueError).
-_REFUSED = (msgspec.DecodeError, ValueError, RecursionError)
+REFUSED = (msgspec.DecodeError, ValueError, RecursionError)
 
 
 def compile_fast(schema: dict[str, Any]) -> Callable[[bytes, Any], bool] | None:
@@ -177,7 +182,7 @@ def compile_fast(schema: dict[str, Any]) -> Callable[[bytes, Any], bool] | None:
     def check(raw: bytes, doc: Any) -> bool:
         try:
             decode(raw)
-        except _REFUSED:
+        except REFUSED:
             return False
         return post_ok(doc)
 
@@ -224,7 +229,7 @@ def compile_fast_decode(schema: dict[str, Any]) -> Callable[[bytes], Any] | None
             return None
         try:
             doc = typed(raw)
-        except _REFUSED:
+        except REFUSED:
             return None
         if type(doc) is not dict or count_keys(doc) != raw.count(b":") or not post_ok(doc):
             return None

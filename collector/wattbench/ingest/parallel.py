@@ -6,9 +6,11 @@ the check (Validator.check: topic, size, JSON, version, schema, cross-field rule
 runs in a small pool of processes; the collector keeps the stateful part (accounting, dedup) and
 decodes the accepted payloads again with the fast decoder, which is cheap.
 
-For a store that writes InfluxDB line protocol the workers also format an accepted sample batch's rows
-(lineproto.sample_block): formatting is stateless, and it was the collector's largest cost under its
-interpreter lock. The collector uses those lines when it keeps every row of the batch.
+For a store that writes InfluxDB line protocol the workers also format an accepted sample batch's rows:
+formatting is stateless, and it was the collector's largest cost under its interpreter lock. A batch
+is read, checked and formatted in one pass where ingest.fastlines can vouch for it, else checked
+completely and formatted row by row (lineproto.sample_block). The collector uses those lines when it
+keeps every row of the batch.
 
 Results come back in submission order, so the stream keeps its order.
 """
@@ -72,6 +74,11 @@ def _check(items: list[Item]) -> list[Verdict]:
     out: list[Verdict] = []
     for topic, raw, recv_ms in items:
         try:
+            if _lines:
+                lines = _validator.sample_lines(topic, raw, recv_ms)
+                if lines is not None:
+                    out.append((None, lines))
+                    continue
             res = _validator.check(topic, raw, recv_ms)
             lines = None
             if isinstance(res, Accepted) and _lines and res.kind == "samples":

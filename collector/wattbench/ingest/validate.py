@@ -17,6 +17,7 @@ import wattbench_schema as contract
 
 from .auth import AuthError
 from .fastcheck import SURROGATE_ESCAPE, compile_fast, compile_fast_decode, count_keys
+from .fastlines import compile_sample_lines
 
 CONSUMED = ("samples", "status", "meta", "phase", "result")
 EXCERPT_CHARS = 120
@@ -179,6 +180,7 @@ class Validator:
         # Sample batches are read and checked in one pass when they can be. Only they: elsewhere an
         # integer in a number field would come out as a float, and the other kinds are rare.
         self._fast_decode = compile_fast_decode(schemas["samples"])
+        self._fast_lines = compile_sample_lines(schemas["samples"])
         self._topic_cache: dict[str, tuple[str, dict[str, str]] | None] = {}
 
     def match(self, topic: str) -> tuple[str, dict[str, str]] | None:
@@ -190,6 +192,20 @@ class Validator:
         if len(self._topic_cache) < 100_000:  # bounded by the fleet, but never trust the network
             self._topic_cache[topic] = found
         return found
+
+    def sample_lines(self, topic: str, raw: bytes, recv_ms: int) -> str | None:
+        """A sample batch's rows as InfluxDB line protocol when the message passes every check that
+        check() makes, read in one pass (ingest.fastlines); None when this way cannot vouch for it,
+        and check() then decides. Batches of devices that must sign go the complete way."""
+        if self._fast_lines is None or self.verifier is not None or len(raw) > self.max_payload_bytes:
+            return None
+        found = self.match(topic)
+        if found is None or found[0] != "samples":
+            return None
+        dev = found[1].get("dev")
+        if dev is None:
+            return None
+        return self._fast_lines(raw, dev, recv_ms + self.future_tolerance_ms)
 
     def check(self, topic: str, raw: bytes, recv_ms: int) -> Accepted | Rejected:
         size = len(raw)

@@ -1,0 +1,184 @@
+"""A sample batch read, checked and written as InfluxDB line protocol in one pass.
+
+In a checking process (ingest.parallel) a valid sample batch was decoded into dicts and then formatted
+row by row; formatting was the larger half of that process's work, most of it Python's float repr.
+Here the batch is decoded by msgspec into Structs whose fields stand in line-protocol order, checked
+against the same schema translation as fastcheck, and written back out by msgspec's encoder, which
+writes floats in their shortest round-trip form in C. A few byte-level replacements over the whole
+batch then turn the newline-delimited JSON into lines:
+
+    {"c":"psu1","_d":0,"W":231.4,"Wh":0.5,"s":7,"n":3,"t":1763709600000}
+    wb_sample,ch=psu1,dev=bench-a W=231.4,Wh=0.5,s=7i,n=3i 1763709600000000
+
+The order makes each step a constant replacement: the channel (the tag) first, then a marker field
+that becomes ",dev=<dev> ", then the float fields, then the integer fields (the required sequence
+number first, so the last one before the time always exists), then the time. Quotes and braces go
+and ':' becomes '=' in one translate; the contract's patterns keep all of them out of device and
+channel names, and numbers hold none.
+
+Like fastcheck, this path may only say "valid". It answers None, and the caller runs the complete
+check, for anything it cannot vouch for: a refusal by msgspec, a surrogate escape, a key count that
+does not match the ':' bytes of the text (a duplicate key, or the marker sent by a device), a row
+with only the required keys (minProperties), a row with flags (f; a clock-step flag moves the
+time, see lineproto.sub_us), a payload dev other than the topic's, or a sample from the future.
+tests/collector/test_fastlines.py holds its lines to the points the row-by-row formatter writes and
+its acceptance to the reference check's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import msgspec
+
+from ..store.lineproto import PRECISION, SAMPLE_FLOATS, SAMPLE_INTS
+from .fastcheck import REFUSED, SURROGATE_ESCAPE, Translator, Untranslatable, translate_pattern
+
+MARKER = "_d"  # the field that becomes the device tag; no contract key starts with "_"
+TAG, FIRST_INT, TIME = "c", "s", "t"  # the channel tag, the required integer, the time (ms)
+FLAGS = "f"  # an integer whose clock-step bit moves the time: rows with it go the row-by-row way
+
+# (raw, topic's device, latest acceptable sample time in ms) -> lines, or None
+SampleLines = Callable[[bytes, str, int], str | None]
+
+
+def _count_set(obj: Any) -> int:
+    """Keys that were present in the JSON object a Struct was decoded from, nested objects included."""
+    n = 0
+    for name in obj.__struct_fields__:
+        value = getattr(obj, name)
+        if value is msgspec.UNSET:
+            continue
+        n += 1
+        if isinstance(value, msgspec.Struct):
+            n += _count_set(value)
+    return n
+
+
+# What must never reach a line inside a name: line protocol's separators, and what the JSON text and
+# its replacements use. The contract's patterns exclude all of these; _plain_name checks that they do.
+_NOT_IN_NAMES = ' ,="{}:\\\n\té'
+
+
+def _plain_name(node: dict[str, Any]) -> bool:
+    """The string schema's pattern, as msgspec checks it, refuses every name holding one of
+    _NOT_IN_NAMES, wherever it sits."""
+    pattern = node.get("pattern")
+    if node.get("type") != "string" or not pattern:
+        return False
+    probe = re.compile(translate_pattern(pattern))
+    return not any(
+        probe.search(text) for ch in _NOT_IN_NAMES for text in (ch, f"a{ch}", f"{ch}a", f"a{ch}a", f"0{ch}0")
+    )
+
+
+def _row_type(translator: Translator, row: dict[str, Any]) -> tuple[Any, list[str]] | None:
+    """The line-ordered Struct of a sample row and the integer fields after the first, or None when
+    the row schema is not the shape this module writes."""
+    props: dict[str, Any] = row.get("properties", {})
+    required = set(row.get("required", ()))
+    if required != {TAG, FIRST_INT, TIME} or row.get("additionalProperties") is not False:
+        return None
+    if row.get("minProperties", len(required) + 1) != len(required) + 1:
+        return None
+    floats = [k for k in props if k in SAMPLE_FLOATS]
+    ints = [k for k in props if k in SAMPLE_INTS and k not in (FIRST_INT, FLAGS)]
+    if set(props) - {TAG, TIME, FIRST_INT, FLAGS, *floats, *ints}:
+        return None  # a key with no place in the line
+    if not _plain_name(translator.resolve(props[TAG])):
+        return None
+
+    def optional(k: str) -> tuple[str, Any, Any]:
+        return (k, translator.type_of(props[k], ()) | msgspec.UnsetType, msgspec.UNSET)
+
+    fields: list[Any] = [(TAG, translator.type_of(props[TAG], ())), (MARKER, int, 0)]
+    fields += [optional(k) for k in floats]
+    fields.append((FIRST_INT, translator.type_of(props[FIRST_INT], ())))
+    fields += [optional(k) for k in ints]
+    fields.append((TIME, translator.type_of(props[TIME], ())))
+    # kw_only lets required fields follow ones with defaults, in this order. forbid_unknown_fields: a
+    # row with flags, or with a key the schema does not name, is refused here.
+    return msgspec.defstruct("LineRow", fields, kw_only=True, forbid_unknown_fields=True), ints
+
+
+def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample") -> SampleLines | None:
+    """lines(raw, dev, latest_ms) for a sample-batch schema (refs inlined), or None when the schema is
+    not one this module can translate."""
+    translator = Translator(schema)
+    props: dict[str, Any] = schema.get("properties", {})
+    try:
+        items = translator.resolve(props["samples"]["items"])
+        shaped = _row_type(translator, items)
+        if shaped is None or schema.get("additionalProperties") is not False or PRECISION != "us":
+            return None  # "us": the time is written as the sample's ms and "000"
+        if not _plain_name(translator.resolve(props["dev"])):
+            return None
+        row_type, later_ints = shaped
+        arr = props["samples"]
+        if set(arr) - {"type", "items", "minItems", "maxItems", "description"}:
+            return None
+        rows_type = Annotated[
+            list[row_type],  # type: ignore[valid-type]
+            msgspec.Meta(min_length=arr.get("minItems"), max_length=arr.get("maxItems")),
+        ]
+        required = set(schema.get("required", ()))
+        top: list[Any] = []
+        for name, sub in props.items():
+            if name == "samples":
+                top.append(("samples", rows_type) if name in required else ("samples", rows_type, []))
+                continue
+            t = translator.type_of(sub, (name,))
+            top.append((name, t) if name in required else (name, t | msgspec.UnsetType, msgspec.UNSET))
+        if "samples" not in required or translator.post:
+            return None  # minProperties outside the rows: not expressible here
+        batch_type = msgspec.defstruct("LineBatch", top, kw_only=True, forbid_unknown_fields=True)
+        decoder = msgspec.json.Decoder(batch_type)
+    except (Untranslatable, KeyError, TypeError, ValueError):
+        return None
+
+    encode_rows = msgspec.json.Encoder().encode_lines
+    strip = bytes.maketrans(b":", b"=")
+    marker = f",{MARKER}=0,".encode()
+    row_start = f"\n{TAG}=".encode()
+    line_start = f"{measurement},ch=".encode()
+    to_time = f",{TIME}=".encode()
+    later = [(f",{k}=".encode(), f"i,{k}=".encode()) for k in later_ints]
+    # A row holding only the required keys: nothing between the marker and the first integer, and
+    # nothing between that and the time. The plain search first: rows without a reading are rare.
+    no_reading = f'"{MARKER}":0,"{FIRST_INT}":'.encode()
+    bare = re.compile(no_reading + rf'\d+,"{TIME}":'.encode()).search
+    surrogate = SURROGATE_ESCAPE.search
+
+    def lines(raw: bytes, dev: str, latest_ms: int) -> str | None:
+        if surrogate(raw):
+            return None
+        try:
+            batch: Any = decoder.decode(raw)  # a LineBatch, defined above at run time
+        except REFUSED:
+            return None
+        if batch.dev != dev:
+            return None
+        rows = batch.samples
+        encoded = encode_rows(rows)
+        # One ':' per key in the text: the batch's own and its objects' keys, and the rows' keys as
+        # written out, less the marker written once per row.
+        keys = _count_set(batch) + encoded.count(b'":') - len(rows)
+        if keys != raw.count(b":") or (no_reading in encoded and bare(encoded)):
+            return None
+        if max(r.t for r in rows) > latest_ms:
+            return None
+        body = encoded.translate(strip, b'{}"')
+        body = body.replace(row_start, b"000\n" + line_start).replace(marker, f",dev={dev} ".encode())
+        for old, new in later:
+            body = body.replace(old, new)
+        body = body.replace(to_time, b"i ")
+        # The first row has no newline before it; the last one's newline becomes the time's "000".
+        text = line_start + body[len(row_start) - 1 : -1] + b"000"
+        try:
+            return text.decode("ascii")
+        except UnicodeDecodeError:  # not with the contract's patterns (_plain_name); never a refusal
+            return None
+
+    return lines
