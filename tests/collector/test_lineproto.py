@@ -13,6 +13,7 @@ import wattbench_schema as contract
 from wattbench.ingest import records as rec
 from wattbench.ingest.parallel import CheckPool
 from wattbench.ingest.pipeline import Pipeline
+from wattbench.ingest.validate import Validator
 from wattbench.store import lineproto
 from wattbench.store.influx import InfluxStore
 
@@ -132,3 +133,24 @@ def test_the_checking_process_returns_each_batch_as_lines() -> None:
     assert ok is None and lines is not None
     assert points(lines) == points(lineproto.sample_block("bench-a", contract.strict_loads(good)["samples"]))
     assert bad is not None and bad.reason == "decode" and none is None
+
+
+def test_a_fault_in_the_one_pass_way_leaves_the_batch_to_the_complete_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The one-pass way may only say "valid": even a bug in it must not turn into a refusal."""
+    from wattbench.ingest import parallel
+
+    topic, good = _batch("bench-a", [0, 1])
+    validator = Validator()
+
+    def broken(*_: Any) -> str | None:
+        raise IndexError("a fault in the one-pass way")
+
+    monkeypatch.setattr(validator, "sample_lines", broken)
+    # what the worker's initializer sets, without its signal handling
+    monkeypatch.setattr(parallel, "_validator", validator)
+    monkeypatch.setattr(parallel, "_lines", True)
+    [(verdict, lines)] = parallel._check([(topic, good, RECV)])
+    assert verdict is None
+    assert lines == lineproto.sample_block("bench-a", contract.strict_loads(good)["samples"])
