@@ -47,11 +47,18 @@ def translate_pattern(p: str) -> str:
 
 class Translator:
     """A schema's types as msgspec types: Structs, or TypedDicts with as_dicts. post collects the
-    minProperties checks msgspec cannot express, by path."""
+    minProperties checks msgspec cannot express, by path. overrides: a type to use as it is at a path
+    (a "*" step is an array's items), for a caller that builds that part itself."""
 
-    def __init__(self, root: dict[str, Any], as_dicts: bool = False) -> None:
+    def __init__(
+        self,
+        root: dict[str, Any],
+        as_dicts: bool = False,
+        overrides: dict[tuple[str, ...], Any] | None = None,
+    ) -> None:
         self.root = root
         self.as_dicts = as_dicts
+        self.overrides = overrides or {}
         self.post: list[PostCheck] = []
         self.structs = 0
 
@@ -64,6 +71,8 @@ class Translator:
         return self.root["$defs"][ref[len("#/$defs/") :]]
 
     def type_of(self, node: dict[str, Any], path: tuple[str, ...]) -> Any:
+        if path in self.overrides:
+            return self.overrides[path]
         node = self.resolve(node)
         keys = set(node) - _DESCRIPTIVE
         if "const" in node:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 
@@ -116,24 +116,11 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
         if not _plain_name(translator.resolve(props["dev"])):
             return None
         row_type, later_ints = shaped
-        arr = props["samples"]
-        if set(arr) - {"type", "items", "minItems", "maxItems", "description"}:
-            return None
-        rows_type = Annotated[
-            list[row_type],  # type: ignore[valid-type]
-            msgspec.Meta(min_length=arr.get("minItems"), max_length=arr.get("maxItems")),
-        ]
-        required = set(schema.get("required", ()))
-        top: list[Any] = []
-        for name, sub in props.items():
-            if name == "samples":
-                top.append(("samples", rows_type) if name in required else ("samples", rows_type, []))
-                continue
-            t = translator.type_of(sub, (name,))
-            top.append((name, t) if name in required else (name, t | msgspec.UnsetType, msgspec.UNSET))
-        if "samples" not in required or translator.post:
+        # The batch as the schema has it, with the rows in line order.
+        translator.overrides[("samples", "*")] = row_type
+        batch_type = translator.type_of(schema, ())
+        if "samples" not in schema.get("required", ()) or translator.post:
             return None  # minProperties outside the rows: not expressible here
-        batch_type = msgspec.defstruct("LineBatch", top, kw_only=True, forbid_unknown_fields=True)
         decoder = msgspec.json.Decoder(batch_type)
     except (Untranslatable, KeyError, TypeError, ValueError):
         return None
