@@ -229,9 +229,9 @@ def stream_lines(messages: list[tuple[str, bytes]]) -> list[str]:
     recv_ms = int(time.time() * 1000)
     out: list[str] = []
     for topic, raw in messages:
-        text = validator.sample_lines(topic, raw, recv_ms)
-        if text is not None:
-            out.extend(text.split("\n"))
+        one = validator.sample_lines(topic, raw, recv_ms)
+        if one is not None:
+            out.extend(one.text.split("\n"))
             continue
         doc = orjson.loads(raw)
         sample_lines(doc["dev"], doc["samples"], out)

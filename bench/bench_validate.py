@@ -111,10 +111,10 @@ def main() -> int:
         return sample_block(res.payload["dev"], res.payload["samples"])
 
     def one_pass_lines(topic: str, raw: bytes) -> Any:
-        text = validator.sample_lines(topic, raw, now)
-        if text is None:
+        one = validator.sample_lines(topic, raw, now)
+        if one is None:
             raise AssertionError("the one-pass way left a valid batch to the complete check")
-        return text
+        return one
 
     tables: list[list[tuple[str, Callable[[str, bytes], Any]]]] = [
         [(name, lambda _topic, raw, fn=fn: fn(raw)) for name, fn in ways]

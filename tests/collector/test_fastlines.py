@@ -70,7 +70,8 @@ def complete_check(raw: bytes, topic: str = TOPIC) -> bool:
 def one_pass(raw: bytes, dev: str = "bench-a") -> str | None:
     """The one-pass lines, held to the complete check and the row-by-row points whenever it answers."""
     assert LINES is not None
-    text = LINES(raw, dev, LATEST)
+    found = LINES(raw, dev, LATEST)
+    text = None if found is None else found.text
     if text is not None:
         assert complete_check(raw, contract.topic_for("samples", dev=dev)), raw[:300]
         assert same_bits(points(text), row_by_row(raw)), (text[:300], raw[:300])

@@ -128,11 +128,13 @@ def test_the_checking_process_returns_each_batch_as_lines() -> None:
         verdicts = pool.submit([(topic, good, RECV), (topic, b"{", RECV)]).result(timeout=60)
     finally:
         pool.close()
-    (ok, lines), (bad, none) = verdicts
+    (ok, lines, plain), (bad, none, no_plain) = verdicts
     # read in one pass (ingest.fastlines): the points of the row-by-row formatter, in the layout's order
     assert ok is None and lines is not None
     assert points(lines) == points(lineproto.sample_block("bench-a", contract.strict_loads(good)["samples"]))
-    assert bad is not None and bad.reason == "decode" and none is None
+    # and digested for accounting: numbered one after another, one channel
+    assert plain is not None and (plain.first_s, plain.count) == (0, 2)
+    assert bad is not None and bad.reason == "decode" and none is None and no_plain is None
 
 
 def test_a_fault_in_the_one_pass_way_leaves_the_batch_to_the_complete_check(
@@ -151,6 +153,6 @@ def test_a_fault_in_the_one_pass_way_leaves_the_batch_to_the_complete_check(
     # what the worker's initializer sets, without its signal handling
     monkeypatch.setattr(parallel, "_validator", validator)
     monkeypatch.setattr(parallel, "_lines", True)
-    [(verdict, lines)] = parallel._check([(topic, good, RECV)])
-    assert verdict is None
+    [(verdict, lines, plain)] = parallel._check([(topic, good, RECV)])
+    assert verdict is None and plain is None
     assert lines == lineproto.sample_block("bench-a", contract.strict_loads(good)["samples"])

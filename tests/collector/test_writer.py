@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,7 @@ class FlakyStore(SqliteStore):
         self.flushes = 0
         self.refusals = 0
 
-    def write_samples(self, dev: str, samples: list[dict[str, Any]], lines: str | None = None) -> None:
+    def write_samples(self, dev: str, samples: Sequence[dict[str, Any]], lines: str | None = None) -> None:
         if dev == POISON:
             self.refusals += 1
             raise StoreRejected("InfluxDB refused the write (HTTP 400): field type conflict")

@@ -17,7 +17,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from operator import ge, gt
+from typing import Any, NamedTuple
 
 from wattbench_schema import FLAG_CLOCK_STEP
 
@@ -169,6 +170,64 @@ class EnergyStep:
         )
 
 
+class PlainBatch(NamedTuple):
+    """A sample batch as accounting needs it when its rows are plain (see plain_batch)."""
+
+    boot: int
+    clk: dict[str, Any]
+    first_s: int  # the rows' numbers are first_s, first_s + 1, ... in row order
+    count: int
+    newest_t: int  # the last row's time
+    # Per channel: name, first and last time, first and last energy (None: no row has one), last number
+    chans: tuple[tuple[str, int, int, float | None, int, float | None], ...]
+
+
+def plain_batch(
+    boot: int,
+    clk: dict[str, Any],
+    s: list[int],
+    c: list[str],
+    t: list[int],
+    wh: list[Any],
+    absent: object = None,
+) -> PlainBatch | None:
+    """The digest of a sample batch, its rows given as columns (number, channel, time, energy or
+    `absent`), when they are plain: numbered one after another, the channels in the same turn
+    throughout, each channel's time rising, and its energy counter given in every row or in none and
+    never going back. None otherwise. Made in a checking process (ingest.parallel), so that the
+    collector can account for the batch without reading its rows again (DeviceAccount.admit_plain).
+    Flags are not looked at: the caller gives only rows without any."""
+    n = len(s)
+    if not n or s != list(range(s[0], s[0] + n)):
+        return None
+    k = len(set(c))
+    if len(set(c[:k])) != k or c[k:] != c[: n - k]:
+        return None
+    chans = []
+    for j in range(k):
+        times = t[j::k]
+        if not all(map(gt, times[1:], times)):
+            return None
+        energy = wh[j::k]
+        try:
+            # Rising outright, else within the slack that admit() allows. Every value is compared (by
+            # the first when it passes, else by the second's list), so a missing one always raises.
+            rising = all(map(ge, energy[1:], energy)) or all(
+                map(ge, energy[1:], [w - ENERGY_SLACK_WH for w in energy])
+            )
+        except TypeError:  # a row without energy: fine only if no row of the channel has it
+            if energy.count(absent) != len(energy):
+                return None
+            rising = True
+        if not rising:
+            return None
+        last = j + (n - 1 - j) // k * k
+        first_wh = None if wh[j] is absent else wh[j]
+        last_wh = None if wh[last] is absent else wh[last]
+        chans.append((c[j], t[j], t[last], first_wh, s[last], last_wh))
+    return PlainBatch(boot, clk, s[0], n, t[-1], tuple(chans))
+
+
 COUNTERS = (
     "received",
     "stored",
@@ -281,17 +340,15 @@ class DeviceAccount:
                 return True
         return False
 
-    def admit(self, doc: dict[str, Any], recv_ms: int) -> tuple[list[dict[str, Any]], list[EnergyStep]]:
-        """Account for a validated sample batch; return the rows to store and any energy steps."""
+    def _begin(self, boot: int, clk: dict[str, Any], count: int, recv_ms: int) -> bool:
+        """The batch-level part of admitting a batch of count rows; True when the device's own count
+        of clock steps says its clock jumped since its last batch."""
         self._saved = None
-        rows: list[dict[str, Any]] = doc["samples"]
-        boot = int(doc["boot"])
         self.batches += 1
-        self.received += len(rows)
+        self.received += count
         if self.first_seen_ms is None:
             self.first_seen_ms = recv_ms
         self.last_seen_ms = recv_ms
-        clk = doc["clk"]
         self.clk_sync = clk["sync"]
         self.clk_age = clk.get("age")
         self.clk_err = clk.get("err")
@@ -300,6 +357,90 @@ class DeviceAccount:
         stepped = self._dev_steps is not None and steps > self._dev_steps and boot == self.boot
         if self.boot is None or boot >= self.boot:
             self._dev_steps = steps
+        return stepped
+
+    def _end(
+        self,
+        boot: int,
+        first: int | None,
+        stepped: bool,
+        old_boot: bool,
+        kept: int,
+        newest: int,
+        top: int,
+        energy_steps: int,
+        recv_ms: int,
+    ) -> None:
+        """The batch-level part after the rows: first, the lowest number kept (None: none that
+        counts); newest and top, the time and number of the last row kept."""
+        seq = self.seq
+        self.last_seq = seq.high
+        self.energy_steps += energy_steps
+        self.stored += kept
+        if first is not None and first < self.firsts.get(boot, first + 1):
+            self.firsts[boot] = first
+            _trim(self.firsts)
+            if self.ends:
+                self._apply_ends()
+        if stepped and not old_boot:
+            # Delays measured on the old clock say nothing about the new one; keeping them would hold
+            # the estimate at the old offset for a whole window after a step back.
+            self.steps_seen += 1
+            self._lags.clear()
+            self._rate.clear()
+        if kept:
+            # The newest reading is the last one taken, not the latest stamp: after a step back the
+            # stamps of a batch's later rows are the smaller ones.
+            self._lags.append(recv_ms - newest)
+            if not old_boot and top == seq.high:
+                # Only the batch that moved the sequence on: a late batch's numbers and stamps lie
+                # inside the span already measured and say nothing new about the rate.
+                self._rate.append((newest, top))
+                while len(self._rate) > 2 and self._rate[-1][0] - self._rate[1][0] >= RATE_WINDOW_MS:
+                    self._rate.popleft()
+
+    def admit_plain(self, rows: PlainBatch, recv_ms: int) -> bool:
+        """Account for a validated sample batch from its digest (plain_batch) instead of its rows, as
+        admit() would and with the same result, keeping every row; False, with nothing changed, when
+        the batch is not simply the next one of the current boot (or an energy counter went back at
+        its start), and admit() must see the rows."""
+        seq = self.seq
+        boot = rows.boot
+        if boot != self.boot or seq.high < 0 or rows.first_s != seq.high + 1:
+            return False
+        chans = self._chans
+        repeats = 0
+        for ch, t0, _t1, wh0, _s1, _wh1 in rows.chans:
+            last = chans.get(ch)
+            if last is not None:
+                if last[0] >= rows.first_s:  # a late row of an older sequence space came last
+                    return False
+                if wh0 is not None and last[2] is not None and wh0 < last[2] - ENERGY_SLACK_WH:
+                    return False
+                if t0 <= last[1]:
+                    repeats += 1
+        stepped = self._begin(boot, rows.clk, rows.count, recv_ms)
+        self.t_repeats += repeats
+        for ch, _t0, t1, _wh0, s1, wh1 in rows.chans:
+            last = chans.get(ch)
+            if last is None:
+                chans[ch] = [s1, t1, wh1, 0]
+            else:
+                last[0] = s1
+                last[1] = t1
+                if wh1 is not None:
+                    last[2] = wh1
+                last[3] = 0
+        top = rows.first_s + rows.count - 1
+        seq.high = top
+        self._end(boot, rows.first_s, stepped, False, rows.count, rows.newest_t, top, 0, recv_ms)
+        return True
+
+    def admit(self, doc: dict[str, Any], recv_ms: int) -> tuple[list[dict[str, Any]], list[EnergyStep]]:
+        """Account for a validated sample batch; return the rows to store and any energy steps."""
+        rows: list[dict[str, Any]] = doc["samples"]
+        boot = int(doc["boot"])
+        stepped = self._begin(boot, doc["clk"], len(rows), recv_ms)
 
         seq = self.seq
         old_boot = False  # from a boot before the newest: fills holes, but moves nothing on
@@ -381,32 +522,20 @@ class DeviceAccount:
                     last[2] = wh
                 last[0] = s
                 last[1] = t
-        self.last_seq = seq.high
-        self.energy_steps += len(steps)
-        self.stored += len(keep)
-        if first is not None and first < self.firsts.get(boot, first + 1):
-            self.firsts[boot] = first
-            _trim(self.firsts)
-            if self.ends:
-                self._apply_ends()
-        if stepped and not old_boot:
-            # Delays measured on the old clock say nothing about the new one; keeping them would hold
-            # the estimate at the old offset for a whole window after a step back.
-            self.steps_seen += 1
-            self._lags.clear()
-            self._rate.clear()
         if keep:
-            # The newest reading is the last one taken, not the latest stamp: after a step back the
-            # stamps of a batch's later rows are the smaller ones.
-            newest = keep[-1]["t"]
-            self._lags.append(recv_ms - int(newest))
-            top = int(keep[-1]["s"])
-            if not old_boot and top == seq.high:
-                # Only the batch that moved the sequence on: a late batch's numbers and stamps lie
-                # inside the span already measured and say nothing new about the rate.
-                self._rate.append((int(newest), top))
-                while len(self._rate) > 2 and self._rate[-1][0] - self._rate[1][0] >= RATE_WINDOW_MS:
-                    self._rate.popleft()
+            self._end(
+                boot,
+                first,
+                stepped,
+                old_boot,
+                len(keep),
+                int(keep[-1]["t"]),
+                int(keep[-1]["s"]),
+                len(steps),
+                recv_ms,
+            )
+        else:
+            self._end(boot, first, stepped, old_boot, 0, 0, 0, len(steps), recv_ms)
         return keep, steps
 
     def note_reject(self) -> None:

@@ -445,8 +445,7 @@ class Collector:
                         if verdicts is None:
                             pipeline.handle(m[3], m[4], m[5])
                         else:
-                            rejected, lines = verdicts[k]
-                            pipeline.handle_checked(m[3], m[4], m[5], rejected, lines)
+                            pipeline.handle_checked(m[3], m[4], m[5], *verdicts[k])
                         acks.append((m[0], m[1], m[2]))
                 done += len(items)
             # 3. hand over to the writer

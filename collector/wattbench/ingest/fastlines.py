@@ -29,19 +29,31 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from ..store.lineproto import PRECISION, SAMPLE_FLOATS, SAMPLE_INTS
+from .accounting import PlainBatch, plain_batch
 from .fastcheck import REFUSED, SURROGATE_ESCAPE, Translator, Untranslatable, translate_pattern
 
 MARKER = "_d"  # the field that becomes the device tag; no contract key starts with "_"
 TAG, FIRST_INT, TIME = "c", "s", "t"  # the channel tag, the required integer, the time (ms)
 FLAGS = "f"  # an integer whose clock-step bit moves the time: rows with it go the row-by-row way
+ENERGY = "Wh"  # the energy counter, which accounting follows per channel
 
-# (raw, topic's device, latest acceptable sample time in ms) -> lines, or None
-SampleLines = Callable[[bytes, str, int], str | None]
+
+class OnePass(NamedTuple):
+    """A valid sample batch as this module reads it: its rows as line protocol, and what accounting
+    needs of them when they are plain (accounting.plain_batch), so that the collector need not read
+    the rows again."""
+
+    text: str
+    plain: PlainBatch | None
+
+
+# (raw, topic's device, latest acceptable sample time in ms) -> the batch read in one pass, or None
+SampleLines = Callable[[bytes, str, int], OnePass | None]
 
 
 def _count_set(obj: Any) -> int:
@@ -116,6 +128,7 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
         if not _plain_name(translator.resolve(props["dev"])):
             return None
         row_type, later_ints = shaped
+        has_energy = ENERGY in row_type.__struct_fields__
         # The batch as the schema has it, with the rows in line order.
         translator.overrides[("samples", "*")] = row_type
         batch_type = translator.type_of(schema, ())
@@ -138,7 +151,7 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
     bare = re.compile(no_reading + rf'\d+,"{TIME}":'.encode()).search
     surrogate = SURROGATE_ESCAPE.search
 
-    def lines(raw: bytes, dev: str, latest_ms: int) -> str | None:
+    def lines(raw: bytes, dev: str, latest_ms: int) -> OnePass | None:
         if surrogate(raw):
             return None
         try:
@@ -154,7 +167,8 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
         keys = _count_set(batch) + encoded.count(b'":') - len(rows)
         if keys != raw.count(b":") or (no_reading in encoded and bare(encoded)):
             return None
-        if max(r.t for r in rows) > latest_ms:
+        times = [r.t for r in rows]
+        if max(times) > latest_ms:
             return None
         body = encoded.translate(strip, b'{}"')
         body = body.replace(row_start, b"000\n" + line_start).replace(marker, f",dev={dev} ".encode())
@@ -164,8 +178,19 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
         # The first row has no newline before it; the last one's newline becomes the time's "000".
         text = line_start + body[len(row_start) - 1 : -1] + b"000"
         try:
-            return text.decode("ascii")
+            decoded = text.decode("ascii")
         except UnicodeDecodeError:  # not with the contract's patterns (_plain_name); never a refusal
             return None
+        energy = [r.Wh for r in rows] if has_energy else [msgspec.UNSET] * len(rows)
+        plain = plain_batch(
+            batch.boot,
+            msgspec.to_builtins(batch.clk),
+            [r.s for r in rows],
+            [r.c for r in rows],
+            times,
+            energy,
+            msgspec.UNSET,
+        )
+        return OnePass(decoded, plain)
 
     return lines

@@ -10,7 +10,8 @@ For a store that writes InfluxDB line protocol the workers also format an accept
 formatting is stateless, and it was the collector's largest cost under its interpreter lock. A batch
 is read, checked and formatted in one pass where ingest.fastlines can vouch for it, else checked
 completely and formatted row by row (lineproto.sample_block). The collector uses those lines when it
-keeps every row of the batch.
+keeps every row of the batch. The one pass also digests plain rows for accounting
+(accounting.plain_batch): the collector then accounts for the batch without reading it again.
 
 Results come back in submission order, so the stream keeps its order.
 """
@@ -22,12 +23,14 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from ..store.lineproto import sample_block
+from .accounting import PlainBatch
 from .auth import Verifier
 from .validate import Accepted, Rejected, Validator
 
 Item = tuple[str, bytes, int]  # topic, payload, receive time (ms)
-# A message's rejection (None: it passed) and, for an accepted sample batch, its rows as line protocol.
-Verdict = tuple[Rejected | None, str | None]
+# A message's rejection (None: it passed) and, for an accepted sample batch, its rows as line protocol
+# and, when they are plain, what accounting needs of them (accounting.plain_batch).
+Verdict = tuple[Rejected | None, str | None, PlainBatch | None]
 
 _validator: Validator | None = None
 _lines = False
@@ -76,11 +79,11 @@ def _check(items: list[Item]) -> list[Verdict]:
         try:
             if _lines:
                 try:
-                    lines = _validator.sample_lines(topic, raw, recv_ms)
+                    one = _validator.sample_lines(topic, raw, recv_ms)
                 except Exception:  # the one-pass way only ever says "valid": the complete check decides
-                    lines = None
-                if lines is not None:
-                    out.append((None, lines))
+                    one = None
+                if one is not None:
+                    out.append((None, one.text, one.plain))
                     continue
             res = _validator.check(topic, raw, recv_ms)
             lines = None
@@ -90,7 +93,7 @@ def _check(items: list[Item]) -> list[Verdict]:
             res = Rejected(
                 "schema", f"could not be checked ({exc.__class__.__name__}: {exc})", topic, len(raw)
             )
-        out.append((None, lines) if isinstance(res, Accepted) else (res, None))
+        out.append((None, lines, None) if isinstance(res, Accepted) else (res, None, None))
     return out
 
 

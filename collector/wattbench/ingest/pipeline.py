@@ -11,7 +11,7 @@ from typing import Any
 import wattbench_schema as contract
 
 from . import records as rec
-from .accounting import Accounts
+from .accounting import Accounts, PlainBatch
 from .validate import Accepted, Rejected, Validator
 
 DEVICE_ID = re.compile(contract.load_schema("common")["$defs"]["device_id"]["pattern"])
@@ -83,17 +83,36 @@ class Pipeline:
         return self.process(outcome, recv_ms)
 
     def handle_checked(
-        self, topic: str, raw: bytes, recv_ms: int, verdict: Rejected | None, lines: str | None = None
-    ) -> Accepted | Rejected:
+        self,
+        topic: str,
+        raw: bytes,
+        recv_ms: int,
+        verdict: Rejected | None,
+        lines: str | None = None,
+        plain: PlainBatch | None = None,
+    ) -> None:
         """Process a message whose stateless check ran elsewhere (ingest.parallel): verdict is its
-        rejection, or None when it passed; lines, for a sample batch, its rows as line protocol."""
+        rejection, or None when it passed; for a sample batch, lines are its rows as line protocol
+        and plain what accounting needs of them, when they are plain (accounting.plain_batch)."""
         if verdict is not None:
-            return self.process(verdict, recv_ms)
+            self.process(verdict, recv_ms)
+            return
+        if plain is not None and lines is not None and not self.keep_latest:
+            found = self.validator.match(topic)
+            dev = found[1].get("dev") if found is not None and found[0] == "samples" else None
+            if dev is not None and self.accounts.get(dev).admit_plain(plain, recv_ms):
+                # Every row kept: the store gets the lines, and the rows only if it asks (the spool).
+                self.messages += 1
+                self.batch.messages += 1
+                self.accepted += 1
+                self.batch.records.append(rec.samples(dev, rec.PayloadRows(raw, plain.count), lines))
+                self.batch.samples += plain.count
+                return
         try:
             outcome = self.validator.accept_checked(topic, raw, recv_ms)
         except Exception as exc:
             outcome = _unchecked(topic, raw, exc)
-        return self.process(outcome, recv_ms, lines)
+        self.process(outcome, recv_ms, lines)
 
     def process(
         self, outcome: Accepted | Rejected, recv_ms: int, lines: str | None = None

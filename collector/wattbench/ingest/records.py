@@ -3,7 +3,8 @@ store later, unchanged. A record is (kind, body) with a JSON-ready body."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, overload
 
 from .validate import dumps, loads
 
@@ -13,7 +14,44 @@ if TYPE_CHECKING:
 Record = tuple[str, Any]
 
 
-def samples(dev: str, rows: list[dict[str, Any]], lines: str | None = None) -> Record:
+class PayloadRows(Sequence[dict[str, Any]]):
+    """The rows of a valid sample batch, read from its payload only when something asks for them.
+    The collector's checking processes hand over a batch's lines and what accounting needs, so a
+    store that takes lines never makes the collector read the rows again; the spool and other stores
+    still get them as the complete check reads them."""
+
+    __slots__ = ("_count", "_raw", "_rows")
+
+    def __init__(self, raw: bytes, count: int) -> None:
+        self._raw = raw
+        self._count = count
+        self._rows: list[dict[str, Any]] | None = None
+
+    def _read(self) -> list[dict[str, Any]]:
+        if self._rows is None:
+            self._rows = loads(self._raw)["samples"]
+        return self._rows
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        return self._read()[i]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self._read())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and self._read() == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def samples(dev: str, rows: Sequence[dict[str, Any]], lines: str | None = None) -> Record:
     """lines: the rows already as line protocol (Store.write_samples), or None."""
     if lines is None:
         return ("samples", {"dev": dev, "rows": rows})
@@ -70,8 +108,8 @@ def apply(store: Store, records: list[Record]) -> int:
 
 def _spooled(kind: str, body: Any) -> Any:
     # The rows are the record; lines are only their InfluxDB form, made again when the spool is replayed.
-    if kind == "samples" and "lines" in body:
-        return {"dev": body["dev"], "rows": body["rows"]}
+    if kind == "samples":
+        return {"dev": body["dev"], "rows": list(body["rows"])}
     return body
 
 

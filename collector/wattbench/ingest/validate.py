@@ -17,7 +17,7 @@ import wattbench_schema as contract
 
 from .auth import AuthError
 from .fastcheck import SURROGATE_ESCAPE, compile_fast, compile_fast_decode, count_keys
-from .fastlines import compile_sample_lines
+from .fastlines import OnePass, compile_sample_lines
 
 CONSUMED = ("samples", "status", "meta", "phase", "result")
 EXCERPT_CHARS = 120
@@ -193,9 +193,9 @@ class Validator:
             self._topic_cache[topic] = found
         return found
 
-    def sample_lines(self, topic: str, raw: bytes, recv_ms: int) -> str | None:
-        """A sample batch's rows as InfluxDB line protocol when the message passes every check that
-        check() makes, read in one pass (ingest.fastlines); None when this way cannot vouch for it,
+    def sample_lines(self, topic: str, raw: bytes, recv_ms: int) -> OnePass | None:
+        """A sample batch's rows as InfluxDB line protocol (and their digest for accounting) when the
+        message passes every check that check() makes, read in one pass (ingest.fastlines); None when this way cannot vouch for it,
         and check() then decides. Batches of devices that must sign go the complete way."""
         if self._fast_lines is None or self.verifier is not None or len(raw) > self.max_payload_bytes:
             return None

@@ -71,7 +71,7 @@ class Store(Protocol):
 
     # ------------------------------------------------------------------ writes (buffered)
 
-    def write_samples(self, dev: str, samples: list[dict[str, Any]], lines: str | None = None) -> None:
+    def write_samples(self, dev: str, samples: Sequence[dict[str, Any]], lines: str | None = None) -> None:
         """Rows of a validated sample batch of device dev (the `samples` array of the contract).
         lines: the same rows as `lineproto.sample_block(dev, samples)` made them, or None; a store
         without line_protocol ignores it."""

@@ -213,7 +213,7 @@ class InfluxStore:
 
     # ------------------------------------------------------------------ writes
 
-    def write_samples(self, dev: str, samples: list[dict[str, Any]], lines: str | None = None) -> None:
+    def write_samples(self, dev: str, samples: Sequence[dict[str, Any]], lines: str | None = None) -> None:
         with self._lock:
             if lines is None:
                 lines = lineproto.sample_block(dev, samples)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import wattbench_schema as contract
@@ -73,7 +74,7 @@ def _field_line(prefix: str, row: dict[str, Any]) -> str:
     return f"{prefix}{','.join(fields)} {int(row['t']) * 1000 + sub_us(row)}"
 
 
-def sample_lines(dev: str, rows: list[dict[str, Any]], out: list[str]) -> None:
+def sample_lines(dev: str, rows: Sequence[dict[str, Any]], out: list[str]) -> None:
     """Append one wb_sample line per row. Rows are validated contract rows."""
     append = out.append
     formats: dict[tuple[str, ...], str | None] = {}
@@ -96,7 +97,7 @@ def sample_lines(dev: str, rows: list[dict[str, Any]], out: list[str]) -> None:
             append(fmt % row)
 
 
-def sample_block(dev: str, rows: list[dict[str, Any]]) -> str:
+def sample_block(dev: str, rows: Sequence[dict[str, Any]]) -> str:
     """The rows' wb_sample lines as one block, newline-separated (none after the last)."""
     out: list[str] = []
     sample_lines(dev, rows, out)

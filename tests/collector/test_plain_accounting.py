@@ -1,0 +1,178 @@
+"""Accounting from a batch's digest (accounting.plain_batch, DeviceAccount.admit_plain) against
+accounting from its rows (DeviceAccount.admit): the same account after every batch, whatever the
+stream, and the digest only where the rows really are plain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import wattbench_schema as contract
+from wattbench.ingest import records as rec
+from wattbench.ingest.accounting import DeviceAccount, PlainBatch, plain_batch
+from wattbench.ingest.fastlines import compile_sample_lines
+from wattbench.ingest.pipeline import Pipeline
+from wattbench.ingest.validate import Rejected, Validator
+
+T0 = 1_763_760_000_000
+CHANNELS = ("psu1", "psu2", "gpu")
+
+
+def digest(doc: dict[str, Any]) -> PlainBatch | None:
+    """What a checking process hands over: only rows without flags are digested (ingest.fastlines)."""
+    rows = doc["samples"]
+    if any("f" in r for r in rows):
+        return None
+    return plain_batch(
+        doc["boot"],
+        doc["clk"],
+        [r["s"] for r in rows],
+        [r["c"] for r in rows],
+        [r["t"] for r in rows],
+        [r.get("Wh") for r in rows],
+    )
+
+
+def everything(a: DeviceAccount) -> dict[str, Any]:
+    out = {k: v for k, v in vars(a).items() if k not in ("_saved", "seq")}
+    out["seq"] = (a.seq.high, a.seq.floor, a.seq.starts, a.seq.ends, a.seq.origins)
+    return out
+
+
+@st.composite
+def streams(draw: Any) -> list[dict[str, Any]]:
+    """Batches of one device: mostly each the next one, as a device sends them, and now and then a
+    gap, a repeat, a late or reordered batch, a reboot, a clock step, a step back in time, an energy
+    counter going back, a channel without energy or with flags."""
+    docs = []
+    boot, next_s, t, steps = 1, 0, T0, 0
+    energy = {ch: 10.0 for ch in CHANNELS}
+    for _ in range(draw(st.integers(1, 12))):
+        k = draw(st.integers(1, 3))
+        chans = list(CHANNELS[:k])
+        if draw(st.booleans()):
+            chans.reverse()
+        n = draw(st.integers(1, 9))
+        event = draw(
+            st.sampled_from(["next"] * 8 + ["gap", "repeat", "late", "shuffle", "reboot", "restart"])
+        )
+        start = next_s
+        if event == "gap":
+            start += draw(st.integers(1, 5))
+        elif event in ("repeat", "late"):
+            start = max(0, next_s - draw(st.integers(1, 12)))
+        elif event == "reboot":
+            boot += 1
+        elif event == "restart":
+            boot += 1
+            start = draw(st.integers(0, 3))
+        old_boot = event == "late" and draw(st.booleans()) and boot > 1
+        if draw(st.integers(0, 9)) == 0:
+            steps += 1
+        rows = []
+        for i in range(n):
+            ch = chans[i % k]
+            t += draw(st.sampled_from([1, 1, 1, 0, -3])) if draw(st.integers(0, 5)) == 0 else 1
+            row: dict[str, Any] = {"s": start + i, "t": t, "c": ch, "W": 100.0}
+            if ch != "gpu" or draw(st.integers(0, 3)) == 0:
+                energy[ch] += draw(st.sampled_from([0.001, 0.001, 0.0, -0.5]))
+                row["Wh"] = energy[ch]
+            if draw(st.integers(0, 15)) == 0:
+                row["f"] = draw(st.sampled_from([1, 2]))
+            rows.append(row)
+        if event == "shuffle":
+            rows = draw(st.permutations(rows))
+        clk = {"sync": "ntp", "age": 3.0, "err": 2.5, "steps": steps}
+        docs.append({"v": 1, "dev": "d", "boot": boot - 1 if old_boot else boot, "clk": clk, "samples": rows})
+        next_s = max(next_s, start + n)
+    return docs
+
+
+@settings(max_examples=400, deadline=None)
+@given(streams())
+def test_accounting_from_the_digest_is_accounting_from_the_rows(docs: list[dict[str, Any]]) -> None:
+    by_rows, by_digest = DeviceAccount("d"), DeviceAccount("d")
+    for i, doc in enumerate(docs):
+        recv = T0 + 1000 * i
+        kept, steps = by_rows.admit(doc, recv)
+        plain = digest(doc)
+        if plain is not None and by_digest.admit_plain(plain, recv):
+            # Only a batch kept whole, with nothing to report, may be accounted from its digest.
+            assert kept == doc["samples"] and steps == []
+        else:
+            assert by_digest.admit(doc, recv) == (kept, steps)
+        assert everything(by_digest) == everything(by_rows)
+        assert by_digest.state() == by_rows.state()
+
+
+def test_the_digest_takes_only_plain_rows() -> None:
+    def rows(seqs: list[int], chans: str, times: list[int], wh: list[float | None]) -> PlainBatch | None:
+        return plain_batch(1, {"sync": "ntp"}, seqs, list(chans), times, wh)
+
+    plain = rows([5, 6, 7, 8, 9], "abab" + "a", [1, 1, 2, 2, 3], [0.1, None, 0.2, None, 0.3])
+    assert plain == PlainBatch(
+        1, {"sync": "ntp"}, 5, 5, 3, (("a", 1, 3, 0.1, 9, 0.3), ("b", 1, 2, None, 8, None))
+    )
+    assert rows([5, 7], "ab", [1, 1], [None, None]) is None  # not numbered one after another
+    assert rows([5, 6, 7], "aab", [1, 2, 3], [None] * 3) is None  # channels not in turn
+    assert rows([5, 6, 7, 8], "abba", [1, 1, 2, 2], [None] * 4) is None
+    assert rows([5, 6, 7, 8], "abab", [1, 1, 1, 2], [None] * 4) is None  # a's time does not rise
+    assert rows([5, 6, 7, 8], "abab", [1, 1, 2, 2], [0.1, None, None, None]) is None  # energy in some rows
+    assert rows([5, 6, 7, 8], "abab", [1, 1, 2, 2], [0.2, None, 0.1, None]) is None  # energy went back
+    assert rows([5, 6, 7, 8, 9, 10], "ababab", [1, 1, 2, 2, 3, 3], [0.2, None, 0.1, None, None, None]) is None
+    assert rows([], "", [], []) is None
+
+
+def opened(record: rec.Record) -> rec.Record:
+    """A record with its rows as a list, and without the lines (the in-process path has none)."""
+    kind, body = record
+    if kind != "samples":
+        return record
+    return kind, {"dev": body["dev"], "rows": list(body["rows"])}
+
+
+LINES = compile_sample_lines(contract.inline_refs("samples"))
+TOPIC = contract.topic_for("samples", dev="d")
+
+
+@settings(max_examples=150, deadline=None)
+@given(streams())
+def test_the_pipeline_stores_and_counts_the_same_from_the_digest(docs: list[dict[str, Any]]) -> None:
+    """The collector's path with checking processes (lines and digest from the one pass) against the
+    in-process path: the same records, spooled alike, and the same counters."""
+    assert LINES is not None
+    validator = Validator()
+    ref, fast = Pipeline("c1"), Pipeline("c1")
+    for i, doc in enumerate(docs):
+        raw = contract.dumps(doc)
+        recv = T0 + 1000 * i
+        ref.handle(TOPIC, raw, recv)
+        one = LINES(raw, "d", recv + validator.future_tolerance_ms)
+        if one is None:  # the complete check decides, as in a checking process
+            res = validator.check(TOPIC, raw, recv)
+            fast.handle_checked(TOPIC, raw, recv, res if isinstance(res, Rejected) else None)
+        else:
+            fast.handle_checked(TOPIC, raw, recv, None, one.text, one.plain)
+    got, want = fast.take()[0].records, ref.take()[0].records
+    assert [opened(r) for r in got] == [opened(r) for r in want]
+    assert rec.decode(rec.encode(got)) == rec.decode(rec.encode(want))
+    assert fast.counters() == ref.counters()
+    assert fast.accounts.state() == ref.accounts.state()
+
+
+def test_rows_are_read_from_the_payload_only_when_asked_for() -> None:
+    doc = {
+        "v": 1,
+        "dev": "d",
+        "boot": 1,
+        "clk": {"sync": "ntp"},
+        "samples": [{"s": 0, "t": T0, "c": "a", "W": 1.5}],
+    }
+    rows = rec.PayloadRows(contract.dumps(doc), 1)
+    assert len(rows) == 1 and rows._rows is None
+    assert rows == doc["samples"] and rows[0] == doc["samples"][0] and list(rows) == doc["samples"]
+    assert rec.decode(rec.encode([rec.samples("d", rows, "lines")])) == [
+        ("samples", {"dev": "d", "rows": doc["samples"]})
+    ]
