@@ -193,6 +193,8 @@ def test_generated_rows_are_written_as_the_row_by_row_points() -> None:
         # a channel name the contract refuses, one that would break the line
         b'{"v":1,"dev":"bench-a","boot":1,"clk":{"sync":"ntp"},"samples":[{"s":1,"t":1763709600000,"c":"x y","W":1.0}]}',
         b'{"v":1,"dev":"bench-a","boot":1,"clk":{"sync":"ntp"},"samples":[{"s":1,"t":1763709600000,"c":"x\\n","W":1.0}]}',
+        # ... and in a later row only (channels are checked once per name in a batch)
+        b'{"v":1,"dev":"bench-a","boot":1,"clk":{"sync":"ntp"},"samples":[{"s":1,"t":1763709600000,"c":"x","W":1.0},{"s":2,"t":1763709600000,"c":"X","W":1.0}]}',
     ],
 )
 def test_these_go_the_complete_way(raw: bytes) -> None:

@@ -379,7 +379,9 @@ class Collector:
         pipeline = self.pipeline
         inbox = self._inbox
         pool = self._pool
-        chunk = 16 if pool is not None else 64
+        # Each hand-off to the pool wakes two of its threads and pickles a list: 48 messages per hand-off
+        # took about 0.1 us per sample off this process against 16 (200-row messages, bench_ingest).
+        chunk = 48 if pool is not None else 64
         depth = 4 * max(1, pool.workers) if pool is not None else 1
         pending: deque[tuple[Any, list[Message]]] = deque()
         acks: list[tuple[int, int, int]] = []

@@ -86,9 +86,12 @@ def _plain_name(node: dict[str, Any]) -> bool:
     )
 
 
-def _row_type(translator: Translator, row: dict[str, Any]) -> tuple[Any, list[str]] | None:
-    """The line-ordered Struct of a sample row and the integer fields after the first, or None when
-    the row schema is not the shape this module writes."""
+def _row_type(translator: Translator, row: dict[str, Any]) -> tuple[Any, list[str], Any] | None:
+    """The line-ordered Struct of a sample row, the integer fields after the first and the channel's
+    own type, or None when the row schema is not the shape this module writes. The Struct takes any
+    string as the channel: its pattern costs as much as the rest of the decode when msgspec runs it on
+    every row, and a batch has only a few channels, so the caller checks each distinct one against the
+    channel's type instead."""
     props: dict[str, Any] = row.get("properties", {})
     required = set(row.get("required", ()))
     if required != {TAG, FIRST_INT, TIME} or row.get("additionalProperties") is not False:
@@ -105,14 +108,15 @@ def _row_type(translator: Translator, row: dict[str, Any]) -> tuple[Any, list[st
     def optional(k: str) -> tuple[str, Any, Any]:
         return (k, translator.type_of(props[k], ()) | msgspec.UnsetType, msgspec.UNSET)
 
-    fields: list[Any] = [(TAG, translator.type_of(props[TAG], ())), (MARKER, int, 0)]
+    fields: list[Any] = [(TAG, str), (MARKER, int, 0)]
     fields += [optional(k) for k in floats]
     fields.append((FIRST_INT, translator.type_of(props[FIRST_INT], ())))
     fields += [optional(k) for k in ints]
     fields.append((TIME, translator.type_of(props[TIME], ())))
     # kw_only lets required fields follow ones with defaults, in this order. forbid_unknown_fields: a
     # row with flags, or with a key the schema does not name, is refused here.
-    return msgspec.defstruct("LineRow", fields, kw_only=True, forbid_unknown_fields=True), ints
+    row_type = msgspec.defstruct("LineRow", fields, kw_only=True, forbid_unknown_fields=True)
+    return row_type, ints, translator.type_of(props[TAG], ())
 
 
 def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample") -> SampleLines | None:
@@ -127,7 +131,7 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
             return None  # "us": the time is written as the sample's ms and "000"
         if not _plain_name(translator.resolve(props["dev"])):
             return None
-        row_type, later_ints = shaped
+        row_type, later_ints, tag_type = shaped
         has_energy = ENERGY in row_type.__struct_fields__
         # The batch as the schema has it, with the rows in line order.
         translator.overrides[("samples", "*")] = row_type
@@ -139,6 +143,7 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
         return None
 
     encode_rows = msgspec.json.Encoder().encode_lines
+    convert = msgspec.convert
     strip = bytes.maketrans(b":", b"=")
     marker = f",{MARKER}=0,".encode()
     row_start = f"\n{TAG}=".encode()
@@ -161,6 +166,12 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
         if batch.dev != dev:
             return None
         rows = batch.samples
+        channels = [r.c for r in rows]
+        try:
+            for name in set(channels):
+                convert(name, tag_type)
+        except msgspec.ValidationError:
+            return None
         encoded = encode_rows(rows)
         # One ':' per key in the text: the batch's own and its objects' keys, and the rows' keys as
         # written out, less the marker written once per row.
@@ -186,7 +197,7 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
             batch.boot,
             msgspec.to_builtins(batch.clk),
             [r.s for r in rows],
-            [r.c for r in rows],
+            channels,
             times,
             energy,
             msgspec.UNSET,
