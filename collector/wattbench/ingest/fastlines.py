@@ -174,8 +174,10 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
             return None
         encoded = encode_rows(rows)
         # One ':' per key in the text: the batch's own and its objects' keys, and the rows' keys as
-        # written out, less the marker written once per row.
-        keys = _count_set(batch) + encoded.count(b'":') - len(rows)
+        # written out, less the marker written once per row. In the rows written out, every ':' ends
+        # a key: their values are numbers and channel names, checked above against a pattern that
+        # refuses ':' (_plain_name), and a one-byte count is twice as fast as counting '":'.
+        keys = _count_set(batch) + encoded.count(b":") - len(rows)
         if keys != raw.count(b":") or (no_reading in encoded and bare(encoded)):
             return None
         times = [r.t for r in rows]
