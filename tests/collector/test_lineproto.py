@@ -149,10 +149,15 @@ def test_a_fault_in_the_one_pass_way_leaves_the_batch_to_the_complete_check(
     def broken(*_: Any) -> str | None:
         raise IndexError("a fault in the one-pass way")
 
-    monkeypatch.setattr(validator, "sample_lines", broken)
+    monkeypatch.setattr(validator, "_fast_lines", broken)
     # what the worker's initializer sets, without its signal handling
     monkeypatch.setattr(parallel, "_validator", validator)
     monkeypatch.setattr(parallel, "_lines", True)
     [(verdict, lines, plain)] = parallel._check([(topic, good, RECV)])
     assert verdict is None and plain is None
+    # and in the collector's own process (no checking process: the low-latency profile)
+    p = Pipeline("c1", validator=validator)
+    p.handle_lines(topic, good, RECV)
+    ((kind, body),) = p.take()[0].records
+    assert kind == "samples" and "lines" not in body and len(body["rows"]) == 2 and p.rejected == 0
     assert lines == lineproto.sample_block("bench-a", contract.strict_loads(good)["samples"])

@@ -140,26 +140,30 @@ TOPIC = contract.topic_for("samples", dev="d")
 @settings(max_examples=150, deadline=None)
 @given(streams())
 def test_the_pipeline_stores_and_counts_the_same_from_the_digest(docs: list[dict[str, Any]]) -> None:
-    """The collector's path with checking processes (lines and digest from the one pass) against the
-    in-process path: the same records, spooled alike, and the same counters."""
+    """The collector's path with checking processes (lines and digest from the one pass), and its
+    one-pass path in its own process (handle_lines), against the complete check in its own process:
+    the same records, spooled alike, and the same counters."""
     assert LINES is not None
     validator = Validator()
-    ref, fast = Pipeline("c1"), Pipeline("c1")
+    ref, fast, here = Pipeline("c1"), Pipeline("c1"), Pipeline("c1")
     for i, doc in enumerate(docs):
         raw = contract.dumps(doc)
         recv = T0 + 1000 * i
         ref.handle(TOPIC, raw, recv)
+        here.handle_lines(TOPIC, raw, recv)
         one = LINES(raw, "d", recv + validator.future_tolerance_ms)
         if one is None:  # the complete check decides, as in a checking process
             res = validator.check(TOPIC, raw, recv)
             fast.handle_checked(TOPIC, raw, recv, res if isinstance(res, Rejected) else None)
         else:
             fast.handle_checked(TOPIC, raw, recv, None, one.text, one.plain)
-    got, want = fast.take()[0].records, ref.take()[0].records
-    assert [opened(r) for r in got] == [opened(r) for r in want]
-    assert rec.decode(rec.encode(got)) == rec.decode(rec.encode(want))
-    assert fast.counters() == ref.counters()
-    assert fast.accounts.state() == ref.accounts.state()
+    want = ref.take()[0].records
+    for p in (fast, here):
+        got = p.take()[0].records
+        assert [opened(r) for r in got] == [opened(r) for r in want]
+        assert rec.decode(rec.encode(got)) == rec.decode(rec.encode(want))
+        assert p.counters() == ref.counters()
+        assert p.accounts.state() == ref.accounts.state()
 
 
 def test_rows_are_read_from_the_payload_only_when_asked_for() -> None:

@@ -383,6 +383,8 @@ class Collector:
         # took about 0.1 us per sample off this process against 16 (200-row messages, bench_ingest).
         chunk = 48 if pool is not None else 64
         depth = 4 * max(1, pool.workers) if pool is not None else 1
+        # Checked here (no pool, or a broken one): the one pass serves a line-protocol store here too.
+        in_lines = self.store is not None and self.store.line_protocol
         pending: deque[tuple[Any, list[Message]]] = deque()
         acks: list[tuple[int, int, int]] = []
         drain_left: int | None = None  # once stopping: what had arrived by then, and no more
@@ -444,7 +446,9 @@ class Collector:
                             pool = None
                 with self._pipeline_lock:
                     for k, m in enumerate(items):
-                        if verdicts is None:
+                        if verdicts is None and in_lines:
+                            pipeline.handle_lines(m[3], m[4], m[5])
+                        elif verdicts is None:
                             pipeline.handle(m[3], m[4], m[5])
                         else:
                             pipeline.handle_checked(m[3], m[4], m[5], *verdicts[k])

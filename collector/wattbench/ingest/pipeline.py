@@ -82,6 +82,15 @@ class Pipeline:
             outcome = _unchecked(topic, raw, exc)
         return self.process(outcome, recv_ms)
 
+    def handle_lines(self, topic: str, raw: bytes, recv_ms: int) -> None:
+        """handle(), for a store that takes line protocol: a sample batch that the one pass vouches
+        for (Validator.sample_lines) comes with its lines and its digest, as from a checking process."""
+        one = self.validator.sample_lines(topic, raw, recv_ms)
+        if one is None:
+            self.handle(topic, raw, recv_ms)
+        else:
+            self.handle_checked(topic, raw, recv_ms, None, one.text, one.plain)
+
     def handle_checked(
         self,
         topic: str,

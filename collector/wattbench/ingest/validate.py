@@ -195,8 +195,9 @@ class Validator:
 
     def sample_lines(self, topic: str, raw: bytes, recv_ms: int) -> OnePass | None:
         """A sample batch's rows as InfluxDB line protocol (and their digest for accounting) when the
-        message passes every check that check() makes, read in one pass (ingest.fastlines); None when this way cannot vouch for it,
-        and check() then decides. Batches of devices that must sign go the complete way."""
+        message passes every check that check() makes, read in one pass (ingest.fastlines); None when
+        this way cannot vouch for it, and check() then decides. Batches of devices that must sign go
+        the complete way."""
         if self._fast_lines is None or self.verifier is not None or len(raw) > self.max_payload_bytes:
             return None
         found = self.match(topic)
@@ -205,7 +206,10 @@ class Validator:
         dev = found[1].get("dev")
         if dev is None:
             return None
-        return self._fast_lines(raw, dev, recv_ms + self.future_tolerance_ms)
+        try:
+            return self._fast_lines(raw, dev, recv_ms + self.future_tolerance_ms)
+        except Exception:  # this way only ever says "valid": even a fault in it leaves it to check()
+            return None
 
     def check(self, topic: str, raw: bytes, recv_ms: int) -> Accepted | Rejected:
         size = len(raw)
