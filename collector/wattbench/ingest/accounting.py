@@ -372,7 +372,7 @@ class DeviceAccount:
         recv_ms: int,
     ) -> None:
         """The batch-level part after the rows: first, the lowest number kept (None: none that
-        counts); newest and top, the time and number of the last row kept."""
+        counts); newest and top, the time and number of the last row kept (unused when none was)."""
         seq = self.seq
         self.last_seq = seq.high
         self.energy_steps += energy_steps
@@ -522,20 +522,8 @@ class DeviceAccount:
                     last[2] = wh
                 last[0] = s
                 last[1] = t
-        if keep:
-            self._end(
-                boot,
-                first,
-                stepped,
-                old_boot,
-                len(keep),
-                int(keep[-1]["t"]),
-                int(keep[-1]["s"]),
-                len(steps),
-                recv_ms,
-            )
-        else:
-            self._end(boot, first, stepped, old_boot, 0, 0, 0, len(steps), recv_ms)
+        newest, top = (int(keep[-1]["t"]), int(keep[-1]["s"])) if keep else (0, 0)
+        self._end(boot, first, stepped, old_boot, len(keep), newest, top, len(steps), recv_ms)
         return keep, steps
 
     def note_reject(self) -> None:
