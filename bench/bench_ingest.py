@@ -22,6 +22,10 @@ Each round also measures the database's ceiling: the same points, formatted as t
 them, written straight to InfluxDB as line protocol over as many connections as the collector uses,
 at the collector's batch size and at other sizes (--ceiling-batches); the best is the ceiling.
 
+--variant FILE (repeatable) adds a collector run with `--config FILE` to every round, beside the
+default one, and prints its rate and CPU against the default's: a setting is judged side by side,
+on the same stream and the same machine minutes, never against a figure from another run.
+
 Needs the services of scripts/provision.sh. Prints the figures, the ratios collector/Telegraf and
 collector/ceiling; exits 1 if any consumer or ceiling pass lost or duplicated anything.
 """
@@ -55,7 +59,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 class CollectorRun:
     def __init__(
-        self, work: Path, mosquitto: services.Mosquitto, influx: services.InfluxDB, db: str, cid: str
+        self,
+        work: Path,
+        mosquitto: services.Mosquitto,
+        influx: services.InfluxDB,
+        db: str,
+        cid: str,
+        config: str | None = None,
     ) -> None:
         self.work = work
         self.log = work / f"{cid}.log"
@@ -74,7 +84,7 @@ class CollectorRun:
             cid,
             "--state-dir",
             str(work / cid),
-        ]
+        ] + (["--config", config] if config else [])
         self.env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -164,15 +174,21 @@ def measure(
 ) -> dict[str, Any]:
     influx.create_database(db)
     consumer.start()  # creates the persistent session and its subscription
+    # What starting costs with nothing queued: imports, checking processes, connecting. The measured
+    # run's CPU is its whole CPU less this. A baseline read once the consumer reports itself ready
+    # would miss the start of the drain: the broker sends a resumed session's queue right after the
+    # connection is accepted, before the consumer has said anything.
+    startup_cpu = services.tree_cpu_s(consumer.pid)
     consumer.stop()
     pub = Publisher(mosquitto.host, mosquitto.port, client_id=f"bench-pub-{db}")
     pub.publish_all(messages)
     pub.close()
     total = stream.total
+    assert influx.proc is not None
+    db_cpu0 = services.tree_cpu_s(influx.proc.pid)
     t0 = time.monotonic()
     consumer.start()
-    assert influx.proc is not None
-    cpu0 = (services.tree_cpu_s(consumer.pid), services.tree_cpu_s(influx.proc.pid))
+    cpu0 = (startup_cpu, db_cpu0)
     first: tuple[float, int] | None = None
     last = (t0, 0)
     deadline = t0 + 900
@@ -190,7 +206,8 @@ def measure(
         if n >= total:
             break
         time.sleep(poll_s)
-    cpu = (services.tree_cpu_s(consumer.pid) - cpu0[0], services.tree_cpu_s(influx.proc.pid) - cpu0[1])
+    end_cpu = services.tree_cpu_s(consumer.pid)
+    cpu = (end_cpu - cpu0[0], services.tree_cpu_s(influx.proc.pid) - cpu0[1])
     consumer.stop()
     problems = verify(influx, db, stream)
     influx.drop_database(db)
@@ -209,8 +226,8 @@ def measure(
         "name": name,
         "rate": rate,
         "from_start": total / (last[0] - t0),
-        # CPU per stored sample while draining, start-up included: unlike the rates, hardly moved by
-        # other work on the machine.
+        # CPU per stored sample for the whole drain, less the consumer's start-up: unlike the rates,
+        # hardly moved by other work on the machine.
         "cpu_us": cpu[0] / total * 1e6,
         "db_cpu_us": cpu[1] / total * 1e6,
         "problems": problems,
@@ -295,6 +312,13 @@ def main() -> int:
     ap.add_argument("--devices", type=int, default=10)
     ap.add_argument("--batch", type=int, default=200, help="rows per MQTT message")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="also run the collector with --config FILE in every round, beside the default (repeatable)",
+    )
     ap.add_argument("--poll", type=float, default=0.25, help="seconds between database counts")
     ap.add_argument(
         "--ceiling-batches",
@@ -302,6 +326,9 @@ def main() -> int:
         help="line-protocol batch sizes tried for the ceiling (the collector's own is always among them)",
     )
     args = ap.parse_args()
+    for variant in args.variant:
+        if not Path(variant).is_file():
+            ap.error(f"--variant {variant}: no such file")
     from wattbench.config import CollectorConfig
     from wattbench.store.influx import InfluxStore
 
@@ -324,7 +351,8 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="wattbench-bench-ingest-"))
     mosquitto = services.Mosquitto(work / "mosquitto").start()
     influx = services.InfluxDB(work / "influxdb").start()
-    results: dict[str, list[dict[str, Any]]] = {"collector": [], "telegraf": []}
+    variants = {f"collector+{Path(v).name}": str(Path(v).resolve()) for v in args.variant}
+    results: dict[str, list[dict[str, Any]]] = {"collector": [], "telegraf": [], **{v: [] for v in variants}}
     ceilings: dict[int, list[dict[str, Any]]] = {b: [] for b in sizes}
     lines = stream_lines(messages)
     try:
@@ -338,12 +366,16 @@ def main() -> int:
                     f"{connections} connections, InfluxDB CPU {res['db_cpu_us']:.2f} us/sample  [{status}]",
                     flush=True,
                 )
-            order = ["collector", "telegraf"] if r % 2 == 0 else ["telegraf", "collector"]
-            for name in order:
-                db = f"bench_{name}_{r}"
-                cid = f"bench-{name[0]}{r}"
-                consumer: Any = (CollectorRun if name == "collector" else TelegrafRun)(
-                    work, mosquitto, influx, db, cid
+            order = ["collector", *variants, "telegraf"]
+            if r % 2:
+                order.reverse()
+            for k, name in enumerate(order):
+                db = f"bench_{name[0]}{k}_{r}"
+                cid = f"bench-{name[0]}{k}{r}"
+                consumer: Any = (
+                    TelegrafRun(work, mosquitto, influx, db, cid)
+                    if name == "telegraf"
+                    else CollectorRun(work, mosquitto, influx, db, cid, variants.get(name))
                 )
                 res = measure(name, consumer, influx, db, stream, messages, mosquitto, args.poll)
                 results[name].append(res)
@@ -378,6 +410,13 @@ def main() -> int:
         f"ceiling:   {ceil[collector_batch]:>10,.0f} samples/s at the collector's {collector_batch} lines per write; "
         f"best {ceil[best]:,.0f} at {best}"
     )
+    for name in variants:
+        ratio = med[name] / med["collector"] if med["collector"] > 0 else 0.0
+        print(
+            f"{name}: {med[name]:>10,.0f} samples/s sustained (median of {args.rounds}), "
+            f"{med_start[name]:,.0f} from start, CPU {med_cpu[name]:.2f} us/sample; "
+            f"{ratio:.2f}x the default collector's rate, {med_cpu[name] - med_cpu['collector']:+.2f} us/sample CPU"
+        )
     if med["telegraf"] > 0:
         print(
             f"ratio collector/telegraf: {med['collector'] / med['telegraf']:.2f} sustained, "

@@ -138,3 +138,76 @@ def test_the_ingest_progress_poll_counts_what_a_query_counts(influxdb: Any) -> N
     stored = influxdb.query('SELECT count("s") FROM "wb_sample"')[0]["count"]
     assert influxdb.points_written(influxdb.db) == stored == 1501
     assert influxdb.points_written("other") == 7
+
+
+def _bench_module(name: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# Spends `burn` seconds of its own CPU, stores the lines read from stdin, says "ready" and waits: a
+# consumer that drains its queue before it reports itself ready, as the collector does when the broker
+# resumes its session.
+_EAGER = """
+import sys, time, urllib.request
+url, burn = sys.argv[1], float(sys.argv[2])
+body = sys.stdin.buffer.read()
+start = time.process_time()
+while time.process_time() - start < burn:
+    pass
+if body:
+    urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=60).read()
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+class _EagerConsumer:
+    def __init__(self, url: str, body: bytes, burn_s: float) -> None:
+        self.url, self.body, self.burn_s = url, body, burn_s
+        self.starts = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.starts += 1
+        # The first start only opens the session: nothing is queued yet, nothing to drain.
+        body, burn = (self.body, self.burn_s) if self.starts > 1 else (b"", 0.0)
+        argv = [sys.executable, "-c", _EAGER, self.url, str(burn)]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(body)
+        self.proc.stdin.close()
+        assert self.proc.stdout.readline() == b"ready\n"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def stop(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+
+
+def test_the_ingest_cpu_figure_counts_a_drain_done_before_the_consumer_is_ready(
+    mosquitto: Any, influxdb: Any
+) -> None:
+    """The CPU per sample of bench_ingest is the consumer's whole CPU less its start-up. A baseline read
+    once the consumer says it is ready missed what it drained before that, and flattered it."""
+    from wattbench_devkit.streams import Stream
+
+    bench = _bench_module("bench_ingest")
+    stream = Stream(devices=2, channels=2, rate_hz=1000, batch=200, samples_per_device=800)
+    messages = stream.messages()
+    body = "\n".join(bench.stream_lines(messages)).encode()
+    burn_s = 0.5
+    consumer = _EagerConsumer(f"{influxdb.url}/write?db=eager&precision=u", body, burn_s)
+    res = bench.measure("eager", consumer, influxdb, "eager", stream, messages, mosquitto, 0.05)
+    assert res["problems"] == []
+    assert res["cpu_us"] * stream.total / 1e6 >= 0.9 * burn_s
