@@ -326,10 +326,14 @@ def main() -> int:
         help="line-protocol batch sizes tried for the ceiling (the collector's own is always among them)",
     )
     args = ap.parse_args()
+    from wattbench.config import CollectorConfig, ConfigError, load_config
+
     for variant in args.variant:
-        if not Path(variant).is_file():
-            ap.error(f"--variant {variant}: no such file")
-    from wattbench.config import CollectorConfig
+        # Read now, as the collector will read it: a wrong file ends the run before it starts.
+        try:
+            load_config(variant, env={}).resolved()
+        except ConfigError as exc:
+            ap.error(f"--variant: {exc}")
     from wattbench.store.influx import InfluxStore
 
     collector_batch = CollectorConfig().influx_batch_lines

@@ -211,3 +211,22 @@ def test_the_ingest_cpu_figure_counts_a_drain_done_before_the_consumer_is_ready(
     res = bench.measure("eager", consumer, influxdb, "eager", stream, messages, mosquitto, 0.05)
     assert res["problems"] == []
     assert res["cpu_us"] * stream.total / 1e6 >= 0.9 * burn_s
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("validate_workrs = 0\n", "unknown setting 'validate_workrs'"), ("x = [\n", "not valid TOML")],
+)
+def test_a_wrong_ingest_variant_ends_the_run_before_it_starts(tmp_path: Path, text: str, says: str) -> None:
+    variant = tmp_path / "variant.toml"
+    variant.write_text(text)
+    run = subprocess.run(
+        [sys.executable, str(BENCH / "bench_ingest.py"), "--variant", str(variant)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert says in run.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in run.stderr
