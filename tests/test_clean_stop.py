@@ -232,6 +232,30 @@ def test_collector_stops_cleanly_and_loses_nothing(tmp_path: Path, mosquitto: An
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_collector_stops_at_once_while_it_is_still_connecting(tmp_path: Path, sig: signal.Signals) -> None:
+    """A stop asked while the broker does not answer yet is a stop: it used to be noted and then
+    ignored until the 30 s connect timeout, which then ended the collector as "broker unreachable"."""
+    args = ["collect", "--broker", f"127.0.0.1:{_unused_port()}", "--id", "c2"]
+    args += ["--state-dir", str(tmp_path / "state"), "--store", str(tmp_path / "wb.sqlite")]
+    log = tmp_path / "collect.log"
+    proc = start(args, log)
+    try:
+        wait_for(lambda: "starting" in log.read_text(), 60, "collector starting")
+        time.sleep(1.0)  # into the wait for the broker
+        t0 = time.monotonic()
+        code = stop_with(proc, sig, log)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = log.read_text()
+    assert code == 0, text
+    assert took < 10, text
+    assert f"received {sig.name}: stopping" in text
+    assert "cannot reach the MQTT broker" not in text and "Traceback" not in text, text
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
 def test_every_command_stops_on_sigterm_and_sigint_like_ctrl_c(tmp_path: Path, sig: signal.Signals) -> None:
     """Commands without a stop loop of their own (demo, report, status, score) end on SIGTERM, and on
     SIGINT inherited as ignored, as Ctrl-C ends them: exit 130, one line, their own clean-up run. The

@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
 
     stop = stop_event(log)
     try:
-        collector.start()
+        collector.start(cancel=stop)
     except CollectorError as exc:
         log.error("%s", exc)
         return exc.exit_code

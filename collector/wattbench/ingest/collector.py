@@ -149,8 +149,12 @@ class Collector:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> Collector:
-        """Open the store and spool, connect, subscribe. Raises CollectorError when that fails."""
+    def start(self, cancel: threading.Event | None = None) -> Collector:
+        """Open the store and spool, connect, subscribe. Raises CollectorError when that fails.
+
+        cancel: a stop asked while the broker has not answered yet (Ctrl-C, SIGTERM). When it is set
+        before the collector is subscribed, start() closes what it opened and returns a collector that
+        has stopped, without waiting for the connect timeout; nothing was received, so nothing is lost."""
 
         cfg = self.config
         log.info("collector %s starting: %s", cfg.id, json.dumps(cfg.describe()))
@@ -194,10 +198,15 @@ class Collector:
             t.start()
         self.link.start()
         try:
-            ready = self.link.wait_ready(cfg.connect_timeout_s)
+            ready = self.link.wait_ready(cfg.connect_timeout_s, cancel)
         except BrokerRefused as exc:
             self._abort()
             raise CollectorError(str(exc), EXIT_BROKER) from None
+        if not ready and cancel is not None and cancel.is_set():
+            self._abort()
+            self._stopped.set()
+            log.info("collector %s stopped before the broker at %s answered", cfg.id, cfg.broker)
+            return self
         if not ready:
             detail = self.link.last_error or "no answer"
             self._abort()

@@ -112,14 +112,17 @@ class MqttLink:
         self.client.connect_async(address.host, address.port, self.config.keepalive_s, **kwargs)
         self.client.loop_start()
 
-    def wait_ready(self, timeout: float) -> bool:
-        """True once connected and subscribed; raises BrokerRefused on a permanent refusal."""
+    def wait_ready(self, timeout: float, cancel: threading.Event | None = None) -> bool:
+        """True once connected and subscribed; False after timeout, or as soon as cancel is set;
+        raises BrokerRefused on a permanent refusal."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.refused:
                 raise BrokerRefused(self.refused)
             if self._subscribed.wait(0.1):
                 return True
+            if cancel is not None and cancel.is_set():
+                return False
         if self.refused:
             raise BrokerRefused(self.refused)
         return False
