@@ -278,14 +278,19 @@ def ceiling(
                 body = next(next_body, None)
             if body is None:
                 break
-            conn.request("POST", f"/write?db={db}&precision=u", body=body)
-            resp = conn.getresponse()
-            resp.read()
+            try:
+                conn.request("POST", f"/write?db={db}&precision=u", body=body)
+                resp = conn.getresponse()
+                resp.read()
+            except OSError as exc:  # InfluxDB gone (stopped after Ctrl-C): a problem, not a traceback
+                errors.append(f"{exc.__class__.__name__}: {exc}")
+                break
             if resp.status != 204:
                 errors.append(f"HTTP {resp.status}")
         conn.close()
 
-    threads = [threading.Thread(target=writer) for _ in range(connections)]
+    # Daemons: after Ctrl-C the main thread stops InfluxDB and leaves without waiting for them.
+    threads = [threading.Thread(target=writer, daemon=True) for _ in range(connections)]
     assert influx.proc is not None
     db_cpu0 = services.tree_cpu_s(influx.proc.pid)
     t0 = time.monotonic()
@@ -352,14 +357,19 @@ def main() -> int:
         f"stream: {stream.total:,} samples, {len(messages):,} messages of {args.batch} rows, "
         f"{sum(len(m[1]) for m in messages) / 1e6:.1f} MB, {args.devices} devices"
     )
-    work = Path(tempfile.mkdtemp(prefix="wattbench-bench-ingest-"))
-    mosquitto = services.Mosquitto(work / "mosquitto").start()
-    influx = services.InfluxDB(work / "influxdb").start()
     variants = {f"collector+{Path(v).name}": str(Path(v).resolve()) for v in args.variant}
     results: dict[str, list[dict[str, Any]]] = {"collector": [], "telegraf": [], **{v: [] for v in variants}}
     ceilings: dict[int, list[dict[str, Any]]] = {b: [] for b in sizes}
-    lines = stream_lines(messages)
+    work = Path(tempfile.mkdtemp(prefix="wattbench-bench-ingest-"))
+    started: list[Any] = []  # services and the consumer being measured, stopped in reverse on any exit
     try:
+        mosquitto = services.Mosquitto(work / "mosquitto")
+        started.append(mosquitto)
+        mosquitto.start()
+        influx = services.InfluxDB(work / "influxdb")
+        started.append(influx)
+        influx.start()
+        lines = stream_lines(messages)
         for r in range(args.rounds):
             for b in sizes:
                 res = ceiling(influx, f"bench_ceiling_{b}_{r}", lines, b, connections)
@@ -381,7 +391,9 @@ def main() -> int:
                     if name == "telegraf"
                     else CollectorRun(work, mosquitto, influx, db, cid, variants.get(name))
                 )
+                started.append(consumer)
                 res = measure(name, consumer, influx, db, stream, messages, mosquitto, args.poll)
+                started.remove(consumer)
                 results[name].append(res)
                 status = "no loss, no duplicates" if not res["problems"] else "; ".join(res["problems"][:3])
                 print(
@@ -391,8 +403,8 @@ def main() -> int:
                     flush=True,
                 )
     finally:
-        influx.stop()
-        mosquitto.stop()
+        for part in reversed(started):
+            part.stop()
         shutil.rmtree(work, ignore_errors=True)
 
     med = {k: statistics.median(x["rate"] for x in v) for k, v in results.items()}
@@ -450,4 +462,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C: what was started is stopped above; no figures from a part run
+        print("bench_ingest: interrupted; no figures", file=sys.stderr)
+        sys.exit(130)

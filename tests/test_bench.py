@@ -230,3 +230,47 @@ def test_a_wrong_ingest_variant_ends_the_run_before_it_starts(tmp_path: Path, te
     assert run.stdout == ""
     assert says in run.stderr.strip().splitlines()[-1]
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("during", ["the ceiling", "a consumer"])
+def test_ctrl_c_on_the_ingest_bench_stops_what_it_started(during: str) -> None:
+    """Ctrl-C (SIGINT to the whole foreground group, as a terminal sends it) ends bench_ingest with one
+    line and exit 130, and leaves no consumer or service running. It used to print a traceback and
+    leave the collector it was measuring waiting for a broker that was gone."""
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    argv = [sys.executable, str(BENCH / "bench_ingest.py"), "--samples", "2000000", "--rounds", "1"]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    me = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 240
+    family: list[psutil.Process] = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        family = me.children(recursive=True)
+        names = " ".join(" ".join(p.cmdline()) for p in family if p.is_running())
+        ready = "influxd" in names if during == "the ceiling" else "wattbench.cli collect" in names
+        if ready:
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail(f"bench_ingest never reached {during}")
+    if during == "the ceiling":
+        time.sleep(4)  # into the stream's preparation or the ceiling's writes
+    family = me.children(recursive=True)
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] == "bench_ingest: interrupted; no figures"
+    left = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert left == [], [p.cmdline() for p in left]
