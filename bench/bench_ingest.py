@@ -33,6 +33,7 @@ collector/ceiling; exits 1 if any consumer or ceiling pass lost or duplicated an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -46,6 +47,7 @@ from typing import Any
 
 try:
     from wattbench_devkit import services
+    from wattbench_devkit.benchrun import run_main
     from wattbench_devkit.streams import Publisher, Stream
 except ImportError as exc:  # a hint on one line, not a traceback
     print(
@@ -361,13 +363,14 @@ def main() -> int:
     results: dict[str, list[dict[str, Any]]] = {"collector": [], "telegraf": [], **{v: [] for v in variants}}
     ceilings: dict[int, list[dict[str, Any]]] = {b: [] for b in sizes}
     work = Path(tempfile.mkdtemp(prefix="wattbench-bench-ingest-"))
-    started: list[Any] = []  # services and the consumer being measured, stopped in reverse on any exit
-    try:
+    # Services and the consumer being measured are stopped on any way out, Ctrl-C included.
+    with contextlib.ExitStack() as started:
+        started.callback(shutil.rmtree, work, ignore_errors=True)
         mosquitto = services.Mosquitto(work / "mosquitto")
-        started.append(mosquitto)
+        started.callback(mosquitto.stop)
         mosquitto.start()
         influx = services.InfluxDB(work / "influxdb")
-        started.append(influx)
+        started.callback(influx.stop)
         influx.start()
         lines = stream_lines(messages)
         for r in range(args.rounds):
@@ -391,9 +394,9 @@ def main() -> int:
                     if name == "telegraf"
                     else CollectorRun(work, mosquitto, influx, db, cid, variants.get(name))
                 )
-                started.append(consumer)
-                res = measure(name, consumer, influx, db, stream, messages, mosquitto, args.poll)
-                started.remove(consumer)
+                with contextlib.ExitStack() as measuring:
+                    measuring.callback(consumer.stop)
+                    res = measure(name, consumer, influx, db, stream, messages, mosquitto, args.poll)
                 results[name].append(res)
                 status = "no loss, no duplicates" if not res["problems"] else "; ".join(res["problems"][:3])
                 print(
@@ -402,10 +405,6 @@ def main() -> int:
                     f"(InfluxDB {res['db_cpu_us']:.2f})  [{status}]",
                     flush=True,
                 )
-    finally:
-        for part in reversed(started):
-            part.stop()
-        shutil.rmtree(work, ignore_errors=True)
 
     med = {k: statistics.median(x["rate"] for x in v) for k, v in results.items()}
     med_start = {k: statistics.median(x["from_start"] for x in v) for k, v in results.items()}
@@ -462,8 +461,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:  # Ctrl-C: what was started is stopped above; no figures from a part run
-        print("bench_ingest: interrupted; no figures", file=sys.stderr)
-        sys.exit(130)
+    run_main("bench_ingest", main)

@@ -25,6 +25,7 @@ for rows newer than the last poll; its resolution is the poll interval.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -40,6 +41,7 @@ from typing import Any
 
 try:
     from wattbench_devkit import services
+    from wattbench_devkit.benchrun import run_main, stop_process
 except ImportError as exc:  # a hint on one line, not a traceback
     print(
         f"soak: {exc}. Install the development kit (in the checkout): python -m pip install -e . -e ./devkit",
@@ -110,12 +112,22 @@ def percentile(values: list[float], q: float) -> float:
 
 def soak(args: argparse.Namespace, profile: str) -> dict[str, Any]:
     """One soak of args.duration seconds with the given profile; its figures."""
+    # Broker, InfluxDB, collectors and appliance groups are stopped on any way out, Ctrl-C included.
+    with contextlib.ExitStack() as started:
+        return _soak(args, profile, started)
+
+
+def _soak(args: argparse.Namespace, profile: str, started: contextlib.ExitStack) -> dict[str, Any]:
     import psutil
 
     prof = PROFILES[profile]
     work = Path(tempfile.mkdtemp(prefix=f"wattbench-soak-{profile}-"))
-    broker = services.Mosquitto(work / "mosquitto").start()
-    influx = services.InfluxDB(work / "influx").start()
+    broker = services.Mosquitto(work / "mosquitto")
+    started.callback(broker.stop)
+    broker.start()
+    influx = services.InfluxDB(work / "influx")
+    started.callback(influx.stop)
+    influx.start()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     collectors: list[subprocess.Popen[bytes]] = []
     for k in range(args.collectors):
@@ -146,6 +158,7 @@ def soak(args: argparse.Namespace, profile: str) -> dict[str, Any]:
                     env=env,
                 )
             )
+            started.callback(stop_process, collectors[-1])
     cprocs = [psutil.Process(c.pid) for c in collectors]
     devs = [f"soak-{i:03d}" for i in range(args.appliances)]
     groups = [devs[i : i + args.per_process] for i in range(0, len(devs), args.per_process)]
@@ -175,6 +188,8 @@ def soak(args: argparse.Namespace, profile: str) -> dict[str, Any]:
         )
         for g in groups
     ]
+    for w in workers:
+        started.callback(stop_process, w)
     rate = args.appliances * args.channels * args.hz
     print(
         f"soak [{profile}]: {args.appliances} appliances x {args.channels} channels x {args.hz:g} Hz = "
@@ -367,4 +382,4 @@ def table(runs: list[dict[str, Any]]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main("soak", main)

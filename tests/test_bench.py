@@ -232,36 +232,50 @@ def test_a_wrong_ingest_variant_ends_the_run_before_it_starts(tmp_path: Path, te
     assert "Traceback" not in run.stderr
 
 
-@pytest.mark.parametrize("during", ["the ceiling", "a consumer"])
-def test_ctrl_c_on_the_ingest_bench_stops_what_it_started(during: str) -> None:
-    """Ctrl-C (SIGINT to the whole foreground group, as a terminal sends it) ends bench_ingest with one
-    line and exit 130, and leaves no consumer or service running. It used to print a traceback and
-    leave the collector it was measuring waiting for a broker that was gone."""
+CTRL_C_CASES = {
+    # bench, its arguments, and what must be running when Ctrl-C comes
+    "bench_ingest in the ceiling": ("bench_ingest", ["--samples", "2000000", "--rounds", "1"], ["influxd"]),
+    "bench_ingest in a consumer": (
+        "bench_ingest",
+        ["--samples", "2000000", "--rounds", "1"],
+        ["wattbench.cli collect"],
+    ),
+    "soak under load": (
+        "soak",
+        ["--duration", "120", "--appliances", "4", "--per-process", "2", "--profiles", "default"],
+        ["wattbench.cli collect", "--group"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CTRL_C_CASES))
+def test_ctrl_c_on_a_bench_stops_what_it_started(case: str) -> None:
+    """Ctrl-C (SIGINT to the whole foreground group, as a terminal sends it) ends a benchmark with one
+    line and exit 130, and leaves no consumer or service running. bench_ingest used to print a
+    traceback and leave the collector it was measuring, or the broker and InfluxDB, running; soak left
+    everything it had started."""
     import os
     import signal
     import time
 
     import psutil
 
-    argv = [sys.executable, str(BENCH / "bench_ingest.py"), "--samples", "2000000", "--rounds", "1"]
+    name, args, wanted = CTRL_C_CASES[case]
+    argv = [sys.executable, str(BENCH / f"{name}.py"), *args]
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
     me = psutil.Process(proc.pid)
     deadline = time.monotonic() + 240
-    family: list[psutil.Process] = []
     while time.monotonic() < deadline and proc.poll() is None:
-        family = me.children(recursive=True)
-        names = " ".join(" ".join(p.cmdline()) for p in family if p.is_running())
-        ready = "influxd" in names if during == "the ceiling" else "wattbench.cli collect" in names
-        if ready:
+        names = " ".join(" ".join(p.cmdline()) for p in me.children(recursive=True) if p.is_running())
+        if all(w in names for w in wanted):
             break
         time.sleep(0.2)
     else:
         proc.kill()
-        pytest.fail(f"bench_ingest never reached {during}")
-    if during == "the ceiling":
-        time.sleep(4)  # into the stream's preparation or the ceiling's writes
+        pytest.fail(f"{name} never had {wanted} running")
+    time.sleep(3)  # into the work: the ceiling's writes, the consumer's drain, the soak's load
     family = me.children(recursive=True)
     os.killpg(proc.pid, signal.SIGINT)
     try:
@@ -271,6 +285,7 @@ def test_ctrl_c_on_the_ingest_bench_stops_what_it_started(during: str) -> None:
             proc.kill()
     assert proc.returncode == 130, err
     assert "Traceback" not in err, err
-    assert err.strip().splitlines()[-1] == "bench_ingest: interrupted; no figures"
+    assert err.strip().splitlines()[-1] == f"{name}: interrupted; no figures"
+    time.sleep(1)
     left = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert left == [], [p.cmdline() for p in left]

@@ -1,0 +1,38 @@
+"""How a benchmark ends, on every way out: what it started is stopped, and Ctrl-C is one line.
+
+A benchmark starts services and consumers as separate processes, some in sessions of their own (so
+that a terminal's Ctrl-C does not reach them). Each is registered on an ExitStack as it starts, so
+that an exception or Ctrl-C anywhere stops it; `run_main` turns Ctrl-C into one line and exit 130,
+with no figures printed from a part of a run.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+INTERRUPTED = 130
+
+
+def stop_process(proc: subprocess.Popen[bytes] | subprocess.Popen[str], timeout: float = 60.0) -> None:
+    """SIGTERM, then SIGKILL if it has not gone within timeout; nothing if it already exited."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+def run_main(name: str, main: Callable[[], int]) -> NoReturn:
+    """sys.exit(main()), with Ctrl-C as "<name>: interrupted; no figures" and exit 130."""
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted; no figures", file=sys.stderr)
+        code = INTERRUPTED
+    sys.exit(code)
