@@ -47,7 +47,7 @@ from typing import Any
 
 try:
     from wattbench_devkit import services
-    from wattbench_devkit.benchrun import run_main
+    from wattbench_devkit.benchrun import run_main, start_on
     from wattbench_devkit.streams import Publisher, Stream
 except ImportError as exc:  # a hint on one line, not a traceback
     print(
@@ -366,12 +366,8 @@ def main() -> int:
     # Services and the consumer being measured are stopped on any way out, Ctrl-C included.
     with contextlib.ExitStack() as started:
         started.callback(shutil.rmtree, work, ignore_errors=True)
-        mosquitto = services.Mosquitto(work / "mosquitto")
-        started.callback(mosquitto.stop)
-        mosquitto.start()
-        influx = services.InfluxDB(work / "influxdb")
-        started.callback(influx.stop)
-        influx.start()
+        mosquitto = start_on(started, services.Mosquitto(work / "mosquitto"))
+        influx = start_on(started, services.InfluxDB(work / "influxdb"))
         lines = stream_lines(messages)
         for r in range(args.rounds):
             for b in sizes:

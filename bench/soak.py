@@ -41,7 +41,7 @@ from typing import Any
 
 try:
     from wattbench_devkit import services
-    from wattbench_devkit.benchrun import run_main, stop_process
+    from wattbench_devkit.benchrun import run_main, start_on, stop_process
 except ImportError as exc:  # a hint on one line, not a traceback
     print(
         f"soak: {exc}. Install the development kit (in the checkout): python -m pip install -e . -e ./devkit",
@@ -122,12 +122,8 @@ def _soak(args: argparse.Namespace, profile: str, started: contextlib.ExitStack)
 
     prof = PROFILES[profile]
     work = Path(tempfile.mkdtemp(prefix=f"wattbench-soak-{profile}-"))
-    broker = services.Mosquitto(work / "mosquitto")
-    started.callback(broker.stop)
-    broker.start()
-    influx = services.InfluxDB(work / "influx")
-    started.callback(influx.stop)
-    influx.start()
+    broker = start_on(started, services.Mosquitto(work / "mosquitto"))
+    influx = start_on(started, services.InfluxDB(work / "influx"))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     collectors: list[subprocess.Popen[bytes]] = []
     for k in range(args.collectors):

@@ -11,9 +11,27 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from contextlib import ExitStack
+from typing import Any, NoReturn, Protocol, TypeVar
 
 INTERRUPTED = 130
+
+
+class Service(Protocol):
+    def start(self) -> Any: ...
+
+    def stop(self) -> Any: ...
+
+
+S = TypeVar("S", bound=Service)
+
+
+def start_on(stack: ExitStack, service: S) -> S:
+    """service.start(), its stop() registered on the stack first, so that a start cut short by Ctrl-C
+    is stopped as well."""
+    stack.callback(service.stop)
+    service.start()
+    return service
 
 
 def stop_process(proc: subprocess.Popen[bytes] | subprocess.Popen[str], timeout: float = 60.0) -> None:
