@@ -15,6 +15,7 @@ scripts/provision.sh.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
@@ -25,6 +26,7 @@ from pathlib import Path
 
 try:
     from wattbench_devkit import services
+    from wattbench_devkit.benchrun import run_main, start_on
 except ImportError as exc:  # a hint on one line, not a traceback
     print(
         f"bench_influx_write: {exc}. Install the development kit (in the checkout): python -m pip install -e . -e ./devkit",
@@ -56,9 +58,10 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="wattbench-bench-write-"))
-    influx = services.InfluxDB(work / "influxdb").start()
     failed = False
-    try:
+    with contextlib.ExitStack() as started:  # InfluxDB stopped on any way out, Ctrl-C included
+        started.callback(shutil.rmtree, work, ignore_errors=True)
+        influx = start_on(started, services.InfluxDB(work / "influxdb"))
         from influxdb_client import InfluxDBClient, WritePrecision
         from influxdb_client.client.write_api import SYNCHRONOUS
 
@@ -102,11 +105,8 @@ def main() -> int:
         stored = int(rows[0]["count"]) if rows else 0
         print(f"points written {first}, stored {stored}: {'none lost' if stored == first else 'LOST SOME'}")
         failed = stored != first
-    finally:
-        influx.stop()
-        shutil.rmtree(work, ignore_errors=True)
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main("bench_influx_write", main)

@@ -240,6 +240,7 @@ CTRL_C_CASES = {
         ["--samples", "2000000", "--rounds", "1"],
         ["wattbench.cli collect"],
     ),
+    "bench_influx_write in its writes": ("bench_influx_write", ["--repeat", "50"], ["influxd"]),
     "soak under load": (
         "soak",
         ["--duration", "120", "--appliances", "4", "--per-process", "2", "--profiles", "default"],
@@ -253,7 +254,7 @@ def test_ctrl_c_on_a_bench_stops_what_it_started(case: str) -> None:
     """Ctrl-C (SIGINT to the whole foreground group, as a terminal sends it) ends a benchmark with one
     line and exit 130, and leaves no consumer or service running. bench_ingest used to print a
     traceback and leave the collector it was measuring, or the broker and InfluxDB, running; soak left
-    everything it had started."""
+    everything it had started; bench_influx_write printed a traceback."""
     import os
     import signal
     import time
