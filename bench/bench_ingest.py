@@ -36,7 +36,6 @@ import argparse
 import contextlib
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -106,9 +105,8 @@ class CollectorRun:
         return self.proc.pid
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(120)
+        if self.proc is not None:
+            services.stop_process(self.proc, timeout=120)
 
 
 class TelegrafRun:
@@ -190,7 +188,6 @@ def measure(
     db_cpu0 = services.tree_cpu_s(influx.proc.pid)
     t0 = time.monotonic()
     consumer.start()
-    cpu0 = (startup_cpu, db_cpu0)
     first: tuple[float, int] | None = None
     last = (t0, 0)
     deadline = t0 + 900
@@ -208,8 +205,10 @@ def measure(
         if n >= total:
             break
         time.sleep(poll_s)
-    end_cpu = services.tree_cpu_s(consumer.pid)
-    cpu = (end_cpu - cpu0[0], services.tree_cpu_s(influx.proc.pid) - cpu0[1])
+    cpu = (
+        services.tree_cpu_s(consumer.pid) - startup_cpu,
+        services.tree_cpu_s(influx.proc.pid) - db_cpu0,
+    )
     consumer.stop()
     problems = verify(influx, db, stream)
     influx.drop_database(db)
@@ -390,9 +389,10 @@ def main() -> int:
                     if name == "telegraf"
                     else CollectorRun(work, mosquitto, influx, db, cid, variants.get(name))
                 )
-                with contextlib.ExitStack() as measuring:
-                    measuring.callback(consumer.stop)
+                try:
                     res = measure(name, consumer, influx, db, stream, messages, mosquitto, args.poll)
+                finally:
+                    consumer.stop()  # already stopped by measure() unless it was cut short
                 results[name].append(res)
                 status = "no loss, no duplicates" if not res["problems"] else "; ".join(res["problems"][:3])
                 print(

@@ -41,7 +41,7 @@ from typing import Any
 
 try:
     from wattbench_devkit import services
-    from wattbench_devkit.benchrun import run_main, start_on, stop_process
+    from wattbench_devkit.benchrun import run_main, start_on
 except ImportError as exc:  # a hint on one line, not a traceback
     print(
         f"soak: {exc}. Install the development kit (in the checkout): python -m pip install -e . -e ./devkit",
@@ -154,7 +154,7 @@ def _soak(args: argparse.Namespace, profile: str, started: contextlib.ExitStack)
                     env=env,
                 )
             )
-            started.callback(stop_process, collectors[-1])
+            started.callback(services.stop_process, collectors[-1], timeout=120)
     cprocs = [psutil.Process(c.pid) for c in collectors]
     devs = [f"soak-{i:03d}" for i in range(args.appliances)]
     groups = [devs[i : i + args.per_process] for i in range(0, len(devs), args.per_process)]
@@ -185,7 +185,7 @@ def _soak(args: argparse.Namespace, profile: str, started: contextlib.ExitStack)
         for g in groups
     ]
     for w in workers:
-        started.callback(stop_process, w)
+        started.callback(services.stop_process, w, timeout=60)
     rate = args.appliances * args.channels * args.hz
     print(
         f"soak [{profile}]: {args.appliances} appliances x {args.channels} channels x {args.hz:g} Hz = "
@@ -253,12 +253,7 @@ def _soak(args: argparse.Namespace, profile: str, started: contextlib.ExitStack)
         if all(stored.get(d, (0, 0))[1] >= n for d, n in expected.items()):
             break
         time.sleep(2)
-    for c in collectors:
-        c.send_signal(signal.SIGTERM)
-    for c in collectors:
-        c.wait(120)
-    broker.stop()
-    influx.stop()
+    # The collectors, InfluxDB and the broker are stopped on the way out (soak()).
 
     sent = sum(expected.values())
     distinct = sum(stored.get(d, (0, 0))[1] for d in expected)

@@ -8,7 +8,6 @@ with no figures printed from a part of a run.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -32,18 +31,6 @@ def start_on(stack: ExitStack, service: S) -> S:
     stack.callback(service.stop)
     service.start()
     return service
-
-
-def stop_process(proc: subprocess.Popen[bytes] | subprocess.Popen[str], timeout: float = 60.0) -> None:
-    """SIGTERM, then SIGKILL if it has not gone within timeout; nothing if it already exited."""
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
 
 
 def run_main(name: str, main: Callable[[], int]) -> NoReturn:

@@ -58,6 +58,18 @@ def wait_port(port: int, timeout: float = 30.0, proc: subprocess.Popen[bytes] | 
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout} s")
 
 
+def stop_process(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
+    """Send sig and wait; SIGKILL if it has not gone within timeout; nothing if it already exited."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
 class Process:
     """One long-running child process with its log file; start() again reuses the same arguments."""
 
@@ -88,15 +100,8 @@ class Process:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
-        if not self.running:
-            return
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+        if self.proc is not None:
+            stop_process(self.proc, sig, timeout)
 
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
