@@ -596,18 +596,25 @@ def micropython_module() -> Path:
 def tree_cpu_s(pid: int) -> float:
     """CPU seconds of a process and its live children (the collector checks in worker processes); 0
     for a process that is gone. For the benchmarks' CPU figures."""
+    own, children = tree_cpu_split(pid)
+    return own + children
+
+
+def tree_cpu_split(pid: int) -> tuple[float, float]:
+    """CPU seconds of a process itself and of its live children, apart; (0, 0) for a process that is
+    gone."""
     import psutil
 
     try:
         proc = psutil.Process(pid)
-        procs = [proc, *proc.children(recursive=True)]
+        kids = proc.children(recursive=True)
     except psutil.Error:
-        return 0.0
-    total = 0.0
-    for p in procs:
+        return 0.0, 0.0
+    out = [0.0, 0.0]
+    for k, p in enumerate([proc, *kids]):
         try:
             t = p.cpu_times()
-            total += t.user + t.system
         except psutil.Error:  # a child that exited between listing and asking
             continue
-    return total
+        out[min(k, 1)] += t.user + t.system
+    return out[0], out[1]
