@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -32,3 +33,53 @@ def test_help_exits_zero(name: str) -> None:
 def test_no_command_prints_help_and_exits_2() -> None:
     out = subprocess.run([sys.executable, "-m", "wattbench.cli"], capture_output=True, text=True)
     assert out.returncode == 2 and "COMMAND" in out.stdout
+
+
+def test_every_numeric_option_is_checked_when_the_command_line_is_read() -> None:
+    """A bare int or float type takes "nan", "inf", 0 or -5 and leaves the check to whatever runs
+    later, if anything does: `wattbench demo --measure -5` was an internal error (exit 1) after the
+    demo had started, `--workers 0` ran, `appliance --count -3` exited 0 having sent nothing. Every
+    numeric option goes through options.number or options.whole, which say the range."""
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    bare = [
+        f"wattbench {name} {'/'.join(action.option_strings) or action.dest}"
+        for name, p in sub.choices.items()
+        for action in p._actions
+        if action.type in (int, float)
+    ]
+    assert bare == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["demo", "--measure", "-5"], "--measure"),
+        (["demo", "--gap", "nan"], "--gap"),
+        (["demo", "--workers", "0"], "--workers"),
+        (["demo", "--nice", "20"], "--nice"),
+        (["sweep", "--measure", "inf"], "--measure"),
+        (["sweep", "--calibrations", "2"], "--calibrations"),
+        (["sweep", "--load-tolerance", "-0.02"], "--load-tolerance"),
+        (["appliance", "--sim", "--count", "-3"], "--count"),
+        (["appliance", "--sim", "--every", "0"], "--every"),
+        (["appliance", "--sim", "--hz", "ten"], "--hz"),
+        (["score", "x.csv", "--tolerance", "nan"], "--tolerance"),
+        (["ptd", "--silence", "0", "-p", "8888", "8"], "--silence"),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else v,
+)
+def test_a_number_out_of_range_is_a_usage_error_before_anything_starts(
+    argv: list[str], option: str, tmp_path: Path
+) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "wattbench.cli", *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=30,
+    )
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == ""
+    assert len(out.stderr.strip().splitlines()) == 1 and option in out.stderr, out.stderr
+    assert list(tmp_path.iterdir()) == []

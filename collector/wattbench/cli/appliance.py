@@ -20,17 +20,17 @@ from typing import Any
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sim", action="store_true", help="simulated meters (no hardware needed)")
-    from .options import broker_address
+    from .options import broker_address, number, whole
 
     p.add_argument(
         "--broker", default=None, type=broker_address, help="MQTT broker host[:port] (default 127.0.0.1:1883)"
     )
     p.add_argument("--dev", default=None, help="device id (default sim-01)")
-    p.add_argument("--hz", type=float, default=10.0, help="samples per second per channel (default 10)")
-    p.add_argument("--channels", type=int, default=1, help="number of simulated channels (default 1)")
+    p.add_argument("--hz", type=number(), default=10.0, help="samples per second per channel (default 10)")
+    p.add_argument("--channels", type=whole(), default=1, help="number of simulated channels (default 1)")
     p.add_argument(
         "--batch-ms",
-        type=int,
+        type=whole(),
         default=1000,
         metavar="MS",
         help="close a batch every MS ms (default 1000; 100 for the low-latency profile, docs/collector.md)",
@@ -41,9 +41,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="cpu",
         help="power model of the simulated meter (default cpu: follows this host's CPU load)",
     )
-    p.add_argument("--idle-w", type=float, default=60.0, help="cpu model: watts at idle (default 60)")
-    p.add_argument("--peak-w", type=float, default=250.0, help="cpu model: watts at full load (default 250)")
-    p.add_argument("--watts", type=float, default=150.0, help="const/sine models: mean watts (default 150)")
+    p.add_argument(
+        "--idle-w", type=number(at_least=0), default=60.0, help="cpu model: watts at idle (default 60)"
+    )
+    p.add_argument(
+        "--peak-w", type=number(at_least=0), default=250.0, help="cpu model: watts at full load (default 250)"
+    )
+    p.add_argument(
+        "--watts", type=number(at_least=0), default=150.0, help="const/sine models: mean watts (default 150)"
+    )
     p.add_argument("--truth", default=None, metavar="FILE", help="write seq,t_ms,ch,W of every published W")
     p.add_argument("--config", default=None, metavar="FILE", help="firmware config JSON (board must be host)")
     p.add_argument(
@@ -52,8 +58,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="state and offline buffer directory; keep it to keep sequence numbers across runs",
     )
-    p.add_argument("--count", type=int, default=None, metavar="N", help="stop after N samples are delivered")
-    p.add_argument("--every", type=float, default=5.0, metavar="S", help="print counters every S seconds")
+    p.add_argument(
+        "--count",
+        type=whole(at_least=1),
+        default=None,
+        metavar="N",
+        help="stop after N samples are delivered",
+    )
+    p.add_argument(
+        "--every", type=number(above=0), default=5.0, metavar="S", help="print counters every S seconds"
+    )
 
 
 def build_config(args: argparse.Namespace) -> dict[str, Any]:

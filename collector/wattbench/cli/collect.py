@@ -19,7 +19,7 @@ exit codes: 0 stopped cleanly, 1 internal error, 2 bad configuration,
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ..config import PROFILES
-    from .options import add_broker_options, add_store_options
+    from .options import add_broker_options, add_store_options, number
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
@@ -51,7 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=list(PROFILES),
         help="low-latency: small commits, for appliances batching every 100 ms (docs/collector.md)",
     )
-    parser.add_argument("--health-period", type=float, metavar="S", help="seconds between health points (5)")
+    parser.add_argument(
+        "--health-period",
+        type=number(above=0, at_most=86400),
+        metavar="S",
+        help="seconds between health points (5)",
+    )
     parser.add_argument(
         "--plugs", metavar="FILE", help="smart plugs to bridge (TOML mapping; docs/sources/plugs.md)"
     )

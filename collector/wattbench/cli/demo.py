@@ -23,7 +23,7 @@ DEMO_NICE = 10
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .options import add_output_options, add_store_options, broker_address
+    from .options import add_output_options, add_store_options, broker_address, number, whole
 
     parser.add_argument(
         "--broker",
@@ -33,16 +33,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_store_options(parser, purpose="write", default_help="a new temporary file")
     add_output_options(parser, html=True, html_default="wattbench-demo.html")
-    parser.add_argument("--measure", type=float, default=10.0, metavar="S", help="measurement window (10)")
-    parser.add_argument("--pre", type=float, default=1.5, metavar="S", help="ramp-up (1.5)")
-    parser.add_argument("--post", type=float, default=0.5, metavar="S", help="ramp-down (0.5)")
-    parser.add_argument("--gap", type=float, default=0.3, metavar="S", help="pause between phases (0.3)")
-    parser.add_argument("--workers", type=int, metavar="N", help="workload processes (one per core)")
+    parser.add_argument(
+        "--measure", type=number(above=0), default=10.0, metavar="S", help="measurement window (10)"
+    )
+    parser.add_argument("--pre", type=number(at_least=0), default=1.5, metavar="S", help="ramp-up (1.5)")
+    parser.add_argument("--post", type=number(at_least=0), default=0.5, metavar="S", help="ramp-down (0.5)")
+    parser.add_argument(
+        "--gap", type=number(at_least=0), default=0.3, metavar="S", help="pause between phases (0.3)"
+    )
+    parser.add_argument(
+        "--workers", type=whole(at_least=1), metavar="N", help="workload processes (one per core)"
+    )
     parser.add_argument(
         "--nice",
-        type=int,
+        type=whole(at_least=0, at_most=19),
         default=DEMO_NICE,
-        choices=range(20),
         metavar="N",
         help="niceness of the workload processes, 0 to 19 (%(default)s: the broker, collector and appliance come first)",
     )

@@ -7,6 +7,7 @@ before anything runs."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -100,6 +101,56 @@ def run_id(text: str) -> str:
             f"{text!r} is not a valid run id: 1 to 64 of A-Z a-z 0-9 _ . -, starting with a letter or digit"
         )
     return text
+
+
+def number(*, at_least: float | None = None, above: float | None = None, at_most: float | None = None) -> Any:
+    """An argparse type: a finite number within the bounds given. "nan", "inf" and a number out of
+    range are usage errors while the command line is parsed, before anything starts; a bare `float`
+    would take them all."""
+    wanted = _range_text("a number", at_least, above, at_most)
+
+    def check(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if (
+            not math.isfinite(value)
+            or (at_least is not None and value < at_least)
+            or (above is not None and value <= above)
+            or (at_most is not None and value > at_most)
+        ):
+            raise argparse.ArgumentTypeError(f"{text!r}: must be {wanted}")
+        return value
+
+    check.__name__ = "number"  # argparse names the type in its own messages
+    return check
+
+
+def whole(*, at_least: int | None = None, at_most: int | None = None) -> Any:
+    """An argparse type: an integer within the bounds given (see number)."""
+    wanted = _range_text("a whole number", at_least, None, at_most)
+
+    def check(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if (at_least is not None and value < at_least) or (at_most is not None and value > at_most):
+            raise argparse.ArgumentTypeError(f"{text!r}: must be {wanted}")
+        return value
+
+    check.__name__ = "whole number"
+    return check
+
+
+def _range_text(kind: str, at_least: float | None, above: float | None, at_most: float | None) -> str:
+    low = f">= {at_least:g}" if at_least is not None else f"> {above:g}" if above is not None else ""
+    if low and at_most is not None:
+        return f"{kind} {low} and <= {at_most:g}"
+    if at_most is not None:
+        return f"{kind} <= {at_most:g}"
+    return f"{kind} {low}".rstrip()
 
 
 def checked_by(parse: Any, what: str) -> Any:
@@ -315,20 +366,24 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
         help="device minus host clock",
     )
     g.add_argument(
-        "--load-tolerance", type=float, default=0.02, metavar="F", help="actual vs target load (0.02)"
+        "--load-tolerance",
+        type=number(above=0, at_most=1),
+        default=0.02,
+        metavar="F",
+        help="actual vs target load (0.02)",
     )
     g.add_argument(
         "--load-mode", choices=["relative", "points"], default="relative", help="how the tolerance applies"
     )
     g.add_argument(
-        "--min-inlet", type=float, default=20.0, metavar="C", help="minimum inlet temperature (20)"
+        "--min-inlet", type=number(), default=20.0, metavar="C", help="minimum inlet temperature (20)"
     )
     g.add_argument(
         "--no-inlet-required", action="store_true", help="do not fail a run without an inlet probe"
     )
     g.add_argument(
         "--max-uncertainty",
-        type=float,
+        type=number(above=0),
         default=None,
         metavar="F",
         help="fail a window whose power uncertainty is above F (e.g. 0.01); by default the report states "
@@ -340,17 +395,21 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
         default="none",
         help="fail the run unless its measurement meets this standard (default: none, only stated)",
     )
-    g.add_argument("--max-skew", type=float, default=400.0, metavar="MS", help="clock skew limit (400)")
+    g.add_argument(
+        "--max-skew", type=number(at_least=0), default=400.0, metavar="MS", help="clock skew limit (400)"
+    )
     g.add_argument(
         "--system-nodes",
-        type=int,
+        type=whole(at_least=1),
         metavar="N",
         help="nodes in the system measured: the standard statement then judges the share metered "
         "(EE HPC WG); by default that share is left to you",
     )
-    g.add_argument("--price", type=float, help="system price, for ops per currency unit")
-    g.add_argument("--tariff", type=float, metavar="PER_KWH", help="electricity price per kWh")
-    g.add_argument("--years", type=float, default=4.0, help="years of service for lifetime cost (4)")
+    g.add_argument("--price", type=number(above=0), help="system price, for ops per currency unit")
+    g.add_argument("--tariff", type=number(at_least=0), metavar="PER_KWH", help="electricity price per kWh")
+    g.add_argument(
+        "--years", type=number(above=0), default=4.0, help="years of service for lifetime cost (4)"
+    )
 
 
 def limits_from_args(args: argparse.Namespace) -> Any:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .options import EXIT_UNREACHABLE, EXIT_USAGE, CliError, tcp_port
+from .options import EXIT_UNREACHABLE, EXIT_USAGE, CliError, number, tcp_port, whole
 
 DEVICE_TYPE = 0
 
@@ -26,14 +26,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-p", dest="port", type=tcp_port, default=8888, help="TCP port on 127.0.0.1")
     parser.add_argument("-c", dest="channel", help="analyzer channel (one channel only)")
     parser.add_argument("-D", dest="dc", action="store_true", help="the source measures DC")
-    parser.add_argument("-b", dest="board", type=int, help="GPIB board (accepted and ignored)")
+    parser.add_argument("-b", dest="board", type=whole(at_least=0), help="GPIB board (accepted and ignored)")
     for flag in ("-n", "-g", "-y", "-U"):
         parser.add_argument(
             flag, dest=f"iface_{flag[1]}", action="store_true", help="interface flag (accepted and ignored)"
         )
     parser.add_argument(
         "--silence",
-        type=float,
+        type=number(above=0),
         default=5.0,
         metavar="S",
         help="a source that sent nothing for S seconds is silent: Go, Watts and Uncertainty answer "
@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--lag",
-        type=float,
+        type=number(at_least=0),
         default=2.0,
         metavar="S",
         help="a second of samples is closed S seconds after its end, so that readings still on their way "

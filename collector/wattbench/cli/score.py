@@ -609,16 +609,20 @@ def ratios(table: Table) -> np.ndarray:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from .options import number
+
     parser.add_argument("file", type=Path, help="per-level table, CSV or JSON")
     parser.add_argument(
         "--json",
         action="store_true",
         help='print {"overall": N, "levels": [...], ...} (schema/v1/score.schema.json) instead of the table',
     )
-    parser.add_argument("--expect", type=float, metavar="N", help="published overall to check against")
+    parser.add_argument(
+        "--expect", type=number(above=0), metavar="N", help="published overall to check against"
+    )
     parser.add_argument(
         "--tolerance",
-        type=float,
+        type=number(at_least=0),
         default=DEFAULT_TOLERANCE,
         help="relative difference allowed (default 0.005)",
     )

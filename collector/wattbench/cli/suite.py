@@ -23,7 +23,7 @@ from .sweep import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_UNREACHABLE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .options import add_scoring_arguments, readable_file, run_id, writable_file
+    from .options import add_scoring_arguments, number, readable_file, run_id, writable_file
     from .sweep import add_connection_arguments, add_plan_arguments
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--json-out", metavar="FILE", type=writable_file, help="write the suite result here")
     g.add_argument("--html", metavar="FILE", type=writable_file, help="HTML page of the suite")
     parser.add_argument(
-        "--wait-data", type=float, default=20.0, metavar="S", help="wait for late samples (20)"
+        "--wait-data", type=number(at_least=0), default=20.0, metavar="S", help="wait for late samples (20)"
     )
     parser.add_argument("--quiet", action="store_true", help="no live display")
 

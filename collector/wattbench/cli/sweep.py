@@ -33,15 +33,23 @@ EXIT_INTERRUPTED = 130
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..core.plan import parse_levels
-    from .options import checked_by
+    from ..core.plan import MAX_CALIBRATIONS, MIN_CALIBRATIONS, parse_levels
+    from .options import checked_by, number, whole
 
     g = parser.add_argument_group("plan (SPECpower_ssj2008 defaults)")
     g.add_argument(
-        "--calibrations", type=int, default=3, metavar="N", help="calibration intervals, 3..10 (3)"
+        "--calibrations",
+        type=whole(at_least=MIN_CALIBRATIONS, at_most=MAX_CALIBRATIONS),
+        default=3,
+        metavar="N",
+        help="calibration intervals, 3..10 (3)",
     )
     g.add_argument(
-        "--calibration-use", type=int, default=2, metavar="N", help="calibrated = mean of the last N (2)"
+        "--calibration-use",
+        type=whole(at_least=1, at_most=MAX_CALIBRATIONS),
+        default=2,
+        metavar="N",
+        help="calibrated = mean of the last N (2)",
     )
     g.add_argument(
         "--levels",
@@ -50,21 +58,31 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
         help="target loads in percent",
     )
     g.add_argument("--no-idle", action="store_true", help="leave out the active idle interval")
-    g.add_argument("--pre", type=float, default=30.0, metavar="S", help="ramp-up before each window (30)")
-    g.add_argument("--measure", type=float, default=240.0, metavar="S", help="measurement window (240)")
-    g.add_argument("--post", type=float, default=30.0, metavar="S", help="ramp-down after each window (30)")
-    g.add_argument("--gap", type=float, default=10.0, metavar="S", help="pause between intervals (10)")
+    g.add_argument(
+        "--pre", type=number(at_least=0), default=30.0, metavar="S", help="ramp-up before each window (30)"
+    )
+    g.add_argument(
+        "--measure", type=number(above=0), default=240.0, metavar="S", help="measurement window (240)"
+    )
+    g.add_argument(
+        "--post", type=number(at_least=0), default=30.0, metavar="S", help="ramp-down after each window (30)"
+    )
+    g.add_argument(
+        "--gap", type=number(at_least=0), default=10.0, metavar="S", help="pause between intervals (10)"
+    )
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     from ..core.plan import parse_copies, parse_fractions
     from ..workloads import NAMES
-    from .options import checked_by
+    from .options import checked_by, whole
 
     g = parser.add_argument_group("workload")
     g.add_argument("--workload", choices=NAMES, help="default builtin")
     g.add_argument("--workload-config", metavar="FILE", help="TOML settings (see the workload's sample.toml)")
-    g.add_argument("--workers", type=int, metavar="N", help="builtin: worker processes (one per core)")
+    g.add_argument(
+        "--workers", type=whole(at_least=1), metavar="N", help="builtin: worker processes (one per core)"
+    )
     g.add_argument(
         "--cmd", metavar="TEMPLATE", help="command workload: command line with {load} {rate} {level} …"
     )
@@ -120,7 +138,7 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
-    from .options import run_id
+    from .options import number, run_id
 
     parser.add_argument(
         "--run", metavar="ID", type=run_id, help="run id (default: UTC time and a random suffix)"
@@ -131,7 +149,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_scoring_arguments(parser)
     add_output_arguments(parser)
     parser.add_argument(
-        "--wait-data", type=float, default=20.0, metavar="S", help="wait for late samples (20)"
+        "--wait-data", type=number(at_least=0), default=20.0, metavar="S", help="wait for late samples (20)"
     )
     parser.add_argument("--quiet", action="store_true", help="no live display")
 
