@@ -12,7 +12,6 @@ device's channels are held at once to place the step).
 
 from __future__ import annotations
 
-import argparse
 import resource
 import time
 import tracemalloc
@@ -50,10 +49,12 @@ def events_for(plan, t0: int) -> list[dict]:  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--channels", type=int, default=64)
-    ap.add_argument("--hz", type=float, default=10.0)
-    ap.add_argument("--repeat", type=int, default=3)
+    from wattbench.cli.options import Parser, number, whole
+
+    ap = Parser()
+    ap.add_argument("--channels", type=whole(at_least=1), default=64)
+    ap.add_argument("--hz", type=number(above=0, at_most=1000), default=10.0)
+    ap.add_argument("--repeat", type=whole(at_least=1), default=3)
     args = ap.parse_args()
 
     # 14 intervals laid out to fill one hour: 25 s ramps, 200 s windows, 7 s gaps.

@@ -18,7 +18,6 @@ Two things decide whether a level can be held within ±2 %, and both are printed
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -108,11 +107,13 @@ def _one_run(demo_args: list[str], workdir: Path, k: int) -> tuple[str, float, f
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=int, default=10, help="demo runs in a row (10)")
+    from wattbench.cli.options import Parser, number, whole
+
+    ap = Parser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=whole(at_least=1), default=10, help="demo runs in a row (10)")
     ap.add_argument(
         "--probe",
-        type=float,
+        type=number(at_least=0),
         default=30.0,
         help="seconds of the one-core speed probe before the runs (30; 0: none)",
     )
@@ -122,7 +123,7 @@ def main() -> int:
     # A demo option it would refuse is refused here, once, not after every run.
     from wattbench.cli import demo
 
-    check = argparse.ArgumentParser(prog=f"{ap.prog} (demo options)")
+    check = Parser(prog=f"{ap.prog} (demo options)")
     demo.add_arguments(check)
     check.parse_args(demo_args)
     print(f"start: {_load()}", flush=True)

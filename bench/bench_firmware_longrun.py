@@ -21,7 +21,6 @@ about an hour and a half on one core of a 2-core machine; it is a bench, not a C
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -40,10 +39,17 @@ except ImportError as exc:  # a hint on one line, not a traceback
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--hours", type=float, default=24.0, help="simulated hours (at least 2)")
-    p.add_argument("--hz", type=int, default=10, help="samples a second per channel")
-    p.add_argument("--channels", type=int, default=4, help="INA228 channels on one I2C bus (1-4)")
+    from wattbench.cli.options import Parser, number, whole
+
+    p = Parser(description=__doc__.split("\n")[0])
+    p.add_argument("--hours", type=number(at_least=2), default=24.0, help="simulated hours (at least 2)")
+    p.add_argument("--hz", type=whole(at_least=1), default=10, help="samples a second per channel")
+    p.add_argument(
+        "--channels",
+        type=whole(at_least=1, at_most=4),
+        default=4,
+        help="INA228 channels on one I2C bus (1-4)",
+    )
     p.add_argument("--hmac", action="store_true", help="sign every batch")
     p.add_argument("--json", action="store_true", help="print the raw result as JSON")
     args = p.parse_args()

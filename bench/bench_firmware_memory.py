@@ -11,7 +11,6 @@ Exit status 1 when a profile is over its budget.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -29,8 +28,12 @@ except ImportError as exc:  # a hint on one line, not a traceback
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--minutes", type=int, default=10, help="simulated minutes per run (at least 8)")
+    from wattbench.cli.options import Parser, whole
+
+    p = Parser(description=__doc__.split("\n")[0])
+    p.add_argument(
+        "--minutes", type=whole(at_least=8), default=10, help="simulated minutes per run (at least 8)"
+    )
     p.add_argument("--profile", action="append", choices=sorted(rig.BUDGETS), help="default: all")
     p.add_argument("--json", action="store_true", help="print the raw results as JSON")
     args = p.parse_args()

@@ -50,12 +50,17 @@ def bodies(first: int, requests: int, lines: int) -> list[str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from wattbench.cli.options import Parser, whole
+
+    ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
-        "--requests", type=int, default=400, help="requests per pass at 100 lines (fewer for bigger bodies)"
+        "--requests",
+        type=whole(at_least=1),
+        default=400,
+        help="requests per pass at 100 lines (fewer for bigger bodies)",
     )
     ap.add_argument("--lines", default="100,1000,10000", help="lines per request")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=whole(at_least=1), default=3)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="wattbench-bench-write-"))
     failed = False

@@ -243,6 +243,17 @@ def measure(
     }
 
 
+def _batch_sizes(text: str) -> list[int]:
+    """--ceiling-batches: comma-separated whole numbers of lines, each at least 1."""
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole numbers") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: each size must be a whole number >= 1")
+    return sizes
+
+
 def _split(cpu_us: float, children_us: float) -> str:
     """Where a consumer's CPU went, when it has child processes (the collector's checking ones)."""
     if children_us <= 0.005:
@@ -328,11 +339,15 @@ def ceiling(
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--samples", type=int, default=1_000_000, help="samples per run (default 1 000 000)")
-    ap.add_argument("--devices", type=int, default=10)
-    ap.add_argument("--batch", type=int, default=200, help="rows per MQTT message")
-    ap.add_argument("--rounds", type=int, default=3)
+    from wattbench.cli.options import Parser, number, whole
+
+    ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--samples", type=whole(at_least=1), default=1_000_000, help="samples per run (default 1 000 000)"
+    )
+    ap.add_argument("--devices", type=whole(at_least=1), default=10)
+    ap.add_argument("--batch", type=whole(at_least=1, at_most=500), default=200, help="rows per MQTT message")
+    ap.add_argument("--rounds", type=whole(at_least=1), default=3)
     ap.add_argument(
         "--variant",
         action="append",
@@ -340,13 +355,16 @@ def main() -> int:
         metavar="FILE",
         help="also run the collector with --config FILE in every round, beside the default (repeatable)",
     )
-    ap.add_argument("--poll", type=float, default=0.25, help="seconds between database counts")
+    ap.add_argument("--poll", type=number(above=0), default=0.25, help="seconds between database counts")
     ap.add_argument(
         "--ceiling-batches",
         default="1000,5000,10000,20000,50000",
+        type=_batch_sizes,
         help="line-protocol batch sizes tried for the ceiling (the collector's own is always among them)",
     )
     args = ap.parse_args()
+    if args.samples < args.devices:
+        ap.error(f"--samples {args.samples}: at least one per device (--devices {args.devices})")
     from wattbench.config import CollectorConfig, ConfigError, load_config
 
     for variant in args.variant:
@@ -359,7 +377,7 @@ def main() -> int:
 
     collector_batch = CollectorConfig().influx_batch_lines
     connections = InfluxStore("http://127.0.0.1:1").parallel_writes
-    sizes = sorted({collector_batch, *(int(x) for x in args.ceiling_batches.split(",") if x.strip())})
+    sizes = sorted({collector_batch, *args.ceiling_batches})
 
     stream = Stream(
         devices=args.devices,

@@ -11,7 +11,6 @@ loop's grows with N.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 
 from wattbench_fw import port
@@ -79,9 +78,11 @@ def slope_us_per_sample(devs: list[int]) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--hz", type=float, default=1000.0)
-    ap.add_argument("--n", type=int, default=10_000)
+    from wattbench.cli.options import Parser, number, whole
+
+    ap = Parser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hz", type=number(above=0), default=1000.0)
+    ap.add_argument("--n", type=whole(at_least=2), default=10_000)
     args = ap.parse_args()
     period = 1e6 / args.hz
     devs, missed, reads = deadline_run(args.hz, args.n)

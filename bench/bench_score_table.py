@@ -79,9 +79,13 @@ def load() -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from wattbench.cli.options import Parser, whole
+
+    ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", default="10000,100000,1000000", help="table sizes (comma separated)")
-    ap.add_argument("--old-max", type=int, default=100_000, help="largest table drawn row by row")
+    ap.add_argument(
+        "--old-max", type=whole(at_least=0), default=100_000, help="largest table drawn row by row"
+    )
     ap.add_argument("--child", nargs=2, metavar=("MODE", "FILE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:

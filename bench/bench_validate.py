@@ -56,10 +56,14 @@ def batches(samples: int, batch: int) -> list[tuple[str, bytes]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--samples", type=int, default=200_000)
-    ap.add_argument("--batch", type=int, default=200, help="rows per message (default 200)")
-    ap.add_argument("--repeat", type=int, default=7)
+    from wattbench.cli.options import Parser, whole
+
+    ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--samples", type=whole(at_least=1), default=200_000)
+    ap.add_argument(
+        "--batch", type=whole(at_least=1, at_most=500), default=200, help="rows per message (default 200)"
+    )
+    ap.add_argument("--repeat", type=whole(at_least=1), default=7)
     args = ap.parse_args()
     if args.samples < 1 or not 1 <= args.batch <= 500 or args.repeat < 1:
         print("bench_validate: --samples and --repeat must be positive, --batch 1..500", file=sys.stderr)

@@ -21,7 +21,6 @@ shown both ways: relative to the target (wattbench's default) and in load points
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
@@ -46,16 +45,18 @@ def main() -> None:
         raise KeyboardInterrupt  # kill ends the run the way Ctrl-C does: workers stopped
 
     signal.signal(signal.SIGTERM, stop)
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--measure", type=float, default=30.0)
-    ap.add_argument("--pre", type=float, default=10.0)
-    ap.add_argument("--post", type=float, default=5.0)
-    ap.add_argument("--gap", type=float, default=2.0)
-    ap.add_argument("--workers", type=int, default=None)
-    ap.add_argument("--top", type=int, default=0, metavar="ROUNDS")
+    from wattbench.cli.options import Parser, number, whole
+
+    ap = Parser()
+    ap.add_argument("--measure", type=number(above=0), default=30.0)
+    ap.add_argument("--pre", type=number(at_least=0), default=10.0)
+    ap.add_argument("--post", type=number(at_least=0), default=5.0)
+    ap.add_argument("--gap", type=number(at_least=0), default=2.0)
+    ap.add_argument("--workers", type=whole(at_least=1), default=None)
+    ap.add_argument("--top", type=whole(at_least=0), default=0, metavar="ROUNDS")
     ap.add_argument("--worklet", action="append", choices=[*WORKLETS, "all"], help="a worklet, or all")
     ap.add_argument("--file", default="wattbench-worklet.dat", help="the storage worklets' file")
-    ap.add_argument("--size-mb", type=int, default=1024, help="the storage worklets' file size")
+    ap.add_argument("--size-mb", type=whole(at_least=1), default=1024, help="the storage worklets' file size")
     ap.add_argument("--levels", help="worklets: target loads (default: SERT's for the worklet's group)")
     args = ap.parse_args()
     if args.top:

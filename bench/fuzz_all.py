@@ -430,23 +430,32 @@ def replay(name: str, seed: int, index: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--inputs", type=int, default=DEFAULT_INPUTS, help="generated inputs per parser")
-    ap.add_argument("--seed", type=int, default=1)
+    from wattbench.cli.options import Parser, number, whole
+
+    ap = Parser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--inputs", type=whole(at_least=1), default=DEFAULT_INPUTS, help="generated inputs per parser"
+    )
+    ap.add_argument("--seed", type=whole(), default=1)
     ap.add_argument("--only", nargs="*", choices=sorted(TARGETS), help="parsers to run (default: all)")
     ap.add_argument(
-        "--timeout", type=float, default=2.0, help="seconds one input may take before it counts as a hang"
+        "--timeout",
+        type=number(above=0),
+        default=2.0,
+        help="seconds one input may take before it counts as a hang",
     )
     ap.add_argument(
         "--stall",
-        type=float,
+        type=number(above=0),
         default=30.0,
         help="seconds without progress before a child is killed (hangs the timer cannot interrupt)",
     )
-    ap.add_argument("--jobs", type=int, default=1, help="parsers run in parallel")
+    ap.add_argument("--jobs", type=whole(at_least=1), default=1, help="parsers run in parallel")
     ap.add_argument("--engine", choices=("random", "atheris"), default="random")
     ap.add_argument("--json", help="also write the figures to this file")
-    ap.add_argument("--replay", type=int, metavar="INDEX", help="run one input of --only PARSER again")
+    ap.add_argument(
+        "--replay", type=whole(at_least=0), metavar="INDEX", help="run one input of --only PARSER again"
+    )
     ap.add_argument("--atheris-child", help=argparse.SUPPRESS)
     ap.add_argument("--stats", help=argparse.SUPPRESS)
     ap.add_argument("--workdir", help=argparse.SUPPRESS)

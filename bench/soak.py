@@ -288,14 +288,20 @@ def _soak(args: argparse.Namespace, profile: str, started: contextlib.ExitStack)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--appliances", type=int, default=50)
-    ap.add_argument("--channels", type=int, default=4)
-    ap.add_argument("--hz", type=float, default=10.0)
-    ap.add_argument("--duration", type=float, default=600.0, help="seconds of load per profile (default 600)")
-    ap.add_argument("--per-process", type=int, default=10)
-    ap.add_argument("--probes", type=int, default=5, help="devices whose latency is measured")
-    ap.add_argument("--poll", type=float, default=0.05, help="latency poll interval, s (default 0.05)")
+    from wattbench.cli.options import Parser, number, whole
+
+    ap = Parser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--appliances", type=whole(at_least=1), default=50)
+    ap.add_argument("--channels", type=whole(at_least=1, at_most=16), default=4)
+    ap.add_argument("--hz", type=number(above=0, at_most=10000), default=10.0)
+    ap.add_argument(
+        "--duration", type=number(above=0), default=600.0, help="seconds of load per profile (default 600)"
+    )
+    ap.add_argument("--per-process", type=whole(at_least=1), default=10)
+    ap.add_argument("--probes", type=whole(at_least=1), default=5, help="devices whose latency is measured")
+    ap.add_argument(
+        "--poll", type=number(above=0), default=0.05, help="latency poll interval, s (default 0.05)"
+    )
     ap.add_argument(
         "--profiles",
         default="default,low-latency",
@@ -303,14 +309,14 @@ def main() -> int:
     )
     ap.add_argument(
         "--rounds",
-        type=int,
+        type=whole(at_least=1),
         default=1,
         help="run the profiles this many times, in alternating order; the CPU ratio is the median",
     )
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument(
         "--collectors",
-        type=int,
+        type=whole(at_least=1),
         default=1,
         help="collectors sharing the load in one MQTT 5 shared-subscription group",
     )
@@ -318,7 +324,9 @@ def main() -> int:
     ap.add_argument("--group", help=argparse.SUPPRESS)
     ap.add_argument("--broker", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
-    ap.add_argument("--batch-ms", type=int, default=1000, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--batch-ms", type=whole(at_least=10, at_most=600000), default=1000, help=argparse.SUPPRESS
+    )
     args = ap.parse_args()
     if args.group:
         return run_group(args)

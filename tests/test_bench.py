@@ -329,6 +329,58 @@ def test_a_wrong_ingest_variant_ends_the_run_before_it_starts(tmp_path: Path, te
     assert "Traceback" not in run.stderr
 
 
+BAD_ARGUMENTS = [
+    ("bench_ingest", ["--devices", "0"], "--devices"),
+    ("bench_ingest", ["--rounds", "0"], "--rounds"),
+    ("bench_ingest", ["--samples", "5"], "--samples"),
+    ("bench_ingest", ["--ceiling-batches", "0,10000"], "--ceiling-batches"),
+    ("bench_align_score", ["--channels", "0"], "--channels"),
+    ("bench_validate", ["--batch", "600"], "--batch"),
+    ("bench_influx_write", ["--repeat", "0"], "--repeat"),
+    ("bench_sampler_drift", ["--hz", "nan"], "--hz"),
+    ("bench_workload_pacing", ["--measure", "-1"], "--measure"),
+    ("bench_demo_validity", ["--runs", "0"], "--runs"),
+    ("bench_demo_validity", ["--probe", "0", "--measure", "-5"], "--measure"),
+    ("soak", ["--appliances", "0"], "--appliances"),
+    ("fuzz_all", ["--jobs", "0"], "--jobs"),
+]
+
+
+@pytest.mark.parametrize(("name", "argv", "option"), BAD_ARGUMENTS, ids=lambda v: str(v))
+def test_a_bench_refuses_a_wrong_number_in_one_line_before_it_starts(
+    name: str, argv: list[str], option: str, tmp_path: Path
+) -> None:
+    """A bench's numbers are checked as its command line is read, as the wattbench command's are
+    (options.number, options.whole): `bench_ingest --devices 0` and `bench_align_score --channels 0`
+    ended in a traceback, `--rounds 0` after starting InfluxDB."""
+    res = subprocess.run(
+        [sys.executable, str(BENCH / f"{name}.py"), *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert res.returncode == 2, res.stderr
+    assert res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and option in lines[0], res.stderr
+
+
+def test_every_bench_reads_its_numbers_with_the_checked_types() -> None:
+    """The same rule as tests/test_cli.py's for the command: no bare int or float type, and the
+    one-line parser of the command (options.Parser)."""
+    bare = []
+    for script in sorted(BENCH.glob("*.py")):
+        tree = ast.parse(script.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.keyword) and node.arg == "type":
+                if isinstance(node.value, ast.Name) and node.value.id in ("int", "float"):
+                    bare.append(f"{script.name}:{node.value.lineno} type={node.value.id}")
+            if isinstance(node, ast.Attribute) and node.attr == "ArgumentParser":
+                bare.append(f"{script.name}:{node.lineno} argparse.ArgumentParser")
+    assert bare == []
+
+
 CTRL_C_CASES = {
     # bench, its arguments, and what must be running when Ctrl-C comes
     "bench_ingest in the ceiling": ("bench_ingest", ["--samples", "2000000", "--rounds", "1"], ["influxd"]),
