@@ -49,7 +49,8 @@ def events_for(plan, t0: int) -> list[dict]:  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
-    from wattbench.cli.options import Parser, number, whole
+    from wattbench.argtypes import number, whole
+    from wattbench.cli.options import Parser
 
     ap = Parser()
     ap.add_argument("--channels", type=whole(at_least=1), default=64)

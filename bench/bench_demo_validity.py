@@ -107,7 +107,8 @@ def _one_run(demo_args: list[str], workdir: Path, k: int) -> tuple[str, float, f
 
 
 def main() -> int:
-    from wattbench.cli.options import Parser, number, whole
+    from wattbench.argtypes import number, whole
+    from wattbench.cli.options import Parser
 
     ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=whole(at_least=1), default=10, help="demo runs in a row (10)")

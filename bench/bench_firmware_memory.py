@@ -28,7 +28,8 @@ except ImportError as exc:  # a hint on one line, not a traceback
 
 
 def main() -> int:
-    from wattbench.cli.options import Parser, whole
+    from wattbench.argtypes import whole
+    from wattbench.cli.options import Parser
 
     p = Parser(description=__doc__.split("\n")[0])
     p.add_argument(

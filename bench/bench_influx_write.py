@@ -50,7 +50,8 @@ def bodies(first: int, requests: int, lines: int) -> list[str]:
 
 
 def main() -> int:
-    from wattbench.cli.options import Parser, whole
+    from wattbench.argtypes import whole
+    from wattbench.cli.options import Parser
 
     ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(

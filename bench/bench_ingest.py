@@ -339,7 +339,8 @@ def ceiling(
 
 
 def main() -> int:
-    from wattbench.cli.options import Parser, number, whole
+    from wattbench.argtypes import number, whole
+    from wattbench.cli.options import Parser
 
     ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(

@@ -78,7 +78,8 @@ def slope_us_per_sample(devs: list[int]) -> float:
 
 
 def main() -> None:
-    from wattbench.cli.options import Parser, number, whole
+    from wattbench.argtypes import number, whole
+    from wattbench.cli.options import Parser
 
     ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hz", type=number(above=0), default=1000.0)

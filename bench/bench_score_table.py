@@ -79,7 +79,8 @@ def load() -> str:
 
 
 def main() -> None:
-    from wattbench.cli.options import Parser, whole
+    from wattbench.argtypes import whole
+    from wattbench.cli.options import Parser
 
     ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", default="10000,100000,1000000", help="table sizes (comma separated)")

@@ -45,7 +45,8 @@ def main() -> None:
         raise KeyboardInterrupt  # kill ends the run the way Ctrl-C does: workers stopped
 
     signal.signal(signal.SIGTERM, stop)
-    from wattbench.cli.options import Parser, number, whole
+    from wattbench.argtypes import number, whole
+    from wattbench.cli.options import Parser
 
     ap = Parser()
     ap.add_argument("--measure", type=number(above=0), default=30.0)

@@ -83,3 +83,23 @@ def test_a_number_out_of_range_is_a_usage_error_before_anything_starts(
     assert out.stdout == ""
     assert len(out.stderr.strip().splitlines()) == 1 and option in out.stderr, out.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["wattbench.workloads.builtin", "--ops", "-5"],
+        ["wattbench.workloads.builtin", "--seconds", "1", "--rate", "nan"],
+        ["wattbench.workloads.builtin", "--ops", "3", "--every", "0"],
+        ["wattbench.workloads.worklet", "sha256", "--ops", "3", "--every", "-1"],
+    ],
+    ids=" ".join,
+)
+def test_a_workload_entry_point_refuses_a_wrong_number(argv: list[str]) -> None:
+    """The workloads' own commands (a concurrency job, a command workload's sample) read their numbers
+    with the same types: `--ops -5` ran nothing and said "ops=0" with exit 0, `--rate nan` ran flat
+    out, `--every 0` printed without pause."""
+    out = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == ""
+    assert argv[-2] in out.stderr.strip().splitlines()[-1]

@@ -7,13 +7,14 @@ before anything runs."""
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any, NoReturn
+
+from ..argtypes import number, whole
 
 # Exit codes every subcommand uses for the same kind of failure (see docs/guide.md).
 EXIT_INVALID = 1
@@ -101,56 +102,6 @@ def run_id(text: str) -> str:
             f"{text!r} is not a valid run id: 1 to 64 of A-Z a-z 0-9 _ . -, starting with a letter or digit"
         )
     return text
-
-
-def number(*, at_least: float | None = None, above: float | None = None, at_most: float | None = None) -> Any:
-    """An argparse type: a finite number within the bounds given. "nan", "inf" and a number out of
-    range are usage errors while the command line is parsed, before anything starts; a bare `float`
-    would take them all."""
-    wanted = _range_text("a number", at_least, above, at_most)
-
-    def check(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if (
-            not math.isfinite(value)
-            or (at_least is not None and value < at_least)
-            or (above is not None and value <= above)
-            or (at_most is not None and value > at_most)
-        ):
-            raise argparse.ArgumentTypeError(f"{text!r}: must be {wanted}")
-        return value
-
-    check.__name__ = "number"  # argparse names the type in its own messages
-    return check
-
-
-def whole(*, at_least: int | None = None, at_most: int | None = None) -> Any:
-    """An argparse type: an integer within the bounds given (see number)."""
-    wanted = _range_text("a whole number", at_least, None, at_most)
-
-    def check(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if (at_least is not None and value < at_least) or (at_most is not None and value > at_most):
-            raise argparse.ArgumentTypeError(f"{text!r}: must be {wanted}")
-        return value
-
-    check.__name__ = "whole number"
-    return check
-
-
-def _range_text(kind: str, at_least: float | None, above: float | None, at_most: float | None) -> str:
-    low = f">= {at_least:g}" if at_least is not None else f"> {above:g}" if above is not None else ""
-    if low and at_most is not None:
-        return f"{kind} {low} and <= {at_most:g}"
-    if at_most is not None:
-        return f"{kind} <= {at_most:g}"
-    return f"{kind} {low}".rstrip()
 
 
 def checked_by(parse: Any, what: str) -> Any:

@@ -8,6 +8,7 @@ import argparse
 import sys
 from importlib import import_module
 
+from ...argtypes import number, whole
 from ..builtin.standalone import run_ops
 from . import WORKLETS, WorkletWorkload
 
@@ -32,13 +33,13 @@ def _option(text: str) -> tuple[str, object]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m wattbench.workloads.worklet")
     p.add_argument("worklet", choices=list(WORKLETS))
-    p.add_argument("--ops", type=int, required=True, help="ops to run, then exit")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--ops", type=whole(at_least=0), required=True, help="ops to run, then exit")
+    p.add_argument("--seed", type=whole(), default=1)
     p.add_argument("--option", action="append", type=_option, default=[], metavar="KEY=VALUE")
-    p.add_argument("--every", type=float, default=0.5, help="print the running count this often (s)")
+    p.add_argument(
+        "--every", type=number(above=0), default=0.5, help="print the running count this often (s)"
+    )
     args = p.parse_args(argv)
-    if args.ops < 0:
-        p.error("--ops must be 0 or more")
     try:
         op = import_module(f"{__package__}.{args.worklet}").make_unit(args.seed, **dict(args.option))
     except (OSError, ValueError) as exc:
