@@ -351,7 +351,7 @@ def test_a_bench_refuses_a_wrong_number_in_one_line_before_it_starts(
     name: str, argv: list[str], option: str, tmp_path: Path
 ) -> None:
     """A bench's numbers are checked as its command line is read, as the wattbench command's are
-    (options.number, options.whole): `bench_ingest --devices 0` and `bench_align_score --channels 0`
+    (wattbench.argtypes): `bench_ingest --devices 0` and `bench_align_score --channels 0`
     ended in a traceback, `--rounds 0` after starting InfluxDB."""
     res = subprocess.run(
         [sys.executable, str(BENCH / f"{name}.py"), *argv],

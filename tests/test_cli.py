@@ -39,7 +39,7 @@ def test_every_numeric_option_is_checked_when_the_command_line_is_read() -> None
     """A bare int or float type takes "nan", "inf", 0 or -5 and leaves the check to whatever runs
     later, if anything does: `wattbench demo --measure -5` was an internal error (exit 1) after the
     demo had started, `--workers 0` ran, `appliance --count -3` exited 0 having sent nothing. Every
-    numeric option goes through options.number or options.whole, which say the range."""
+    numeric option goes through wattbench.argtypes (number, whole), which says the range."""
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     bare = [

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["number", "whole"]
@@ -16,13 +17,28 @@ def number(*, at_least: float | None = None, above: float | None = None, at_most
     """An argparse type: a finite number within the bounds given. "nan", "inf" and a number out of
     range are usage errors while the command line is parsed, before anything starts; a bare `float`
     would take them all."""
-    wanted = _range_text("a number", at_least, above, at_most)
+    return _bounded(float, "a number", at_least, above, at_most)
+
+
+def whole(*, at_least: int | None = None, at_most: int | None = None) -> Any:
+    """An argparse type: an integer within the bounds given (see number)."""
+    return _bounded(int, "a whole number", at_least, None, at_most)
+
+
+def _bounded(
+    convert: Callable[[str], float],
+    kind: str,
+    at_least: float | None,
+    above: float | None,
+    at_most: float | None,
+) -> Callable[[str], float]:
+    wanted = _range_text(kind, at_least, above, at_most)
 
     def check(text: str) -> float:
         try:
-            value = float(text)
+            value = convert(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+            raise argparse.ArgumentTypeError(f"{text!r} is not {kind}") from None
         if (
             not math.isfinite(value)
             or (at_least is not None and value < at_least)
@@ -32,24 +48,7 @@ def number(*, at_least: float | None = None, above: float | None = None, at_most
             raise argparse.ArgumentTypeError(f"{text!r}: must be {wanted}")
         return value
 
-    check.__name__ = "number"  # argparse names the type in its own messages
-    return check
-
-
-def whole(*, at_least: int | None = None, at_most: int | None = None) -> Any:
-    """An argparse type: an integer within the bounds given (see number)."""
-    wanted = _range_text("a whole number", at_least, None, at_most)
-
-    def check(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if (at_least is not None and value < at_least) or (at_most is not None and value > at_most):
-            raise argparse.ArgumentTypeError(f"{text!r}: must be {wanted}")
-        return value
-
-    check.__name__ = "whole number"
+    check.__name__ = kind.removeprefix("a ")  # argparse names the type in its own messages
     return check
 
 
