@@ -178,7 +178,7 @@ REPORT_CASES = [
     (("--rescore", "--load-tolerance", "-1"), "load_tolerance"),
     (("--max-uncertainty", "2"), "max_uncertainty"),
     (("--max-skew", "0"), "max_skew_ms"),
-    (("--min-inlet", "nan"), "min_inlet_c"),
+    (("--min-inlet", "nan"), "--min-inlet"),  # not a number: refused as the command line is read
 ]
 
 

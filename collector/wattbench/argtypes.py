@@ -1,7 +1,10 @@
 """argparse types for numbers, shared by the command line, the workloads' own entry points and the
 benchmarks: a number is checked against its range as the command line is read, so that "nan", "inf",
 0 or -5 is a usage error before anything starts. A bare `float` takes them all, a bare `int` any sign.
-No imports of wattbench's own: any unit may use it."""
+Where a range belongs to a rule of the core (the compliance limits, the plan's calibration
+intervals, the cost inputs), the option takes a bare `number()` or `whole()` and the core says the
+range, before anything starts, so that the range has one home. No imports of wattbench's own: any
+unit may use it."""
 
 from __future__ import annotations
 

@@ -48,8 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("price-performance")
     g.add_argument("--price", action="append", default=[], type=_named_number, metavar="NAME=AMOUNT")
     g.add_argument("--rack-units", action="append", default=[], type=_named_number, metavar="NAME=U")
-    g.add_argument("--tariff", type=number(at_least=0), metavar="PER_KWH", help="electricity price per kWh")
-    g.add_argument("--years", type=number(above=0), default=4.0, help="years of service (4)")
+    g.add_argument("--tariff", type=number(), metavar="PER_KWH", help="electricity price per kWh")
+    g.add_argument("--years", type=number(), default=4.0, help="years of service (4)")
     add_store_options(parser, default_help="none: inputs are files")
     add_output_options(parser, html=True, json_stdout=True)
     parser.add_argument(

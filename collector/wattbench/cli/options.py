@@ -318,7 +318,7 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--load-tolerance",
-        type=number(above=0, at_most=1),
+        type=number(),
         default=0.02,
         metavar="F",
         help="actual vs target load (0.02)",
@@ -334,7 +334,7 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--max-uncertainty",
-        type=number(above=0),
+        type=number(),
         default=None,
         metavar="F",
         help="fail a window whose power uncertainty is above F (e.g. 0.01); by default the report states "
@@ -346,21 +346,17 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
         default="none",
         help="fail the run unless its measurement meets this standard (default: none, only stated)",
     )
-    g.add_argument(
-        "--max-skew", type=number(at_least=0), default=400.0, metavar="MS", help="clock skew limit (400)"
-    )
+    g.add_argument("--max-skew", type=number(), default=400.0, metavar="MS", help="clock skew limit (400)")
     g.add_argument(
         "--system-nodes",
-        type=whole(at_least=1),
+        type=whole(),
         metavar="N",
         help="nodes in the system measured: the standard statement then judges the share metered "
         "(EE HPC WG); by default that share is left to you",
     )
-    g.add_argument("--price", type=number(above=0), help="system price, for ops per currency unit")
-    g.add_argument("--tariff", type=number(at_least=0), metavar="PER_KWH", help="electricity price per kWh")
-    g.add_argument(
-        "--years", type=number(above=0), default=4.0, help="years of service for lifetime cost (4)"
-    )
+    g.add_argument("--price", type=number(), help="system price, for ops per currency unit")
+    g.add_argument("--tariff", type=number(), metavar="PER_KWH", help="electricity price per kWh")
+    g.add_argument("--years", type=number(), default=4.0, help="years of service for lifetime cost (4)")
 
 
 def limits_from_args(args: argparse.Namespace) -> Any:

@@ -33,20 +33,20 @@ EXIT_INTERRUPTED = 130
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..core.plan import MAX_CALIBRATIONS, MIN_CALIBRATIONS, parse_levels
+    from ..core.plan import parse_levels
     from .options import checked_by, number, whole
 
     g = parser.add_argument_group("plan (SPECpower_ssj2008 defaults)")
     g.add_argument(
         "--calibrations",
-        type=whole(at_least=MIN_CALIBRATIONS, at_most=MAX_CALIBRATIONS),
+        type=whole(),
         default=3,
         metavar="N",
         help="calibration intervals, 3..10 (3)",
     )
     g.add_argument(
         "--calibration-use",
-        type=whole(at_least=1, at_most=MAX_CALIBRATIONS),
+        type=whole(),
         default=2,
         metavar="N",
         help="calibrated = mean of the last N (2)",
