@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--health-period",
-        type=number(above=0, at_most=86400),
+        type=number(),  # its range is the configuration's (config.CollectorConfig.resolved)
         metavar="S",
         help="seconds between health points (5)",
     )
