@@ -168,6 +168,7 @@ def test_generated_rows_are_written_as_the_row_by_row_points() -> None:
         # the marker field sent by a device, with its own value and with the one written out
         b'{"v":1,"dev":"bench-a","boot":1,"clk":{"sync":"ntp"},"samples":[{"s":1,"t":1763709600000,"c":"x","W":1.0,"_d":0}]}',
         b'{"v":1,"dev":"bench-a","boot":1,"clk":{"sync":"ntp"},"samples":[{"s":1,"t":1763709600000,"c":"x","W":1.0,"_d":7}]}',
+        b'{"v":1,"dev":"bench-a","boot":1,"clk":{"sync":"ntp"},"samples":[{"s":1,"t":1763709600000,"c":"x","W":1.0,"_d":""}]}',
         # a key the schema does not name, in a row, in clk, at the top
         b'{"v":1,"dev":"bench-a","boot":1,"clk":{"sync":"ntp"},"samples":[{"s":1,"t":1763709600000,"c":"x","W":1.0,"Q":1}]}',
         b'{"v":1,"dev":"bench-a","boot":1,"clk":{"sync":"ntp","x":1},"samples":[{"s":1,"t":1763709600000,"c":"x","W":1.0}]}',
@@ -199,6 +200,28 @@ def test_generated_rows_are_written_as_the_row_by_row_points() -> None:
 )
 def test_these_go_the_complete_way(raw: bytes) -> None:
     assert one_pass(raw) is None
+
+
+def test_a_row_with_only_an_integer_reading_is_written_and_one_without_any_is_not() -> None:
+    """The sequence number and the time are written side by side only in a row without a reading."""
+    row = {"s": 1, "t": T0, "c": "x"}
+    assert (
+        one_pass(raw_of(dict(BATCH, samples=[dict(row, n=5)])))
+        == f"wb_sample,ch=x,dev=bench-a s=1i,n=5i {T0}000"
+    )
+    assert one_pass(raw_of(dict(BATCH, samples=[row]))) is None
+
+
+def test_more_devices_than_the_kept_row_types_are_still_written_right(monkeypatch: Any) -> None:
+    from wattbench.ingest import fastlines
+
+    monkeypatch.setattr(fastlines, "OUT_TYPES_KEPT", 2)
+    lines = compile_sample_lines(contract.inline_refs("samples"))
+    assert lines is not None
+    for round_ in range(2):
+        for dev in ("dev-a", "dev-b", "dev-c", "dev-a"):
+            found = lines(raw_of(dict(BATCH, dev=dev)), dev, LATEST)
+            assert found is not None and found.text.count(f",dev={dev} ") == 2, (round_, dev)
 
 
 def test_rows_over_the_limit_go_the_complete_way() -> None:

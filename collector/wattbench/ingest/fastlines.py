@@ -4,17 +4,25 @@ In a checking process (ingest.parallel) a valid sample batch was decoded into di
 row by row; formatting was the larger half of that process's work, most of it Python's float repr.
 Here the batch is decoded by msgspec into Structs whose fields stand in line-protocol order, checked
 against the same schema translation as fastcheck, and written back out by msgspec's encoder, which
-writes floats in their shortest round-trip form in C. A few byte-level replacements over the whole
-batch then turn the newline-delimited JSON into lines:
+writes floats in their shortest round-trip form in C.
 
-    {"c":"psu1","_d":0,"W":231.4,"Wh":0.5,"s":7,"n":3,"t":1763709600000}
+The rows are written under a second Struct type of the same fields whose encoded names are the line
+protocol around each value (OutRow: msgspec's rename). One translate then deletes JSON's own bytes
+and turns two placeholders into a newline and a comma, and one replacement drops the comma before
+the first field:
+
+    {"000|wb_sample;ch=":"psu1",";dev=bench-a ":"",";W=":231.4,";Wh=":0.5,";s=":7,"i;n=":3,"i ":1763709600000}
+    000
     wb_sample,ch=psu1,dev=bench-a W=231.4,Wh=0.5,s=7i,n=3i 1763709600000000
 
-The order makes each step a constant replacement: the channel (the tag) first, then a marker field
-that becomes ",dev=<dev> ", then the float fields, then the integer fields (the required sequence
-number first, so the last one before the time always exists), then the time. Quotes and braces go
-and ':' becomes '=' in one translate; the contract's patterns keep all of them out of device and
-channel names, and numbers hold none.
+The order makes every name a constant: the channel (the tag) first, then a marker field whose name is
+",dev=<dev> " and whose value is the empty string, then the float fields, then the required sequence
+number, then the other integer fields, then the time. Every name after the sequence number follows an
+integer, so it starts with that integer's "i"; the time's name is that "i" and the space, and each
+row's "000" (ms to the store's us) and newline start the next row's name. The contract's patterns
+keep every byte the translate touches out of device and channel names (_plain_name), and numbers hold
+none. Each batch's rows change type in place (`__class__`), which Python allows between Structs of
+the same fields; the compile step checks that it works here and gives up the one pass if not.
 
 Like fastcheck, this path may only say "valid". It answers None, and the caller runs the complete
 check, for anything it cannot vouch for: a refusal by msgspec, a surrogate escape, a key count that
@@ -39,6 +47,7 @@ from .fastcheck import REFUSED, SURROGATE_ESCAPE, Translator, Untranslatable, tr
 
 MARKER = "_d"  # the field that becomes the device tag; no contract key starts with "_"
 TAG, FIRST_INT, TIME = "c", "s", "t"  # the channel tag, the required integer, the time (ms)
+OUT_TYPES_KEPT = 4096  # devices whose row type for writing out is kept (one per device name)
 FLAGS = "f"  # an integer whose clock-step bit moves the time: rows with it go the row-by-row way
 ENERGY = "Wh"  # the energy counter, which accounting follows per channel
 
@@ -71,7 +80,7 @@ def _count_set(obj: Any) -> int:
 
 # What must never reach a line inside a name: line protocol's separators, and what the JSON text and
 # its replacements use. The contract's patterns exclude all of these; _plain_name checks that they do.
-_NOT_IN_NAMES = ' ,="{}:\\\n\té'
+_NOT_IN_NAMES = ' ,="{}:;|\\\n\té'
 
 
 def _plain_name(node: dict[str, Any]) -> bool:
@@ -108,7 +117,7 @@ def _row_type(translator: Translator, row: dict[str, Any]) -> tuple[Any, list[st
     def optional(k: str) -> tuple[str, Any, Any]:
         return (k, translator.type_of(props[k], ()) | msgspec.UnsetType, msgspec.UNSET)
 
-    fields: list[Any] = [(TAG, str), (MARKER, int, 0)]
+    fields: list[Any] = [(TAG, str), (MARKER, str, "")]
     fields += [optional(k) for k in floats]
     fields.append((FIRST_INT, translator.type_of(props[FIRST_INT], ())))
     fields += [optional(k) for k in ints]
@@ -142,18 +151,51 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
     except (Untranslatable, KeyError, TypeError, ValueError):
         return None
 
+    fields = row_type.__struct_fields__
+
+    def out_name(k: str, dev: str) -> str:
+        if k == TAG:
+            return f"000|{measurement};ch="
+        if k == MARKER:
+            return f";dev={dev} "
+        if k == TIME:
+            return "i "
+        return f"i;{k}=" if k in later_ints else f";{k}="
+
+    def make_out_type(dev: str) -> Any:
+        names = {k: out_name(k, dev) for k in fields}
+        return msgspec.defstruct("OutRow", [(k, object) for k in fields], kw_only=True, rename=names)
+
+    out_types: dict[str, Any] = {}
+
+    def out_type(dev: str) -> Any:
+        try:
+            return out_types[dev]
+        except KeyError:
+            if len(out_types) >= OUT_TYPES_KEPT:
+                out_types.clear()
+            made = out_types[dev] = make_out_type(dev)
+            return made
+
     encode_rows = msgspec.json.Encoder().encode_lines
+    try:  # the type change the rows go through; a Python or msgspec that refuses it gets no one pass
+        probe = row_type(c="x", s=1, t=2)
+        probe.__class__ = out_type("d")
+        if (
+            encode_rows([probe])
+            != b'{"000|' + measurement.encode() + b';ch=":"x",";dev=d ":"",";s=":1,"i ":2}\n'
+        ):
+            return None
+    except TypeError:
+        return None
     convert = msgspec.convert
-    strip = bytes.maketrans(b":", b"=")
-    marker = f",{MARKER}=0,".encode()
-    row_start = f"\n{TAG}=".encode()
-    line_start = f"{measurement},ch=".encode()
-    to_time = f",{TIME}=".encode()
-    later = [(f",{k}=".encode(), f"i,{k}=".encode()) for k in later_ints]
-    # A row holding only the required keys: nothing between the marker and the first integer, and
-    # nothing between that and the time. The plain search first: rows without a reading are rare.
-    no_reading = f'"{MARKER}":0,"{FIRST_INT}":'.encode()
-    bare = re.compile(no_reading + rf'\d+,"{TIME}":'.encode()).search
+    # Deleted: JSON's own bytes (every comma is JSON's: the names use ';'). Mapped: the placeholders.
+    to_lines = bytes.maketrans(b";|", b",\n")
+    json_only = b'{}":,\n'
+    # A row holding only the required keys: the marker, the sequence number and the time in a row. The
+    # plain search first: rows without a reading are rare.
+    no_reading = b' ":"",";' + FIRST_INT.encode() + b'=":'
+    bare = re.compile(re.escape(no_reading) + rb'\d+,"i ":').search
     surrogate = SURROGATE_ESCAPE.search
 
     def lines(raw: bytes, dev: str, latest_ms: int) -> OnePass | None:
@@ -173,26 +215,26 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
                 convert(name, tag_type)
         except msgspec.ValidationError:
             return None
+        out = out_type(dev)
+        for r in rows:
+            r.__class__ = out
         encoded = encode_rows(rows)
         # One ':' per key in the text: the batch's own and its objects' keys, and the rows' keys as
         # written out, less the marker written once per row. In the rows written out, every ':' ends
-        # a key: their values are numbers and channel names, checked above against a pattern that
-        # refuses ':' (_plain_name), and a one-byte count is twice as fast as counting '":'.
+        # a key: their values are numbers and channel names, and their names hold the device's name,
+        # both checked against patterns that refuse ':' (_plain_name); a one-byte count is twice as
+        # fast as counting '":'.
         keys = _count_set(batch) + encoded.count(b":") - len(rows)
         if keys != raw.count(b":") or (no_reading in encoded and bare(encoded)):
             return None
         times = [r.t for r in rows]
         if max(times) > latest_ms:
             return None
-        body = encoded.translate(strip, b'{}"')
-        body = body.replace(row_start, b"000\n" + line_start).replace(marker, f",dev={dev} ".encode())
-        for old, new in later:
-            body = body.replace(old, new)
-        body = body.replace(to_time, b"i ")
-        # The first row has no newline before it; the last one's newline becomes the time's "000".
-        text = line_start + body[len(row_start) - 1 : -1] + b"000"
+        body = encoded.translate(to_lines, json_only).replace(b" ,", b" ")
+        # The first row's name starts with the "000" and newline of a row before it; the last row's
+        # time gets its own.
         try:
-            decoded = text.decode("ascii")
+            text = (body[4:] + b"000").decode("ascii")
         except UnicodeDecodeError:  # not with the contract's patterns (_plain_name); never a refusal
             return None
         energy = [r.Wh for r in rows] if has_energy else [msgspec.UNSET] * len(rows)
@@ -205,6 +247,6 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
             energy,
             msgspec.UNSET,
         )
-        return OnePass(decoded, plain)
+        return OnePass(text, plain)
 
     return lines
