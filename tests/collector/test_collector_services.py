@@ -6,6 +6,8 @@ subscription."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,6 +21,7 @@ from wattbench_devkit.streams import Publisher, Stream
 
 from .conftest import (
     Tap,
+    _child_env,
     appliances,
     assert_exactly_once,
     assert_stored_exactly_once,
@@ -367,3 +370,25 @@ def test_device_metadata_is_stored_as_it_changes(mosquitto, influxdb, tmp_path: 
     history = store.meta_history(got[1]["time"] - 1, got[1]["time"])
     assert [doc["channels"][0]["role"] for _, doc in history] == ["power", "other"]
     store.close()
+
+
+def test_the_collector_loads_its_line_library_when_it_starts_not_at_its_first_health_line(  # type: ignore[no-untyped-def]
+    mosquitto, influxdb, tmp_path: Path
+) -> None:
+    """Health, status and meta lines are made with influxdb-client, whose import takes about 0.3 s of
+    CPU. The collector pays for it while it starts, not in its writer thread at the first health line
+    with messages streaming in behind it."""
+    code = f"""
+import sys
+from wattbench.ingest import Collector, CollectorConfig
+cfg = CollectorConfig(broker={mosquitto.url!r}, store={influxdb.url!r}, influx_db="lib",
+                      state_dir={str(tmp_path)!r}, id="lib", validate_workers=0, health_period_s=3600)
+collector = Collector(cfg).start()
+print("influxdb_client" in sys.modules)
+collector.stop()
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=_child_env()
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True"], out.stderr[-2000:]

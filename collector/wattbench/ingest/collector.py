@@ -34,7 +34,7 @@ import wattbench_schema as contract
 from ..bridge import Bridge, PlugConfigError, load_plugs
 from ..config import CollectorConfig, ConfigError, split_metrics_address
 from ..spool import Spool, SpoolError
-from ..store import open_store
+from ..store import lineproto, open_store
 from .auth import Verifier
 from .live import Live, channels_now
 from .metrics import serve
@@ -166,6 +166,8 @@ class Collector:
             raise CollectorError(f"spool unusable: {exc}", EXIT_STORAGE) from None
         if self.store is None:
             self.store = self._open_store()
+        if self.store.line_protocol:
+            lineproto.load_point_writer()
         self.writer = Writer(self.store, spool, deadletter, retry_s=cfg.retry_s)
         self._restore_state()
         self._start_pool()
