@@ -202,8 +202,29 @@ json_values = st.recursive(
     max_leaves=8,
 )
 keys = st.sampled_from(
-    # "_d": the marker field of ingest.fastlines (tests/collector/test_fastlines.py uses these batches)
-    ["s", "t", "c", "W", "V", "A", "PF", "Hz", "Wh", "T", "RH", "u", "n", "Wmin", "Wmax", "f", "_d", "x", ""]
+    # "_d", "_i": the marker fields of ingest.fastlines (tests/collector/test_fastlines.py uses these batches)
+    [
+        "s",
+        "t",
+        "c",
+        "W",
+        "V",
+        "A",
+        "PF",
+        "Hz",
+        "Wh",
+        "T",
+        "RH",
+        "u",
+        "n",
+        "Wmin",
+        "Wmax",
+        "f",
+        "_d",
+        "_i",
+        "x",
+        "",
+    ]
 )
 
 

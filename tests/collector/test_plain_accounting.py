@@ -4,6 +4,7 @@ stream, and the digest only where the rows really are plain."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from hypothesis import given, settings
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 import wattbench_schema as contract
 from wattbench.ingest import records as rec
-from wattbench.ingest.accounting import DeviceAccount, PlainBatch, plain_batch
+from wattbench.ingest.accounting import ENERGY_SLACK_WH, DeviceAccount, PlainBatch, plain_batch
 from wattbench.ingest.fastlines import compile_sample_lines
 from wattbench.ingest.pipeline import Pipeline
 from wattbench.ingest.validate import Rejected, Validator
@@ -180,3 +181,64 @@ def test_rows_are_read_from_the_payload_only_when_asked_for() -> None:
     assert rec.decode(rec.encode([rec.samples("d", rows, "lines")])) == [
         ("samples", {"dev": "d", "rows": doc["samples"]})
     ]
+
+
+def channel_by_channel(s: list[int], c: list[str], t: list[int], wh: list[float | None]) -> PlainBatch | None:
+    """plain_batch's decision read the plain way, one channel's rows at a time."""
+    n = len(s)
+    if not n or s != list(range(s[0], s[0] + n)):
+        return None
+    order = list(dict.fromkeys(c))
+    if any(c[i] != order[i % len(order)] for i in range(n)):
+        return None
+    chans = []
+    for ch in order:
+        idx = [i for i in range(n) if c[i] == ch]
+        times = [t[i] for i in idx]
+        energy = [wh[i] for i in idx]
+        if any(b <= a for a, b in itertools.pairwise(times)):
+            return None
+        if all(w is None for w in energy):
+            first_wh = last_wh = None
+        elif any(w is None for w in energy):
+            return None
+        else:
+            if any(b < a - ENERGY_SLACK_WH for a, b in itertools.pairwise(energy)):
+                return None
+            first_wh, last_wh = energy[0], energy[-1]
+        chans.append((ch, times[0], times[-1], first_wh, s[idx[-1]], last_wh))
+    return PlainBatch(1, {}, s[0], n, t[-1], tuple(chans))
+
+
+@st.composite
+def columns(draw: Any) -> tuple[list[int], list[str], list[int], list[float | None]]:
+    """Rows in a channel turn, now and then broken; times and energy mostly rising, now and then
+    still, back within the slack or beyond it, or missing in some rows or in all of a channel's."""
+    k = draw(st.integers(1, 3))
+    n = draw(st.integers(1, 12))
+    c = [CHANNELS[i % k] for i in range(n)]
+    if draw(st.integers(0, 5)) == 0:
+        c = draw(st.permutations(c))
+    s0 = draw(st.integers(0, 5))
+    s = [s0 + i + (draw(st.integers(0, 1)) if draw(st.integers(0, 9)) == 0 else 0) for i in range(n)]
+    t, wh = [], []
+    now, energy = T0, 10.0
+    no_energy = draw(st.sets(st.sampled_from(CHANNELS[:k])))
+    for ch in c:
+        now += draw(st.sampled_from([1, 1, 1, 0, -1]))
+        energy += draw(st.sampled_from([0.001, 0.0, -ENERGY_SLACK_WH / 2, -ENERGY_SLACK_WH * 2]))
+        t.append(now)
+        missing = ch in no_energy or draw(st.integers(0, 12)) == 0
+        wh.append(None if missing else energy)
+    return s, c, t, wh
+
+
+@settings(max_examples=600, deadline=None)
+@given(columns())
+def test_the_digest_decides_as_reading_each_channel_apart(
+    cols: tuple[list[int], list[str], list[int], list[float | None]],
+) -> None:
+    """plain_batch, which slices each channel's rows out of the columns, against the rows read one
+    channel at a time."""
+    s, c, t, wh = cols
+    assert plain_batch(1, {}, s, c, t, wh) == channel_by_channel(s, c, t, wh)

@@ -8,25 +8,26 @@ writes floats in their shortest round-trip form in C.
 
 The rows are written under a second Struct type of the same fields whose encoded names are the line
 protocol around each value (OutRow: msgspec's rename). One translate then deletes JSON's own bytes
-and turns two placeholders into a newline and a comma, and one replacement drops the comma before
-the first field:
+and turns two placeholders into a newline and a comma:
 
-    {"000|wb_sample;ch=":"psu1",";dev=bench-a ":"",";W=":231.4,";Wh=":0.5,";s=":7,"i;n=":3,"i ":1763709600000}
+    {"000|wb_sample;ch=":"psu1",";dev=bench-a ":"","s=":7,"i;n=":3,"i":"",";W=":231.4,";Wh=":0.5," ":1763709600000}
     000
-    wb_sample,ch=psu1,dev=bench-a W=231.4,Wh=0.5,s=7i,n=3i 1763709600000000
+    wb_sample,ch=psu1,dev=bench-a s=7i,n=3i,W=231.4,Wh=0.5 1763709600000000
 
 The order makes every name a constant: the channel (the tag) first, then a marker field whose name is
-",dev=<dev> " and whose value is the empty string, then the float fields, then the required sequence
-number, then the other integer fields, then the time. Every name after the sequence number follows an
-integer, so it starts with that integer's "i"; the time's name is that "i" and the space, and each
-row's "000" (ms to the store's us) and newline start the next row's name. The contract's patterns
+",dev=<dev> " and whose value is the empty string, then the required sequence number, the first
+field, right after the space; then the other integer fields, each following an integer and so
+starting with its "i"; then a second marker, named "i", which ends the last integer whichever it is;
+then the float fields, each starting with its comma; then the time, named with the space. Each row's
+"000" (ms to the store's us) and newline start the next row's name. (With the floats first, the
+first present one brought a comma after the space, which a pass over the text had to take out.) The contract's patterns
 keep every byte the translate touches out of device and channel names (_plain_name), and numbers hold
 none. Each batch's rows change type in place (`__class__`), which Python allows between Structs of
 the same fields; the compile step checks that it works here and gives up the one pass if not.
 
 Like fastcheck, this path may only say "valid". It answers None, and the caller runs the complete
 check, for anything it cannot vouch for: a refusal by msgspec, a surrogate escape, a key count that
-does not match the ':' bytes of the text (a duplicate key, or the marker sent by a device), a row
+does not match the ':' bytes of the text (a duplicate key, or a marker sent by a device), a row
 with only the required keys (minProperties), a row with flags (f; a clock-step flag moves the
 time, see lineproto.sub_us), a payload dev other than the topic's, or a sample from the future.
 tests/collector/test_fastlines.py holds its lines to the points the row-by-row formatter writes and
@@ -46,6 +47,7 @@ from .accounting import PlainBatch, plain_batch
 from .fastcheck import REFUSED, SURROGATE_ESCAPE, Translator, Untranslatable, translate_pattern
 
 MARKER = "_d"  # the field that becomes the device tag; no contract key starts with "_"
+CLOSER = "_i"  # the field that ends the integers with their "i"
 TAG, FIRST_INT, TIME = "c", "s", "t"  # the channel tag, the required integer, the time (ms)
 # Devices whose row type for writing out is kept: about 6 KB each. Past this many the types are made
 # again as batches come (about 25 us a batch, near what the replacements they stand for cost).
@@ -120,9 +122,10 @@ def _row_type(translator: Translator, row: dict[str, Any]) -> tuple[Any, list[st
         return (k, translator.type_of(props[k], ()) | msgspec.UnsetType, msgspec.UNSET)
 
     fields: list[Any] = [(TAG, str), (MARKER, str, "")]
-    fields += [optional(k) for k in floats]
     fields.append((FIRST_INT, translator.type_of(props[FIRST_INT], ())))
     fields += [optional(k) for k in ints]
+    fields.append((CLOSER, str, ""))
+    fields += [optional(k) for k in floats]
     fields.append((TIME, translator.type_of(props[TIME], ())))
     # kw_only lets required fields follow ones with defaults, in this order. forbid_unknown_fields: a
     # row with flags, or with a key the schema does not name, is refused here.
@@ -160,8 +163,12 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
             return f"000|{measurement};ch="
         if k == MARKER:
             return f";dev={dev} "
+        if k == FIRST_INT:
+            return f"{k}="
+        if k == CLOSER:
+            return "i"
         if k == TIME:
-            return "i "
+            return " "
         return f"i;{k}=" if k in later_ints else f";{k}="
 
     def make_out_type(dev: str) -> Any:
@@ -185,7 +192,7 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
         probe.__class__ = out_type("d")
         if (
             encode_rows([probe])
-            != b'{"000|' + measurement.encode() + b';ch=":"x",";dev=d ":"",";s=":1,"i ":2}\n'
+            != b'{"000|' + measurement.encode() + b';ch=":"x",";dev=d ":"","s=":1,"i":""," ":2}\n'
         ):
             return None
     except TypeError:
@@ -194,10 +201,12 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
     # Deleted: JSON's own bytes (every comma is JSON's: the names use ';'). Mapped: the placeholders.
     to_lines = bytes.maketrans(b";|", b",\n")
     json_only = b'{}":,\n'
-    # A row holding only the required keys: the marker, the sequence number and the time in a row. The
-    # plain search first: rows without a reading are rare.
-    no_reading = b' ":"",";' + FIRST_INT.encode() + b'=":'
-    bare = re.compile(re.escape(no_reading) + rb'\d+,"i ":').search
+    # A row holding only the required keys: the sequence number, the second marker and the time in a
+    # row. The plain search first, for a row without floats: rare.
+    no_floats = b'"i":""," ":'
+    bare = re.compile(
+        re.escape(b'"' + FIRST_INT.encode() + b'=":') + rb"-?\d+," + re.escape(no_floats)
+    ).search
     surrogate = SURROGATE_ESCAPE.search
 
     def lines(raw: bytes, dev: str, latest_ms: int) -> OnePass | None:
@@ -221,18 +230,21 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
         for r in rows:
             r.__class__ = out
         encoded = encode_rows(rows)
+        body = encoded.translate(to_lines, json_only)
         # One ':' per key in the text: the batch's own and its objects' keys, and the rows' keys as
-        # written out, less the marker written once per row. In the rows written out, every ':' ends
-        # a key: their values are numbers and channel names, and their names hold the device's name,
-        # both checked against patterns that refuse ':' (_plain_name); a one-byte count is twice as
-        # fast as counting '":'.
-        keys = _count_set(batch) + encoded.count(b":") - len(rows)
-        if keys != raw.count(b":") or (no_reading in encoded and bare(encoded)):
+        # written out, less the two markers written in every row. The rows' keys are counted from
+        # what the translate deleted, without a pass of their own: a row of k keys loses 4k + 8 bytes
+        # (its braces and newline, each name's quotes and ':', the commas between pairs, the quotes
+        # of the channel and of the markers' empty values). Their values are numbers and channel
+        # names and their names hold the device's name, both checked against patterns that refuse
+        # every deleted byte (_plain_name), so nothing else is deleted.
+        rows_keys, odd = divmod(len(encoded) - len(body) - 8 * len(rows), 4)
+        keys = _count_set(batch) + rows_keys - 2 * len(rows)
+        if odd or keys != raw.count(b":") or (no_floats in encoded and bare(encoded)):
             return None
         times = [r.t for r in rows]
         if max(times) > latest_ms:
             return None
-        body = encoded.translate(to_lines, json_only).replace(b" ,", b" ")
         # The first row's name starts with the "000" and newline of a row before it; the last row's
         # time gets its own.
         try:
