@@ -20,9 +20,9 @@ field, right after the space; then the other integer fields, each following an i
 starting with its "i"; then a second marker, named "i", which ends the last integer whichever it is;
 then the float fields, each starting with its comma; then the time, named with the space. Each row's
 "000" (ms to the store's us) and newline start the next row's name. (With the floats first, the
-first present one brought a comma after the space, which a pass over the text had to take out.) The contract's patterns
-keep every byte the translate touches out of device and channel names (_plain_name), and numbers hold
-none. Each batch's rows change type in place (`__class__`), which Python allows between Structs of
+first present one brought a comma after the space, which a pass over the text had to take out.) The
+contract's patterns keep every byte the translate touches out of device and channel names
+(_plain_name), and numbers hold none. Each batch's rows change type in place (`__class__`), which Python allows between Structs of
 the same fields; the compile step checks that it works here and gives up the one pass if not.
 
 Like fastcheck, this path may only say "valid". It answers None, and the caller runs the complete
@@ -50,7 +50,7 @@ MARKER = "_d"  # the field that becomes the device tag; no contract key starts w
 CLOSER = "_i"  # the field that ends the integers with their "i"
 TAG, FIRST_INT, TIME = "c", "s", "t"  # the channel tag, the required integer, the time (ms)
 # Devices whose row type for writing out is kept: about 6 KB each. Past this many the types are made
-# again as batches come (about 25 us a batch, near what the replacements they stand for cost).
+# again as batches come, at about 25 us a batch.
 OUT_TYPES_KEPT = 2048
 FLAGS = "f"  # an integer whose clock-step bit moves the time: rows with it go the row-by-row way
 ENERGY = "Wh"  # the energy counter, which accounting follows per channel
