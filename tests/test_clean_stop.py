@@ -272,3 +272,15 @@ def test_every_command_stops_on_sigterm_and_sigint_like_ctrl_c(tmp_path: Path, s
     text = log.read_text(errors="replace")
     assert code == 130, text
     assert "Traceback" not in text, text
+
+
+def test_the_guide_says_which_commands_end_with_0_and_which_with_130() -> None:
+    """The services (collect, broker, appliance, ptd) run until told to stop, so Ctrl-C and SIGTERM are
+    their normal end: exit 0, as the tests above and docs/collector.md have it. The guide's table, for
+    every command, must not promise them 130."""
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "guide.md").read_text()
+    rows = dict(re.findall(r"^\| (0|130) \| (.+) \|$", guide, re.M))
+    for service in ("collect", "broker", "appliance", "ptd"):
+        assert f"`{service}`" in rows["0"], rows["0"]
+        assert f"`{service}`" not in rows["130"], rows["130"]
+    assert "Ctrl-C" in rows["0"] and "Ctrl-C" in rows["130"]

@@ -79,6 +79,8 @@ ROWS = [
     Row("report-influx-down", ["report", "latest", "--influx", "{down}"], 3, "does not answer"),
     Row("status-influx-down", ["status", "--influx", "{down}", "--state-dir", "{tmp}"], 3, "does not answer"),
     Row("sweep-influx-down", ["sweep", "--influx", "{down}", *FAST], 3, "does not answer"),
+    # before the appliance, the collector and minutes of sweep, not after them
+    Row("demo-influx-down", ["demo", "--influx", "{down}", "--quiet"], 3, "does not answer"),
     Row(
         "sweep-broker-down",
         ["sweep", "--store", "{store}", "--broker", "{down_broker}", *FAST],
@@ -168,10 +170,18 @@ ROWS = [
         "bad clock offset",
     ),
     Row("collect-bad-broker", ["collect", "--broker", "127.0.0.1:x"], 2, "not a number"),
+    # nothing listens: the reason is the refusal, not a broker that does not answer
+    Row(
+        "collect-broker-refuses",
+        ["collect", "--config", "{tmp}/fast.toml", "--broker", "{down_broker}", "--state-dir", "{tmp}/st"],
+        3,
+        "Connection refused",
+    ),
     Row("collect-bad-influx-url", ["collect", "--influx", "influx:8086"], 2, "expected http(s)://"),
     Row("broker-bad-port", ["broker", "--port", "99999"], 2, "outside 0..65535"),
     Row("unknown-command", ["nosuch"], 2, "invalid choice"),
     # the workload
+    Row("sweep-command-without-cmd", ["sweep", "--ops-only", "--workload", "command", *FAST], 2, "--cmd"),
     Row(
         "sweep-command-not-found",
         ["sweep", "--store", "{store}", "--cmd", "{tmp}/no-such-program {{load}}", *FAST],
@@ -243,6 +253,7 @@ def wattbench(
 def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> None:
     down = services.free_port()  # nothing listens there
     (tmp_path / "notes.txt").write_text("not a database\n")
+    (tmp_path / "fast.toml").write_text("connect_timeout_s = 2\n")
     values = {
         "tmp": str(tmp_path),
         "store": make_store(tmp_path / "store.sqlite"),
@@ -406,3 +417,12 @@ def test_a_bug_is_one_line_unless_asked_for_the_traceback(
         assert "Traceback" in err
     else:
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_demo_that_stops_early_leaves_no_temporary_folders(tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    down = f"http://127.0.0.1:{services.free_port()}"
+    out = wattbench(["demo", "--influx", down, "--quiet"], tmp_path, {"TMPDIR": str(temp)})
+    assert out.returncode == 3, out.stderr
+    assert list(temp.iterdir()) == []

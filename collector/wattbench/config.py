@@ -99,6 +99,8 @@ class CollectorConfig:
     ack_interval_ms: int = 0
     publish_rejects: bool = True
     validate_workers: int = -1  # processes checking payloads; -1: one per spare core (at most 2), 0: none
+    # Hand payloads and lines to those processes through shared memory (Linux); false: their pipes.
+    validate_shared_memory: bool = True
     restore_state: bool = True
     hmac_keys: str = ""  # JSON file {"device-id": "hex key"}: batches of those devices must be signed
     hmac_require: bool = False  # refuse unsigned batches from devices without a key as well
@@ -170,7 +172,9 @@ class CollectorConfig:
         for name in ("health_period_s", "retry_s", "connect_timeout_s"):
             value = getattr(c, name)
             if not (math.isfinite(value) and 0 < value <= 86400):
-                raise ConfigError(f"{name} must be a number of seconds between 0 and 86400, not {value!r}")
+                raise ConfigError(
+                    f"{name} must be a number of seconds above 0 and at most 86400, not {value!r}"
+                )
         if not 1 <= c.keepalive_s <= 65535:
             raise ConfigError(f"keepalive_s must be 1..65535, not {c.keepalive_s}")
         if not 0 <= c.session_expiry_s <= 0xFFFFFFFF:
@@ -295,19 +299,36 @@ SECRET_FILES = {
 }
 
 
-def _coerce(name: str, value: Any) -> Any:
-    kinds = {f.name: f.type for f in fields(CollectorConfig)}
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _coerce(name: str, value: Any, typed: bool = False) -> Any:
+    """value as the setting's kind. typed: it comes from the file, where TOML keeps kinds apart, so it
+    must already be of the setting's kind (an integer passes for a number, an integral number for an
+    integer); a number is no broker address and 5 is not true. Text (the environment) is read."""
+    kinds = {f.name: str(f.type) for f in fields(CollectorConfig)}
     kind = kinds.get(name)
     if kind is None:
         raise ConfigError(f"unknown setting {name!r}")
     try:
-        if kind == "bool":
-            if isinstance(value, str):
-                return value.strip().lower() in ("1", "true", "yes", "on")
-            return bool(value)
         if isinstance(value, list | dict):
             raise TypeError(value)
+        if kind == "bool":
+            if isinstance(value, str) and not typed:
+                word = value.strip().lower()
+                if word in _TRUE + _FALSE:
+                    return word in _TRUE
+                raise ValueError(value)
+            if typed and not isinstance(value, bool):
+                raise TypeError(value)
+            return bool(value)
+        if typed and (
+            isinstance(value, bool) or not isinstance(value, int | float if kind != "str" else str)
+        ):
+            raise TypeError(value)
         if kind == "int":
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError(value)
             return int(value)
         if kind == "float":
             out = float(value)
@@ -319,7 +340,10 @@ def _coerce(name: str, value: Any) -> Any:
         shown = (
             repr(value) if isinstance(value, str | int | float) and len(repr(value)) < 40 else "this value"
         )
-        raise ConfigError(f"setting {name!r}: {shown} is not a valid {kind}") from None
+        want = {"bool": "true or false", "int": "whole number", "float": "number", "str": "text"}.get(
+            kind, kind
+        )
+        raise ConfigError(f"setting {name!r}: {shown} is not a valid {want}") from None
 
 
 def _read_secret(path: str) -> str:
@@ -380,10 +404,12 @@ def load_config(
 ) -> CollectorConfig:
     """Build the configuration from file, environment and overrides (None values are ignored)."""
     values: dict[str, Any] = {}
+    from_file: set[str] = set()  # the keys whose value is still the file's
     if path:
         try:
             with open(Path(path).expanduser(), "rb") as f:
                 values.update(_flatten(tomllib.load(f)))
+                from_file.update(values)
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -392,6 +418,7 @@ def load_config(
     for var, name in ENV.items():
         if environ.get(var):
             values[name] = environ[var]
+            from_file.discard(name)
     for var in (
         "WATTBENCH_MQTT_PASSWORD_FILE",
         "WATTBENCH_INFLUX_TOKEN_FILE",
@@ -399,14 +426,19 @@ def load_config(
     ):
         if environ.get(var):
             values[var[len("WATTBENCH_") :].lower()] = environ[var]
+            from_file.discard(var[len("WATTBENCH_") :].lower())
     for key, value in (overrides or {}).items():
         if value is not None:
             values[key] = value
+            from_file.discard(key)
     for file_key, name in SECRET_FILES.items():
+        if file_key in from_file and not isinstance(values[file_key], str):
+            raise ConfigError(f"setting {file_key!r}: a path to a file is text, not {values[file_key]!r}")
         secret_path = values.pop(file_key, None)
         if secret_path:
             values[name] = _read_secret(str(secret_path))
+            from_file.discard(name)
     cfg = CollectorConfig()
     for key, value in values.items():
-        setattr(cfg, key, _coerce(key, value))
+        setattr(cfg, key, _coerce(key, value, typed=key in from_file))
     return cfg

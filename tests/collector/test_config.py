@@ -90,3 +90,45 @@ def test_unknown_keys_and_bad_types_in_the_file(tmp_path: Path) -> None:
         load_config(path, env={})
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "missing.toml", env={})
+
+
+@pytest.mark.parametrize(
+    "line,name",
+    [
+        ("broker = 5", "broker"),
+        ("broker = true", "broker"),
+        ("[mqtt]\nuser = 7", "mqtt_user"),
+        ("publish_rejects = 5", "publish_rejects"),
+        ("publish_rejects = 'maybe'", "publish_rejects"),
+        ("max_batch_samples = 5.7", "max_batch_samples"),
+        ("max_batch_samples = true", "max_batch_samples"),
+        ("retry_s = false", "retry_s"),
+    ],
+)
+def test_a_value_of_the_wrong_type_in_the_file_is_refused(tmp_path: Path, line: str, name: str) -> None:
+    """TOML keeps types apart: a number where a broker's address goes, or 5 for true or false, is a
+    mistake in the file, not a value to turn into "5:1883" or True."""
+    path = tmp_path / "c.toml"
+    path.write_text(line + "\n")
+    with pytest.raises(ConfigError, match=f"setting '{name}'"):
+        load_config(path, env={})
+
+
+def test_the_file_may_write_a_number_of_seconds_or_samples_as_either_kind(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("retry_s = 3\nmax_batch_samples = 4e4\npublish_rejects = false\n")
+    cfg = load_config(path, env={})
+    assert (cfg.retry_s, cfg.max_batch_samples, cfg.publish_rejects) == (3.0, 40_000, False)
+    assert type(cfg.max_batch_samples) is int
+
+
+@pytest.mark.parametrize(
+    "text,value", [("1", True), ("TRUE", True), ("yes", True), ("off", False), ("0", False)]
+)
+def test_the_environment_says_true_or_false_in_words_or_digits(text: str, value: bool) -> None:
+    assert load_config(None, env={"WATTBENCH_HMAC_REQUIRE": text}).hmac_require is value
+
+
+def test_the_environment_saying_neither_true_nor_false_is_refused() -> None:
+    with pytest.raises(ConfigError, match="hmac_require"):
+        load_config(None, env={"WATTBENCH_HMAC_REQUIRE": "maybe"})

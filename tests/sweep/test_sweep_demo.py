@@ -4,6 +4,7 @@ collector into the embedded store, all 14 phases, the table and the HTML report.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -18,6 +19,8 @@ def test_demo_runs_everything(tmp_path: Path) -> None:
     pytest.importorskip("wattbench_fw.host")
     html = tmp_path / "demo.html"
     store = tmp_path / "demo.sqlite"
+    temp = tmp_path / "temp"  # the demo's own temporary folders
+    temp.mkdir()
     proc = subprocess.run(
         [
             sys.executable, "-m", "wattbench.cli", "demo", "--quiet",
@@ -28,6 +31,7 @@ def test_demo_runs_everything(tmp_path: Path) -> None:
         text=True,
         timeout=280,
         cwd=tmp_path,
+        env=dict(os.environ, TMPDIR=str(temp)),
     )  # fmt: skip
     # 0 valid, 1 invalid, as for `wattbench sweep`.
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -58,3 +62,5 @@ def test_demo_runs_everything(tmp_path: Path) -> None:
     assert [lv["phase"] for lv in result["levels"]][-1] == "idle"
     assert len(result["levels"]) == 11  # every level has power: the collector stored the samples
     assert db.execute("SELECT COUNT(*) FROM wb_sample").fetchone()[0] > 100
+    # The store was the user's: the collector's state and spool and the appliance's flash are gone.
+    assert list(temp.iterdir()) == []

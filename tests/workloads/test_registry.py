@@ -131,3 +131,18 @@ def test_a_bad_workload_file_stops_the_sweep_with_one_line(toml: str, message: s
     assert "Traceback" not in out.stderr, out.stderr
     assert out.returncode == 2, out.stderr
     assert out.stderr.strip().splitlines() == [f"wattbench sweep: {message}"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_setting_left_out_is_a_workload_error_naming_it_or_a_default(name: str) -> None:
+    """Every setting of the sample, left out in turn, and all of them at once: the workload builds
+    with its default or refuses with a WorkloadError (one line at the command line, exit 2), never a
+    TypeError from a constructor missing an argument."""
+    sample = load_config(sample_config(name))
+    sample.pop("workload")
+    for left_out in [None, *sample]:
+        config = {} if left_out is None else {k: v for k, v in sample.items() if k != left_out}
+        try:
+            make_workload(name, config)
+        except WorkloadError as exc:
+            assert left_out is None or left_out in str(exc), exc

@@ -61,12 +61,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    workdir = Path(tempfile.mkdtemp(prefix="wattbench-demo-"))
+    keep: list[Path] = []  # what the demo's last lines point to
+    try:
+        return _run(args, workdir, keep)
+    finally:
+        # The collector's state and spool and the appliance's flash go; the store stays only when the
+        # re-render command printed at the end names it.
+        for entry in workdir.iterdir() if workdir.is_dir() else ():
+            if any(entry.name.startswith(k.name) for k in keep):
+                continue  # the store and its journal files
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, workdir: Any, keep: list[Any]) -> int:
     import logging
     import os
     import sys
-    import tempfile
     import time
-    from pathlib import Path
 
     from rich.console import Console
 
@@ -75,7 +96,6 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     log = logging.getLogger("wattbench.cli.demo")
     t_start = time.monotonic()
-    workdir = Path(tempfile.mkdtemp(prefix="wattbench-demo-"))
     stack: list[Any] = []  # things to stop, last started first
 
     def stop_all() -> None:
@@ -112,6 +132,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             store_spec = args.store or str(workdir / "demo.sqlite")
             options = {}
+        # InfluxDB must answer now: the collector would spool what it cannot store and the sweep would
+        # run its minutes only to find nothing to read (StoreUnavailable: exit 3, at once).
+        store = open_store(store_spec, must_exist=bool(args.influx), **options)
+        stack.append(("store", store.close))
         collector = Collector(
             CollectorConfig(
                 broker=broker_url,
@@ -132,13 +156,12 @@ def run(args: argparse.Namespace) -> int:
             return exc.exit_code
         stack.append(("collector", collector.stop))
         console.print(f"[bold]collector[/]: into {store_spec}")
-        store = open_store(store_spec, **options)
-        stack.append(("store", store.close))
 
         # 3. the appliance with a meter that follows this machine's CPU use
         from wattbench_fw.host import HostAppliance, sim_config
 
         cfg = sim_config(dev="demo-sim", broker=broker_url, hz=10, model="cpu", idle_w=60.0, peak_w=250.0)
+        cfg["flash_dir"] = str(workdir / "appliance")
         appliance = HostAppliance(cfg).start()
         stack.append(("appliance", lambda: appliance.stop(timeout=5)))
         if not appliance.wait_connected(20):
@@ -253,6 +276,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.influx
         else f"demo finished in {took:.0f} s"
     )
+    if not args.influx and not args.store:
+        keep.append(workdir / "demo.sqlite")
     # The exit codes of `wattbench sweep`.
     if outcome.record.interrupted:
         return EXIT_WORKLOAD if outcome.record.interrupted.startswith("workload failed") else EXIT_INTERRUPTED

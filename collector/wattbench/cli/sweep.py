@@ -206,6 +206,10 @@ def workload_from_args(args: argparse.Namespace) -> tuple[str, Any, dict[str, An
     if name == "command":
         if args.cmd:
             config["run"] = args.cmd
+        elif "run" not in config:
+            from .options import CliError
+
+            raise CliError("the command workload needs --cmd TEMPLATE (or run = in --workload-config)")
         if args.ops_report:
             config["report"] = args.ops_report
         if args.ops_file:

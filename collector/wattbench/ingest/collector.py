@@ -67,6 +67,10 @@ EXIT_CONFIG = 2
 EXIT_BROKER = 3
 EXIT_STORAGE = 4
 
+# Chunks handed to the checking processes and not yet accounted for, per process: enough to keep each
+# busy while the ingest thread accounts for the one before; each has a slot in the pool's shared memory.
+PENDING_PER_WORKER = 4
+
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -110,7 +114,7 @@ class Collector:
         self.started_ms = 0
         # (connection generation, packet id, qos, topic, payload, receive time ms)
         self._inbox: deque[Message] = deque()
-        self._pool: Any = None
+        self._pool: CheckPool | None = None
         self._metrics_server: Any = None
         self._wake = threading.Event()
         # With a commit interval the ingest thread runs on that cadence and is not woken per message:
@@ -210,7 +214,7 @@ class Collector:
             log.info("collector %s stopped before the broker at %s answered", cfg.id, cfg.broker)
             return self
         if not ready:
-            detail = self.link.last_error or "no answer"
+            detail = self.link.why_not_connected()
             self._abort()
             raise CollectorError(
                 f"cannot reach the MQTT broker at {cfg.broker} within {cfg.connect_timeout_s:g} s ({detail})",
@@ -256,7 +260,12 @@ class Collector:
             verifier_args = (self.config.hmac_keys, self.config.hmac_require)
         try:
             assert self.store is not None  # start() opens it first
-            self._pool = CheckPool(workers, verifier_args, lines=self.store.line_protocol)
+            self._pool = CheckPool(
+                workers,
+                verifier_args,
+                lines=self.store.line_protocol,
+                slots=PENDING_PER_WORKER * workers if self.config.validate_shared_memory else 0,
+            )
         except Exception as exc:  # no processes allowed here: validate in this process instead
             log.warning("validation processes unavailable (%s); validating in-process", exc)
             self._pool = None
@@ -393,7 +402,7 @@ class Collector:
         # Each hand-off to the pool wakes two of its threads and pickles a list: 48 messages per hand-off
         # took about 0.1 us per sample off this process against 16 (200-row messages, bench_ingest).
         chunk = 48 if pool is not None else 64
-        depth = 4 * max(1, pool.workers) if pool is not None else 1
+        depth = PENDING_PER_WORKER * pool.workers if pool is not None else 1
         # Checked here (no pool, or a broken one): the one pass serves a line-protocol store here too.
         in_lines = self.store is not None and self.store.line_protocol
         pending: deque[tuple[Any, list[Message]]] = deque()

@@ -10,6 +10,7 @@ that copy is acknowledged instead (a stale packet id could by then name a differ
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -132,6 +133,18 @@ class MqttLink:
             self.client.disconnect()
         finally:
             self.client.loop_stop()
+
+    def why_not_connected(self, timeout: float = 3.0) -> str:
+        """Why no session came up: the broker's own refusal or loss when it said one, else what a
+        plain TCP connection to its address meets (paho retries in silence: it does not say why)."""
+        if self.last_error:
+            return self.last_error
+        address = self.config.address
+        try:
+            with socket.create_connection((address.host, address.port), timeout=timeout):
+                return "the port accepts connections but no MQTT answer came"
+        except OSError as exc:
+            return exc.strerror or str(exc) or exc.__class__.__name__
 
     # ------------------------------------------------------------------ callbacks (paho's thread)
 

@@ -33,13 +33,19 @@ def setting(name: str, config: Mapping[str, Any], key: str, kinds: tuple[type, .
     return value
 
 
-def check_keys(name: str, config: Mapping[str, Any], allowed: Iterable[str]) -> None:
-    """Refuse a setting the workload does not know, naming the ones it does: a typo in a workload file
-    must stop the sweep before it starts, not be ignored for an hour."""
+def check_keys(
+    name: str, config: Mapping[str, Any], allowed: Iterable[str], required: Iterable[str] = ()
+) -> None:
+    """Refuse a setting the workload does not know, naming the ones it does, and a missing one it
+    cannot do without: a typo in a workload file must stop the sweep before it starts, not be ignored
+    for an hour, and a missing setting is the user's to add, not a constructor's TypeError."""
     known = set(allowed)
     unknown = set(config) - known
     if unknown:
         raise WorkloadError(f"{name} workload: unknown settings {sorted(unknown)}; known: {sorted(known)}")
+    missing = [key for key in required if key not in config]
+    if missing:
+        raise WorkloadError(f"{name} workload: {', '.join(missing)} missing; it has no default")
 
 
 class Workload(Protocol):

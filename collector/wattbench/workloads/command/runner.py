@@ -234,7 +234,7 @@ class CommandWorkload(WorkloadDefaults):
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> CommandWorkload:
-        check_keys(cls.name, config, cls.SETTINGS)
+        check_keys(cls.name, config, cls.SETTINGS, required=("run",))
         text, flag, number = (str,), (bool,), (float,)
         kinds = {"run": text, "report": text, "shell": flag, "ops_file": text, "ops_pattern": text}
         kinds.update(increment=flag, cwd=text, stop_grace_s=number, unit=text)
