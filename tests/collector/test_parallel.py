@@ -62,6 +62,16 @@ def _piped(items: list[Item], chunk: int) -> list[Verdict]:
         pool.close()
 
 
+def _one_chunk_in_one_slot(items: list[Item]) -> list[Verdict]:
+    pool = CheckPool(1, lines=True, slots=1)
+    try:
+        got = pool.submit(items).result(timeout=120)
+        assert pool.shared
+        return got
+    finally:
+        pool.close()
+
+
 def test_chunks_in_shared_memory_come_back_as_through_the_pipes() -> None:
     items = _mixed()
     assert len(items) > 20
@@ -91,27 +101,15 @@ def test_lines_longer_than_their_half_slot_come_back_inline() -> None:
             break
         items.append(item)
         size += len(item[1])
-    pool = CheckPool(1, lines=True, slots=1)
-    try:
-        got = pool.submit(items).result(timeout=120)
-        assert pool.shared
-    finally:
-        pool.close()
-    want = _piped(items, len(items))
-    assert got == want
+    got = _one_chunk_in_one_slot(items)
+    assert got == _piped(items, len(items))
     assert sum(len(lines or "") for _, lines, _ in got) > SLOT_HALF
 
 
 def test_a_chunk_larger_than_a_slot_goes_through_the_pipes() -> None:
     items = [_batch("bench-a", k * 500, 500) for k in range(80)]
     assert sum(len(raw) for _, raw, _ in items) > SLOT_HALF
-    pool = CheckPool(1, lines=True, slots=1)
-    try:
-        got = pool.submit(items).result(timeout=120)
-        assert pool.shared
-    finally:
-        pool.close()
-    assert got == _piped(items, len(items))
+    assert _one_chunk_in_one_slot(items) == _piped(items, len(items))
 
 
 def test_a_worker_that_cannot_map_the_memory_leaves_every_chunk_to_the_pipes(
