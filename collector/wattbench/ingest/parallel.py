@@ -335,7 +335,3 @@ def default_workers() -> int:
     """One validation process per spare core, at most two; none on a single core."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(0, min(2, cores - 1))
-
-
-def describe(pool: Any) -> str:
-    return f"{pool.workers} validation process(es)" if pool is not None else "validation in-process"
