@@ -242,3 +242,22 @@ def test_a_result_without_recorded_options_is_scored_again_for_any_option(
     args = parser.parse_args([RUN, "--no-inlet-required"])
     report_cli.load(args, store)
     assert args.rescore and "--no-inlet-required change its scoring" in capsys.readouterr().err
+
+
+def test_a_run_stopped_before_any_window_says_so_and_shows_no_peak_of_zero() -> None:
+    """Interrupted during calibration: no level was scored, so there is no ratio and no peak; the run's
+    energy was measured all the same (its samples are outside any window) and stays."""
+    summary = {"peak_ops": 0.0, "energy_Wh": 1.045}
+    text = render_text([], 0.0, valid=False, summary=summary, calibrated=17_505.0)
+    assert "not measured (no window was scored)" in text and "no power samples" not in text
+    assert "peak 0" not in text and "run energy 1.045 Wh" in text
+
+
+def test_the_result_of_a_run_stopped_in_calibration_has_no_peak_throughput() -> None:
+    from wattbench.core.evaluate import build_result
+    from wattbench.core.score import Summary
+
+    nothing = Summary(overall=0.0, peak_ops=0.0, peak_W=float("nan"), idle_W=float("nan"), energy_Wh=1.045)
+    result = build_result(RUN, [], [], nothing, 17_505.0, "builtin", "interrupted by operator during cal2")
+    assert result["summary"] == {"energy_Wh": 1.045}
+    contract.validate("result", result)

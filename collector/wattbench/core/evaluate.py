@@ -345,8 +345,11 @@ def build_result(
         result["unit"] = unit[:32]
     if _finite(calibrated):
         result["calibrated"] = float(calibrated)  # type: ignore[arg-type]
-    summ: dict[str, float] = {"peak_ops": float(summary.peak_ops)}
-    # A figure that was not measured is left out, never written as 0.
+    # A figure that was not measured is left out, never written as 0: with no load level scored (a
+    # run stopped in calibration) there is no peak throughput.
+    summ: dict[str, float] = {}
+    if any(lv.kind in ("target", "concurrency") for lv in levels):
+        summ["peak_ops"] = float(summary.peak_ops)
     if _finite(summary.peak_W):
         summ["peak_W"] = float(summary.peak_W)
     if _finite(summary.idle_W):

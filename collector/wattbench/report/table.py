@@ -245,7 +245,10 @@ def report_renderables(
             out.append(nodes_table(levels))
     else:
         out.append(levels_table(levels, ops_label, title))
-    if not any(lv.has_power for lv in levels):
+    if not levels:
+        # Stopped before its first window (interrupted in calibration): nothing to divide.
+        out.append(Text(f"∑{ops_label} / ∑power: not measured (no window was scored)", style="bold"))
+    elif not any(lv.has_power for lv in levels):
         # No power was measured (an ops-only run): a ratio of 0 would read as a result.
         out.append(Text(f"∑{ops_label} / ∑power: not measured (no power samples)", style="bold"))
     else:
@@ -254,7 +257,7 @@ def report_renderables(
     if calibrated:
         facts.append(f"calibrated {fmt_count(calibrated)} {rate_unit(ops_label)}")
     if summary:
-        if "peak_ops" in summary:
+        if "peak_ops" in summary and levels:  # with no window scored, a peak of 0 would be made up
             facts.append(f"peak {fmt_count(summary['peak_ops'])} {rate_unit(ops_label)}")
         if "peak_W" in summary:
             facts.append(f"peak power {fmt_watts(summary['peak_W'])} W")
