@@ -425,8 +425,9 @@ def load_config(
         "WATTBENCH_INFLUX_PASSWORD_FILE",
     ):
         if environ.get(var):
-            values[var[len("WATTBENCH_") :].lower()] = environ[var]
-            from_file.discard(var[len("WATTBENCH_") :].lower())
+            name = var[len("WATTBENCH_") :].lower()
+            values[name] = environ[var]
+            from_file.discard(name)
     for key, value in (overrides or {}).items():
         if value is not None:
             values[key] = value

@@ -70,7 +70,7 @@ def test_defaults_are_usable(tmp_path: Path) -> None:
         ({"share": "a/b"}, "share group"),
         ({"share": "wb", "protocol": "3.1.1"}, "MQTT 5"),
         ({"broker": "host:port"}, "not a number"),
-        ({"health_period_s": 0.0}, "health_period_s"),
+        ({"health_period_s": 0.0}, "health_period_s must be a number of seconds above 0"),
         ({"receive_maximum": 0}, "receive_maximum"),
     ],
 )

@@ -16,7 +16,10 @@ seconds of one level. The windows are 10 s because a level's count of Poisson ar
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # Niceness of the demo's workers: the broker, collector and appliance in this process come first.
 DEMO_NICE = 10
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _run(args: argparse.Namespace, workdir: Any, keep: list[Any]) -> int:
+def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
     import logging
     import os
     import sys

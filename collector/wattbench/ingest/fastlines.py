@@ -22,8 +22,9 @@ then the float fields, each starting with its comma; then the time, named with t
 "000" (ms to the store's us) and newline start the next row's name. (With the floats first, the
 first present one brought a comma after the space, which a pass over the text had to take out.) The
 contract's patterns keep every byte the translate touches out of device and channel names
-(_plain_name), and numbers hold none. Each batch's rows change type in place (`__class__`), which Python allows between Structs of
-the same fields; the compile step checks that it works here and gives up the one pass if not.
+(_plain_name), and numbers hold none. Each batch's rows change type in place (`__class__`), which
+Python allows between Structs of the same fields; the compile step checks that it works here and
+gives up the one pass if not.
 
 Like fastcheck, this path may only say "valid". It answers None, and the caller runs the complete
 check, for anything it cannot vouch for: a refusal by msgspec, a surrogate escape, a key count that
