@@ -71,7 +71,7 @@ def one_pass(raw: bytes, dev: str = "bench-a") -> str | None:
     """The one-pass lines, held to the complete check and the row-by-row points whenever it answers."""
     assert LINES is not None
     found = LINES(raw, dev, LATEST)
-    text = None if found is None else found.text
+    text = None if found is None else found.lines.decode()
     if text is not None:
         assert complete_check(raw, contract.topic_for("samples", dev=dev)), raw[:300]
         assert same_bits(points(text), row_by_row(raw)), (text[:300], raw[:300])
@@ -223,7 +223,7 @@ def test_more_devices_than_the_kept_row_types_are_still_written_right(monkeypatc
     for round_ in range(2):
         for dev in ("dev-a", "dev-b", "dev-c", "dev-a"):
             found = lines(raw_of(dict(BATCH, dev=dev)), dev, LATEST)
-            assert found is not None and found.text.count(f",dev={dev} ") == 2, (round_, dev)
+            assert found is not None and found.lines.count(f",dev={dev} ".encode()) == 2, (round_, dev)
 
 
 def test_rows_over_the_limit_go_the_complete_way() -> None:

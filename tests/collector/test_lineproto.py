@@ -92,8 +92,10 @@ def test_request_bodies_hold_whole_blocks() -> None:
     store.write_lines(["wb_reject,reason=x,collector=c size=1i 1"])
     assert store.pending() == 29
     bodies = store._bodies(store._pending)
-    assert [b.count("\n") + 1 for b in bodies] == [12, 12, 5], "blocks of 4 lines, never cut"
-    assert "\n".join(bodies).split("\n") == [line for text, _ in store._pending for line in text.split("\n")]
+    assert [b.count(b"\n") + 1 for b in bodies] == [12, 12, 5], "blocks of 4 lines, never cut"
+    assert b"\n".join(bodies).split(b"\n") == [
+        line for text, _ in store._pending for line in text.split(b"\n")
+    ]
 
 
 def _batch(dev: str, seqs: list[int]) -> tuple[str, bytes]:
@@ -111,9 +113,9 @@ def test_lines_made_elsewhere_are_used_only_when_every_row_is_kept() -> None:
     p = Pipeline("c1")
     topic, first = _batch("bench-a", [0, 1, 2])
     _, again = _batch("bench-a", [2, 3])  # s=2 is a duplicate and is dropped
-    block = lineproto.sample_block("bench-a", contract.strict_loads(first)["samples"])
+    block = lineproto.sample_block("bench-a", contract.strict_loads(first)["samples"]).encode()
     p.handle_checked(topic, first, RECV, None, block)
-    p.handle_checked(topic, again, RECV, None, "not these")
+    p.handle_checked(topic, again, RECV, None, b"not these")
     whole, part = p.take()[0].records
     assert whole[1]["lines"] == block
     assert "lines" not in part[1] and [r["s"] for r in part[1]["rows"]] == [3]
@@ -131,7 +133,9 @@ def test_the_checking_process_returns_each_batch_as_lines() -> None:
     (ok, lines, plain), (bad, none, no_plain) = verdicts
     # read in one pass (ingest.fastlines): the points of the row-by-row formatter, in the layout's order
     assert ok is None and lines is not None
-    assert points(lines) == points(lineproto.sample_block("bench-a", contract.strict_loads(good)["samples"]))
+    assert points(lines.decode()) == points(
+        lineproto.sample_block("bench-a", contract.strict_loads(good)["samples"])
+    )
     # and digested for accounting: numbered one after another, one channel
     assert plain is not None and (plain.first_s, plain.count) == (0, 2)
     assert bad is not None and bad.reason == "decode" and none is None and no_plain is None
@@ -146,7 +150,7 @@ def test_a_fault_in_the_one_pass_way_leaves_the_batch_to_the_complete_check(
     topic, good = _batch("bench-a", [0, 1])
     validator = Validator()
 
-    def broken(*_: Any) -> str | None:
+    def broken(*_: Any) -> bytes | None:
         raise IndexError("a fault in the one-pass way")
 
     monkeypatch.setattr(validator, "_fast_lines", broken)
@@ -160,4 +164,4 @@ def test_a_fault_in_the_one_pass_way_leaves_the_batch_to_the_complete_check(
     p.handle_lines(topic, good, RECV)
     ((kind, body),) = p.take()[0].records
     assert kind == "samples" and "lines" not in body and len(body["rows"]) == 2 and p.rejected == 0
-    assert lines == lineproto.sample_block("bench-a", contract.strict_loads(good)["samples"])
+    assert lines == lineproto.sample_block("bench-a", contract.strict_loads(good)["samples"]).encode()

@@ -157,7 +157,7 @@ def test_the_pipeline_stores_and_counts_the_same_from_the_digest(docs: list[dict
             res = validator.check(TOPIC, raw, recv)
             fast.handle_checked(TOPIC, raw, recv, res if isinstance(res, Rejected) else None)
         else:
-            fast.handle_checked(TOPIC, raw, recv, None, one.text, one.plain)
+            fast.handle_checked(TOPIC, raw, recv, None, one.lines, one.plain)
     want = ref.take()[0].records
     for p in (fast, here):
         got = p.take()[0].records

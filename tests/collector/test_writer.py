@@ -56,7 +56,7 @@ class FlakyStore(SqliteStore):
         self.flushes = 0
         self.refusals = 0
 
-    def write_samples(self, dev: str, samples: Sequence[dict[str, Any]], lines: str | None = None) -> None:
+    def write_samples(self, dev: str, samples: Sequence[dict[str, Any]], lines: bytes | None = None) -> None:
         if dev == POISON:
             self.refusals += 1
             raise StoreRejected("InfluxDB refused the write (HTTP 400): field type conflict")

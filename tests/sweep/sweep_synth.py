@@ -82,7 +82,7 @@ class MemoryStore:
         self.healths: dict[tuple[str, str, int], dict[str, Any]] = {}
         self.rejected: dict[tuple[str, str, int], StoredReject] = {}
 
-    def write_samples(self, dev: str, samples: Sequence[dict[str, Any]], lines: str | None = None) -> None:
+    def write_samples(self, dev: str, samples: Sequence[dict[str, Any]], lines: bytes | None = None) -> None:
         for s in samples:
             self.rows.setdefault((dev, s["c"]), {})[int(s["t"])] = dict(s)
 

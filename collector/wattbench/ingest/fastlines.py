@@ -2,13 +2,13 @@
 
 In a checking process (ingest.parallel) a valid sample batch was decoded into dicts and then formatted
 row by row; formatting was the larger half of that process's work, most of it Python's float repr.
-Here the batch is decoded by msgspec into Structs whose fields stand in line-protocol order, checked
-against the same schema translation as fastcheck, and written back out by msgspec's encoder, which
-writes floats in their shortest round-trip form in C.
+Here the batch is decoded by msgspec into Structs, checked against the same schema translation as
+fastcheck, and written back out by msgspec's encoder, which writes floats in their shortest round-trip
+form in C.
 
-The rows are written under a second Struct type of the same fields whose encoded names are the line
-protocol around each value (OutRow: msgspec's rename). One translate then deletes JSON's own bytes
-and turns two placeholders into a newline and a comma:
+The rows are written under a second Struct type of the same fields, in line-protocol order, whose
+encoded names are the line protocol around each value (OutRow: msgspec's rename). One translate then
+deletes JSON's own bytes and turns two placeholders into a newline and a comma:
 
     {"000|wb_sample;ch=":"psu1",";dev=bench-a ":"","s=":7,"i;n=":3,"i":"",";W=":231.4,";Wh=":0.5," ":1763709600000}
     000
@@ -23,8 +23,11 @@ then the float fields, each starting with its comma; then the time, named with t
 first present one brought a comma after the space, which a pass over the text had to take out.) The
 contract's patterns keep every byte the translate touches out of device and channel names
 (_plain_name), and numbers hold none. Each batch's rows change type in place (`__class__`), which
-Python allows between Structs of the same fields; the compile step checks that it works here and
-gives up the one pass if not.
+Python allows between Structs of the same fields: their slots are laid out by name, whatever the order
+of the fields, so the type read into keeps the order appliances write in (see _row_type). The compile
+step checks that the change works here and gives up the one pass if not. Neither type is tracked by
+the garbage collector (msgspec's gc=False): a row holds only strings and numbers, so it is never part
+of a cycle, and a batch's 200 rows no longer count towards the collections they used to set off.
 
 Like fastcheck, this path may only say "valid". It answers None, and the caller runs the complete
 check, for anything it cannot vouch for: a refusal by msgspec, a surrogate escape, a key count that
@@ -58,11 +61,11 @@ ENERGY = "Wh"  # the energy counter, which accounting follows per channel
 
 
 class OnePass(NamedTuple):
-    """A valid sample batch as this module reads it: its rows as line protocol, and what accounting
-    needs of them when they are plain (accounting.plain_batch), so that the collector need not read
-    the rows again."""
+    """A valid sample batch as this module reads it: its rows as line protocol (ASCII bytes, as they go
+    to the store), and what accounting needs of them when they are plain (accounting.plain_batch), so
+    that the collector need not read the rows again."""
 
-    text: str
+    lines: bytes
     plain: PlainBatch | None
 
 
@@ -100,12 +103,21 @@ def _plain_name(node: dict[str, Any]) -> bool:
     )
 
 
-def _row_type(translator: Translator, row: dict[str, Any]) -> tuple[Any, list[str], Any] | None:
-    """The line-ordered Struct of a sample row, the integer fields after the first and the channel's
-    own type, or None when the row schema is not the shape this module writes. The Struct takes any
-    string as the channel: its pattern costs as much as the rest of the decode when msgspec runs it on
-    every row, and a batch has only a few channels, so the caller checks each distinct one against the
-    channel's type instead."""
+class RowTypes(NamedTuple):
+    """How a sample row is read and written: the Struct it is decoded into, its fields in line order
+    (the Struct written out has them so), the integer fields after the first, and the channel's type."""
+
+    row: Any
+    line_order: list[str]
+    later_ints: list[str]
+    tag: Any
+
+
+def _row_type(translator: Translator, row: dict[str, Any]) -> RowTypes | None:
+    """The Struct types of a sample row, or None when the row schema is not the shape this module
+    writes. The Struct takes any string as the channel: its pattern costs as much as the rest of the
+    decode when msgspec runs it on every row, and a batch has only a few channels, so the caller
+    checks each distinct one against the channel's type instead."""
     props: dict[str, Any] = row.get("properties", {})
     required = set(row.get("required", ()))
     if required != {TAG, FIRST_INT, TIME} or row.get("additionalProperties") is not False:
@@ -119,19 +131,39 @@ def _row_type(translator: Translator, row: dict[str, Any]) -> tuple[Any, list[st
     if not _plain_name(translator.resolve(props[TAG])):
         return None
 
-    def optional(k: str) -> tuple[str, Any, Any]:
+    def field(k: str) -> tuple[Any, ...]:
+        if k == TAG:
+            return (TAG, str)
+        if k in required:
+            return (k, translator.type_of(props[k], ()))
         return (k, translator.type_of(props[k], ()) | msgspec.UnsetType, msgspec.UNSET)
 
-    fields: list[Any] = [(TAG, str), (MARKER, str, "")]
-    fields.append((FIRST_INT, translator.type_of(props[FIRST_INT], ())))
-    fields += [optional(k) for k in ints]
-    fields.append((CLOSER, str, ""))
-    fields += [optional(k) for k in floats]
-    fields.append((TIME, translator.type_of(props[TIME], ())))
-    # kw_only lets required fields follow ones with defaults, in this order. forbid_unknown_fields: a
-    # row with flags, or with a key the schema does not name, is refused here.
-    row_type = msgspec.defstruct("LineRow", fields, kw_only=True, forbid_unknown_fields=True)
-    return row_type, ints, translator.type_of(props[TAG], ())
+    # Read in the schema's order, which is the order appliances write (firmware encode.row): msgspec
+    # looks for each key from the field after the last one found, so keys in field order are found at
+    # once, where the line's order had it search most of the row's fields for each key.
+    # forbid_unknown_fields: a row with flags, or with a key the schema does not name, is refused here.
+    # kw_only lets required fields follow ones with defaults.
+    readable = [field(k) for k in props if k != FLAGS] + [(MARKER, str, ""), (CLOSER, str, "")]
+    row_type = msgspec.defstruct("LineRow", readable, kw_only=True, forbid_unknown_fields=True, gc=False)
+    line_order = [TAG, MARKER, FIRST_INT, *ints, CLOSER, *floats, TIME]
+    return RowTypes(row_type, line_order, ints, translator.type_of(props[TAG], ()))
+
+
+def _same_after_retype(row_type: Any, out_type: Any, ints: list[str]) -> bool:
+    """Every field of a row holds the same value after the row changes type. The two types list their
+    fields in different orders; were the slots ever laid out in field order instead of by name, values
+    would silently change places, so the one pass is given up unless each one stays where it was."""
+    values: dict[str, Any] = {}
+    for k, name in enumerate(row_type.__struct_fields__):
+        if name in (TAG, MARKER, CLOSER):
+            values[name] = f"v{k}"
+        elif name in (FIRST_INT, TIME, *ints):
+            values[name] = k + 1
+        else:
+            values[name] = k + 0.5
+    row = row_type(**values)
+    row.__class__ = out_type
+    return all(getattr(row, name) == value for name, value in values.items())
 
 
 def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample") -> SampleLines | None:
@@ -146,7 +178,7 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
             return None  # "us": the time is written as the sample's ms and "000"
         if not _plain_name(translator.resolve(props["dev"])):
             return None
-        row_type, later_ints, tag_type = shaped
+        row_type, fields, later_ints, tag_type = shaped
         has_energy = ENERGY in row_type.__struct_fields__
         # The batch as the schema has it, with the rows in line order.
         translator.overrides[("samples", "*")] = row_type
@@ -156,8 +188,6 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
         decoder = msgspec.json.Decoder(batch_type)
     except (Untranslatable, KeyError, TypeError, ValueError):
         return None
-
-    fields = row_type.__struct_fields__
 
     def out_name(k: str, dev: str) -> str:
         if k == TAG:
@@ -174,7 +204,9 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
 
     def make_out_type(dev: str) -> Any:
         names = {k: out_name(k, dev) for k in fields}
-        return msgspec.defstruct("OutRow", [(k, object) for k in fields], kw_only=True, rename=names)
+        return msgspec.defstruct(
+            "OutRow", [(k, object) for k in fields], kw_only=True, rename=names, gc=False
+        )
 
     out_types: dict[str, Any] = {}
 
@@ -196,7 +228,9 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
             != b'{"000|' + measurement.encode() + b';ch=":"x",";dev=d ":"","s=":1,"i":""," ":2}\n'
         ):
             return None
-    except TypeError:
+        if not _same_after_retype(row_type, out_type("d"), later_ints):
+            return None
+    except (TypeError, ValueError, msgspec.ValidationError):
         return None
     convert = msgspec.convert
     # Deleted: JSON's own bytes (every comma is JSON's: the names use ';'). Mapped: the placeholders.
@@ -248,10 +282,9 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
             return None
         # The first row's name starts with the "000" and newline of a row before it; the last row's
         # time gets its own.
-        try:
-            text = (body[4:] + b"000").decode("ascii")
-        except UnicodeDecodeError:  # not with the contract's patterns (_plain_name); never a refusal
+        if not body.isascii():  # not with the contract's patterns (_plain_name); never a refusal
             return None
+        text = body[4:] + b"000"
         energy = [r.Wh for r in rows] if has_energy else [msgspec.UNSET] * len(rows)
         plain = plain_batch(
             batch.boot,

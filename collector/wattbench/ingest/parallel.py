@@ -40,13 +40,14 @@ from .validate import Accepted, Rejected, Validator
 
 Item = tuple[str, bytes, int]  # topic, payload, receive time (ms)
 # A message's rejection (None: it passed) and, for an accepted sample batch, its rows as line protocol
-# and, when they are plain, what accounting needs of them (accounting.plain_batch).
-Verdict = tuple[Rejected | None, str | None, PlainBatch | None]
+# (UTF-8, as they go to the store) and, when they are plain, what accounting needs of them
+# (accounting.plain_batch).
+Verdict = tuple[Rejected | None, bytes | None, PlainBatch | None]
 # A message in shared memory: topic, offset and length of its payload, receive time (ms).
 Placed = tuple[str, int, int, int]
 # A verdict whose lines may be in shared memory: the lines inline (None when they are in memory or there
 # are none), then the offset and length of the lines in memory (length -1: not there).
-SharedVerdict = tuple[Rejected | None, str | None, PlainBatch | None, int, int]
+SharedVerdict = tuple[Rejected | None, bytes | None, PlainBatch | None, int, int]
 
 # Each slot holds one chunk: its payloads, then as much room again for its lines. Lines take about as
 # many bytes as the JSON rows they come from (73 and 70 bytes a sample in bench_ingest's stream); a
@@ -128,12 +129,12 @@ def _check(items: list[Item]) -> list[Verdict]:
             if _lines:
                 one = _validator.sample_lines(topic, raw, recv_ms)
                 if one is not None:
-                    out.append((None, one.text, one.plain))
+                    out.append((None, one.lines, one.plain))
                     continue
             res = _validator.check(topic, raw, recv_ms)
             lines = None
             if isinstance(res, Accepted) and _lines and res.kind == "samples":
-                lines = sample_block(res.payload["dev"], res.payload["samples"])
+                lines = sample_block(res.payload["dev"], res.payload["samples"]).encode()
         except Exception as exc:  # never lose the whole chunk to one odd message
             res = Rejected(
                 "schema", f"could not be checked ({exc.__class__.__name__}: {exc})", topic, len(raw)
@@ -153,11 +154,10 @@ def _check_placed(out_at: int, placed: list[Placed]) -> list[SharedVerdict] | No
     at, end = out_at, out_at + SLOT_HALF
     for verdict, lines, plain in _check(items):
         if lines is not None:
-            data = lines.encode()
-            if at + len(data) <= end:
-                memory[at : at + len(data)] = data
-                out.append((verdict, None, plain, at, len(data)))
-                at += len(data)
+            if at + len(lines) <= end:
+                memory[at : at + len(lines)] = lines
+                out.append((verdict, None, plain, at, len(lines)))
+                at += len(lines)
                 continue
         out.append((verdict, lines, plain, 0, -1))
     return out
@@ -298,7 +298,7 @@ class CheckPool:
         if n >= 0:
             if self._view is None:
                 raise RuntimeError("the checking pool was closed before its lines were read")
-            lines = str(self._view[at : at + n], "utf-8")
+            lines = bytes(self._view[at : at + n])
         return rejected, lines, plain
 
     def free(self, slot: int) -> None:

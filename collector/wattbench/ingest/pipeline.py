@@ -89,7 +89,7 @@ class Pipeline:
         if one is None:
             self.handle(topic, raw, recv_ms)
         else:
-            self.handle_checked(topic, raw, recv_ms, None, one.text, one.plain)
+            self.handle_checked(topic, raw, recv_ms, None, one.lines, one.plain)
 
     def handle_checked(
         self,
@@ -97,12 +97,12 @@ class Pipeline:
         raw: bytes,
         recv_ms: int,
         verdict: Rejected | None,
-        lines: str | None = None,
+        lines: bytes | None = None,
         plain: PlainBatch | None = None,
     ) -> None:
         """Process a message whose stateless check ran elsewhere (ingest.parallel): verdict is its
         rejection, or None when it passed; for a sample batch, lines are its rows as line protocol
-        and plain what accounting needs of them, when they are plain (accounting.plain_batch)."""
+        (UTF-8) and plain what accounting needs of them, when they are plain (accounting.plain_batch)."""
         if verdict is not None:
             self.process(verdict, recv_ms)
             return
@@ -124,7 +124,7 @@ class Pipeline:
         self.process(outcome, recv_ms, lines)
 
     def process(
-        self, outcome: Accepted | Rejected, recv_ms: int, lines: str | None = None
+        self, outcome: Accepted | Rejected, recv_ms: int, lines: bytes | None = None
     ) -> Accepted | Rejected:
         """Account for a checked message; its records join the current batch. lines: a sample
         batch's rows as line protocol, used when every row is kept."""

@@ -51,8 +51,8 @@ class PayloadRows(Sequence[dict[str, Any]]):
     __hash__ = None  # type: ignore[assignment]
 
 
-def samples(dev: str, rows: Sequence[dict[str, Any]], lines: str | None = None) -> Record:
-    """lines: the rows already as line protocol (Store.write_samples), or None."""
+def samples(dev: str, rows: Sequence[dict[str, Any]], lines: bytes | None = None) -> Record:
+    """lines: the rows already as line protocol, UTF-8 (Store.write_samples), or None."""
     if lines is None:
         return ("samples", {"dev": dev, "rows": rows})
     return ("samples", {"dev": dev, "rows": rows, "lines": lines})

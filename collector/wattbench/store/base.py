@@ -71,10 +71,10 @@ class Store(Protocol):
 
     # ------------------------------------------------------------------ writes (buffered)
 
-    def write_samples(self, dev: str, samples: Sequence[dict[str, Any]], lines: str | None = None) -> None:
+    def write_samples(self, dev: str, samples: Sequence[dict[str, Any]], lines: bytes | None = None) -> None:
         """Rows of a validated sample batch of device dev (the `samples` array of the contract).
-        lines: the same rows as `lineproto.sample_block(dev, samples)` made them, or None; a store
-        without line_protocol ignores it."""
+        lines: the same rows as `lineproto.sample_block(dev, samples)` made them, UTF-8 encoded (the
+        form they are sent in), or None; a store without line_protocol ignores it."""
 
     def write_phase(self, event: dict[str, Any]) -> None:
         """A validated phase event."""

@@ -90,7 +90,7 @@ class InfluxStore:
         self.gzip = gzip
         self.version: str | None = None
         # (text, lines in it): one line, or one sample batch's block of lines
-        self._pending: list[tuple[str, int]] = []
+        self._pending: list[tuple[bytes, int]] = []
         self._lock = threading.RLock()
         self._write_to: tuple[str, dict[str, str]] | None = None
         self._http: Any = None
@@ -193,11 +193,11 @@ class InfluxStore:
             self._write_to = (f"{self.url}/api/v2/write?" + urllib.parse.urlencode(params), headers)
         return self._write_to
 
-    def _post(self, body: str) -> None:
+    def _post(self, body: bytes) -> None:
         """One write request. urllib3 directly, as the reads are: influxdb-client's write API makes the
         same request with 1.1 to 1.3 times the CPU (bench/bench_influx_write.py)."""
         url, headers = self._write_target()
-        data = body.encode()
+        data = body
         if self.gzip:
             data = gzip.compress(data, compresslevel=1)
         resp = self._pool().request("POST", url, body=data, headers=headers)
@@ -213,10 +213,10 @@ class InfluxStore:
 
     # ------------------------------------------------------------------ writes
 
-    def write_samples(self, dev: str, samples: Sequence[dict[str, Any]], lines: str | None = None) -> None:
+    def write_samples(self, dev: str, samples: Sequence[dict[str, Any]], lines: bytes | None = None) -> None:
         with self._lock:
             if lines is None:
-                lines = lineproto.sample_block(dev, samples)
+                lines = lineproto.sample_block(dev, samples).encode()
             if lines:
                 self._pending.append((lines, len(samples)))
 
@@ -226,7 +226,7 @@ class InfluxStore:
     def _add(self, *lines: str | None) -> None:
         """Buffer single lines; None (a point with no field left) is skipped."""
         with self._lock:
-            self._pending.extend((line, 1) for line in lines if line)
+            self._pending.extend((line.encode(), 1) for line in lines if line)
 
     def write_phase(self, event: dict[str, Any]) -> None:
         self._add(lineproto.phase_line(event))
@@ -263,23 +263,23 @@ class InfluxStore:
             return
         self._send(items)
 
-    def _bodies(self, items: list[tuple[str, int]]) -> list[str]:
+    def _bodies(self, items: list[tuple[bytes, int]]) -> list[bytes]:
         """Request bodies of about batch_lines lines each; an item of the buffer is one line or one
         sample batch's block of lines, and a block is never cut."""
-        bodies: list[str] = []
-        body: list[str] = []
+        bodies: list[bytes] = []
+        body: list[bytes] = []
         taken = 0
         for text, n in items:
             body.append(text)
             taken += n
             if taken >= self.batch_lines:
-                bodies.append("\n".join(body))
+                bodies.append(b"\n".join(body))
                 body, taken = [], 0
         if body:
-            bodies.append("\n".join(body))
+            bodies.append(b"\n".join(body))
         return bodies
 
-    def _send(self, items: list[tuple[str, int]]) -> None:
+    def _send(self, items: list[tuple[bytes, int]]) -> None:
         import urllib3
 
         try:

@@ -163,7 +163,7 @@ class SqliteStore:
 
     # ------------------------------------------------------------------ writes
 
-    def write_samples(self, dev: str, samples: Sequence[dict[str, Any]], lines: str | None = None) -> None:
+    def write_samples(self, dev: str, samples: Sequence[dict[str, Any]], lines: bytes | None = None) -> None:
         rows = [
             (
                 dev,
