@@ -300,6 +300,8 @@ SECRET_FILES = {
 
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+# What a file's (TOML's) value may be for each kind of setting other than true/false.
+_FILE_KINDS: dict[str, tuple[type, ...]] = {"int": (int, float), "float": (int, float), "str": (str,)}
 
 
 def _coerce(name: str, value: Any, typed: bool = False) -> Any:
@@ -322,9 +324,7 @@ def _coerce(name: str, value: Any, typed: bool = False) -> Any:
             if typed and not isinstance(value, bool):
                 raise TypeError(value)
             return bool(value)
-        if typed and (
-            isinstance(value, bool) or not isinstance(value, int | float if kind != "str" else str)
-        ):
+        if typed and (isinstance(value, bool) or not isinstance(value, _FILE_KINDS[kind])):
             raise TypeError(value)
         if kind == "int":
             if isinstance(value, float) and not value.is_integer():

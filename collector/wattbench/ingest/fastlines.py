@@ -180,7 +180,7 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
             return None
         row_type, fields, later_ints, tag_type = shaped
         has_energy = ENERGY in row_type.__struct_fields__
-        # The batch as the schema has it, with the rows in line order.
+        # The batch as the schema has it, its rows read into the row type.
         translator.overrides[("samples", "*")] = row_type
         batch_type = translator.type_of(schema, ())
         if "samples" not in schema.get("required", ()) or translator.post:
@@ -280,11 +280,11 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
         times = [r.t for r in rows]
         if max(times) > latest_ms:
             return None
-        # The first row's name starts with the "000" and newline of a row before it; the last row's
-        # time gets its own.
         if not body.isascii():  # not with the contract's patterns (_plain_name); never a refusal
             return None
-        text = body[4:] + b"000"
+        # The first row's name starts with the "000" and newline of a row before it; the last row's
+        # time gets its own.
+        block = body[4:] + b"000"
         energy = [r.Wh for r in rows] if has_energy else [msgspec.UNSET] * len(rows)
         plain = plain_batch(
             batch.boot,
@@ -295,6 +295,6 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
             energy,
             msgspec.UNSET,
         )
-        return OnePass(text, plain)
+        return OnePass(block, plain)
 
     return lines

@@ -89,7 +89,7 @@ class InfluxStore:
         self.verify_ssl = verify_ssl
         self.gzip = gzip
         self.version: str | None = None
-        # (text, lines in it): one line, or one sample batch's block of lines
+        # (UTF-8 line protocol, lines in it): one line, or one sample batch's block of lines
         self._pending: list[tuple[bytes, int]] = []
         self._lock = threading.RLock()
         self._write_to: tuple[str, dict[str, str]] | None = None
@@ -197,9 +197,7 @@ class InfluxStore:
         """One write request. urllib3 directly, as the reads are: influxdb-client's write API makes the
         same request with 1.1 to 1.3 times the CPU (bench/bench_influx_write.py)."""
         url, headers = self._write_target()
-        data = body
-        if self.gzip:
-            data = gzip.compress(data, compresslevel=1)
+        data = gzip.compress(body, compresslevel=1) if self.gzip else body
         resp = self._pool().request("POST", url, body=data, headers=headers)
         status = int(resp.status)
         if status < 300:
