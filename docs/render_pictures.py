@@ -15,7 +15,7 @@ report-chart.png
     with --report), cut out onto a page of its own and screenshotted.
 
 Needs matplotlib, Chromium (`apt-get install -y chromium`) and, without --influx, the influxd binary
-that scripts/provision.sh installs into .services/.
+that scripts/provision.sh installs into the services cache (~/.cache/wattbench/services).
 """
 
 from __future__ import annotations

@@ -29,7 +29,6 @@ if [ -n "${WATTBENCH_FAULTS_REF:-}" ]; then
     ln -s "$src/devkit/wattbench_devkit" "$out/pkgs/wattbench_devkit"
   fi
   export PYTHONPATH="$out/pkgs${PYTHONPATH:+:$PYTHONPATH}"
-  export WATTBENCH_SERVICES="${WATTBENCH_SERVICES:-$root/.services}"
 else
   measured="working tree at $(git describe --always --dirty 2>/dev/null || echo 'an unknown commit')"
 fi

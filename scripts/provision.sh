@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # Installs the real services the test suite runs against, where they are missing.
-# Binaries built with `go install` and the npm MicroPython build are cached under
-# .services/ (git-ignored) so a second run only checks that they are there.
+# Binaries built with `go install`, the npm MicroPython build and Home Assistant's venv are cached once
+# per machine (~/.cache/wattbench/services; WATTBENCH_SERVICES moves it), so a second run, from this
+# clone or any other, only checks that they are there.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cache="${WATTBENCH_SERVICES:-$root/.services}"
+# Cached per machine, not per clone: a fresh clone on a machine that has provisioned before finds
+# everything here. Each service is keyed by its pinned version (the markers below), so a changed pin
+# rebuilds only that service.
+cache="${WATTBENCH_SERVICES:-${XDG_CACHE_HOME:-$HOME/.cache}/wattbench/services}"
 mkdir -p "$cache/bin" "$cache/npm"
 
 INFLUXDB_VERSION=v1.8.10
 TELEGRAF_VERSION=v1.37.2
 TELEGRAF_TAGS="custom,inputs.mqtt_consumer,inputs.cpu,inputs.mem,inputs.system,inputs.ipmi_sensor,inputs.redfish,outputs.influxdb,outputs.influxdb_v2,parsers.json_v2,parsers.json,parsers.influx"
 MPY_WASM_PKG=@micropython/micropython-webassembly-pyscript
+MPY_WASM_VERSION=1.27.0
 
-log() { printf '[provision] %s\n' "$*" >&2; }
 t0=$(date +%s)
+log() { printf '[provision +%ss] %s\n' "$(( $(date +%s) - t0 ))" "$*" >&2; }
 
 need_apt=()
 command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need_apt+=(mosquitto)
@@ -76,10 +81,13 @@ p1=$!
 build_go telegraf "telegraf-$TELEGRAF_VERSION" "github.com/influxdata/telegraf/cmd/telegraf@$TELEGRAF_VERSION" "$TELEGRAF_TAGS" &
 p2=$!
 
-if [ ! -f "$cache/npm/node_modules/$MPY_WASM_PKG/micropython.mjs" ]; then
-  log "npm install $MPY_WASM_PKG"
+mpy_wasm_marker="$cache/npm/.micropython-webassembly-$MPY_WASM_VERSION"
+if [ ! -f "$cache/npm/node_modules/$MPY_WASM_PKG/micropython.mjs" ] || [ ! -f "$mpy_wasm_marker" ]; then
+  log "npm install $MPY_WASM_PKG@$MPY_WASM_VERSION"
+  rm -f "$cache/npm"/.micropython-webassembly-*
   (cd "$cache/npm" && [ -f package.json ] || echo '{"name":"wattbench-services","private":true}' > "$cache/npm/package.json"
-   cd "$cache/npm" && npm install --silent --no-audit --no-fund "$MPY_WASM_PKG" >/dev/null)
+   cd "$cache/npm" && npm install --silent --no-audit --no-fund --save-exact "$MPY_WASM_PKG@$MPY_WASM_VERSION" >/dev/null)
+  touch "$mpy_wasm_marker"
 fi
 
 # Home Assistant core for the real-HA integration test (tests/ecosystem/test_hass_real.py), in its own

@@ -1,8 +1,17 @@
-"""Fixtures for real services. Each test that asks for one gets its own instance on a free port."""
+"""Fixtures for real services. Each test that asks for one gets its own instance on a free port.
+
+The suite runs in parallel (scripts/test.sh passes pytest-xdist's `-n` and `--dist loadgroup`). What
+keeps that safe lives here and in wattbench_devkit.services: every worker takes ports from a band of
+its own, keeps wattbench's state under a folder of its own, and a test module whose fixtures are
+module-scoped (a built wheel, a started Home Assistant) runs whole on one worker, so they are made
+once. tests/test_parallel_safety.py holds these rules.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +19,34 @@ from typing import Any
 import pytest
 
 from wattbench_devkit import services
+
+_STATE_HOME: str | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # wattbench's default state folder is ~/.local/state/wattbench: a command run by a test without
+    # --state would share it with every other worker, and with the user's own runs. Each worker (and a
+    # serial run) gets a folder of its own, inherited by every process it starts.
+    global _STATE_HOME
+    _STATE_HOME = tempfile.mkdtemp(prefix="wattbench-test-state-")
+    os.environ["XDG_STATE_HOME"] = _STATE_HOME
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _STATE_HOME is not None:
+        shutil.rmtree(_STATE_HOME, ignore_errors=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that uses a module-scoped fixture is grouped with its module (xdist_group), so under
+    --dist loadgroup the fixture is made once, on one worker. tryfirst: xdist reads the groups in its
+    own hook of the same name."""
+    for item in items:
+        if not isinstance(item, pytest.Function) or item.get_closest_marker("xdist_group"):
+            continue
+        if any(d and d[-1].scope == "module" for d in item._fixtureinfo.name2fixturedefs.values()):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 def _require(make):  # type: ignore[no-untyped-def]

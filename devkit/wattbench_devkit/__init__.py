@@ -8,7 +8,7 @@
 - `fuzz`: the parsers' fuzz targets, their input generators and the list of known crashes.
 
 Install it from a checkout beside the main package: `python -m pip install -e . -e ./devkit`. The
-services and the MicroPython runner read that checkout (deploy/, firmware/, .services/), found here
+services and the MicroPython runner read that checkout (deploy/, firmware/), found here
 as REPO.
 """
 

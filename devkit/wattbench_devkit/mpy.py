@@ -11,17 +11,17 @@ JSON-able value back. A Python exception fails with its MicroPython traceback.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from . import REPO
+from .services import SERVICES
 
 # The same cache scripts/provision.sh fills (WATTBENCH_SERVICES moves it, as for the other services).
 MODULE = (
-    Path(os.environ.get("WATTBENCH_SERVICES", REPO / ".services"))
+    SERVICES
     / "npm"
     / "node_modules"
     / "@micropython"

@@ -2,7 +2,12 @@
 
 Each service runs on 127.0.0.1 on a free port with its own temporary directory, and can be stopped and
 started again on the same port with the same data (outage tests). Binaries come from
-scripts/provision.sh: Mosquitto from Debian, influxd and telegraf built with `go install` into .services/.
+scripts/provision.sh: Mosquitto from Debian, influxd and telegraf built with `go install` into the
+machine's services cache (`services_cache()`).
+
+Tests run in parallel (pytest-xdist): each worker takes its ports from a band of its own below the
+kernel's ephemeral range, so no two workers, and no outgoing connection, can be handed the same port
+between the moment it is found free and the moment a service binds it.
 """
 
 from __future__ import annotations
@@ -24,17 +29,86 @@ from typing import Any
 
 from . import REPO
 
-SERVICES = Path(os.environ.get("WATTBENCH_SERVICES", REPO / ".services"))
+
+def services_cache() -> Path:
+    """Where scripts/provision.sh keeps the services: per machine, not per checkout, so a fresh clone
+    on a machine that has provisioned before finds them (the same rule as provision.sh's)."""
+    given = os.environ.get("WATTBENCH_SERVICES")
+    if given:
+        return Path(given)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "wattbench" / "services"
+
+
+SERVICES = services_cache()
 
 
 class ServiceUnavailable(RuntimeError):
     """A binary is missing: run scripts/provision.sh."""
 
 
+# Ports handed out by free_port() come from [BAND_BASE, ephemeral range start), cut into one band per
+# xdist worker. The kernel never gives those ports to an outgoing connection (ephemeral range), and
+# another worker never probes them, so a port found free stays free until its service binds it.
+BAND_BASE = 10000
+BAND_SIZE = 1000
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def worker_index() -> int | None:
+    """This process's pytest-xdist worker number (gw3 -> 3), None outside a parallel run."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else None
+
+
+def port_band(worker: int) -> range:
+    bands = max(1, (_ephemeral_start() - BAND_BASE) // BAND_SIZE)
+    start = BAND_BASE + (worker % bands) * BAND_SIZE
+    return range(start, start + BAND_SIZE)
+
+
+_next_in_band = 0
+
+
+def _bindable(port: int, kind: int) -> bool:
+    with socket.socket(socket.AF_INET, kind) as s:
+        if kind == socket.SOCK_STREAM:
+            # A port in TIME_WAIT from an earlier test binds again, as the services themselves do.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free(kind: int) -> int:
+    worker = worker_index()
+    if worker is None:
+        with socket.socket(socket.AF_INET, kind) as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+    global _next_in_band
+    band = port_band(worker)
+    for _ in range(len(band)):
+        # Round the band rather than reuse the lowest free port: a port just released by a stopped
+        # service is taken last, so a late packet to the old service never reaches a new one.
+        port = band[_next_in_band % len(band)]
+        _next_in_band += 1
+        if _bindable(port, socket.SOCK_STREAM) and _bindable(port, socket.SOCK_DGRAM):
+            return port
+    raise RuntimeError(f"no free port in {band.start}-{band.stop - 1} (worker gw{worker})")
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1 that nothing listens on (in a parallel run, in this worker's band)."""
+    return _free(socket.SOCK_STREAM)
 
 
 def find_binary(name: str) -> str:
@@ -545,9 +619,8 @@ class Chrony(Process):
 
 
 def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A UDP port on 127.0.0.1 that nothing is bound to (in a parallel run, in this worker's band)."""
+    return _free(socket.SOCK_DGRAM)
 
 
 def telegraf_env(

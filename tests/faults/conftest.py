@@ -10,6 +10,8 @@ pytest's temporary directory.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import threading
@@ -45,6 +47,15 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
         r.close()
 
 
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """The report is read, changed and written again by every scenario: under one lock across the
+    threads of a run and across parallel workers writing the same $WATTBENCH_FAULT_REPORT."""
+    with _report_lock, open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 _report_lock = threading.Lock()
 
 
@@ -65,7 +76,7 @@ def record(report_path: Path, request: pytest.FixtureRequest) -> Callable[[Figur
         entry = fig.as_dict()
         entry["test"] = request.node.nodeid
         entry["clean"] = fig.clean
-        with _report_lock:
+        with _locked(report_path):
             try:
                 doc = json.loads(report_path.read_text())
             except (OSError, ValueError):

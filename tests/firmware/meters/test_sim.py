@@ -104,3 +104,34 @@ def test_the_cpu_model_is_refused_on_a_board_and_taken_on_a_host() -> None:
     config.load({**board, "channels": [{**channel, "opts": {"model": "sine"}}]}, ESP32)
     cfg = config.load({"dev": "x", "broker": {"host": "b"}, "channels": [channel]})
     assert cfg["channels"][0]["opts"] == {"model": "cpu"}
+
+
+def test_the_cpu_model_maps_utilisation_onto_idle_to_peak_watts() -> None:
+    """The cpu model's two halves, each without depending on what else this machine runs: the meter
+    maps a utilisation onto idle_w..peak_w, and CpuLoad turns /proc/stat's counters into that
+    utilisation (the end-to-end sweep test uses a deterministic model since the load of other work
+    would move it)."""
+    from wattbench_fw.meters.sim import CpuLoad
+
+    meter = meters.create(KIND, None, {"model": "cpu", "idle_w": 60.0, "peak_w": 260.0, "clock": lambda: 0.0})
+
+    class Scripted:
+        def __init__(self, u: float) -> None:
+            self.u = u
+
+        def value(self, now_s: float) -> float:
+            return self.u
+
+    for u, watts in ((0.0, 60.0), (0.25, 110.0), (1.0, 260.0)):
+        meter.cpu = Scripted(u)
+        assert meter.power_at(0.0) == pytest.approx(watts)
+
+    counters = iter([(1000, 800), (1400, 900), (1800, 1300), (1800, 1300)])  # (total, idle) jiffies
+    load = CpuLoad.__new__(CpuLoad)
+    load.refresh_s, load._last_t, load._value, load._psutil = 0.1, None, 0.0, None
+    load._proc_stat = lambda: next(counters)  # type: ignore[method-assign]
+    load._prev = load._proc_stat()
+    assert load.value(0.0) == pytest.approx(0.75)  # 400 jiffies, 100 of them idle
+    assert load.value(0.05) == pytest.approx(0.75)  # within refresh_s: the last value, no read
+    assert load.value(0.2) == pytest.approx(0.0)  # 400 jiffies, all idle
+    assert load.value(0.4) == pytest.approx(0.0)  # no time passed on the counters: unchanged

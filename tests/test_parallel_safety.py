@@ -1,0 +1,106 @@
+"""What keeps the suite safe to run in parallel (scripts/test.sh runs it under pytest-xdist): ports from a
+band of the worker's own, wattbench's state away from the user's and from other workers, a module's
+module-scoped fixtures made on one worker, and no test that binds a fixed port on its own."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from wattbench_devkit import services
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _ports_of(worker: str, n: int, udp: bool = False) -> list[int]:
+    code = (
+        "from wattbench_devkit import services as s\n"
+        f"f = s.free_udp_port if {udp} else s.free_port\n"
+        f"print(' '.join(str(f()) for _ in range({n})))"
+    )
+    env = dict(os.environ, PYTEST_XDIST_WORKER=worker)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return [int(p) for p in out.stdout.split()]
+
+
+def test_each_worker_takes_its_ports_from_a_band_of_its_own_below_the_ephemeral_range() -> None:
+    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    seen: dict[str, set[int]] = {}
+    for worker in ("gw0", "gw1", "gw3"):
+        ports = _ports_of(worker, 50)
+        band = services.port_band(int(worker[2:]))
+        assert all(p in band for p in ports), (worker, ports)
+        assert all(p < ephemeral for p in ports)  # never a port the kernel hands an outgoing connection
+        assert len(set(ports)) == len(ports), "a port handed out twice in one worker"
+        seen[worker] = set(ports)
+    assert not (seen["gw0"] & seen["gw1"]) and not (seen["gw1"] & seen["gw3"])
+    udp = _ports_of("gw2", 5, udp=True)
+    assert all(p in services.port_band(2) for p in udp)
+
+
+def test_a_port_taken_by_someone_else_is_passed_over() -> None:
+    import socket
+
+    band = services.port_band(5)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", band.start))
+        taken.listen()
+        assert band.start not in _ports_of("gw5", 3)
+
+
+def test_outside_a_parallel_run_ports_come_from_the_kernel() -> None:
+    code = "from wattbench_devkit import services as s; print(s.worker_index(), s.free_port())"
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    worker, port = out.stdout.split()
+    assert worker == "None" and int(port) > 0
+
+
+def test_wattbench_state_is_kept_apart_from_the_users_and_other_workers() -> None:
+    state = os.environ["XDG_STATE_HOME"]
+    assert Path(state).is_dir()
+    assert not Path(state).resolve().is_relative_to(Path.home().resolve() / ".local")
+    assert "wattbench-test-state-" in state
+
+
+@pytest.fixture(scope="module")
+def made_once() -> Iterator[int]:
+    yield os.getpid()
+
+
+def test_a_module_scoped_fixture_keeps_its_module_on_one_worker(
+    made_once: int, request: pytest.FixtureRequest
+) -> None:
+    mark = request.node.get_closest_marker("xdist_group")
+    assert mark is not None and mark.args == ("tests/test_parallel_safety.py",)
+    assert made_once == os.getpid()
+
+
+def _fixed_binds(path: Path) -> list[str]:
+    """Calls like sock.bind(("127.0.0.1", 8883)): a literal port that two workers would both take."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "bind"
+            and node.args
+            and isinstance(node.args[0], ast.Tuple)
+            and len(node.args[0].elts) == 2
+            and isinstance(node.args[0].elts[1], ast.Constant)
+            and node.args[0].elts[1].value != 0
+        ):
+            found.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    return found
+
+
+def test_no_test_binds_a_fixed_port() -> None:
+    files = [*(REPO / "tests").rglob("*.py"), *(REPO / "devkit").rglob("*.py")]
+    assert [hit for f in files for hit in _fixed_binds(f)] == []
