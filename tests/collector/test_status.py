@@ -12,8 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
 import wattbench_schema as contract
 from wattbench.ingest.accounting import DeviceAccount
+from wattbench.ingest.live import Live
+from wattbench.ingest.metrics import registry_for
 from wattbench.store.sqlite import SqliteStore
 
 from .conftest import _child_env
@@ -84,6 +89,23 @@ def test_status_shows_offsets_device_minus_host_and_gaps_filled_apart(tmp_path: 
     line = next(ln for ln in table.stdout.splitlines() if "bench-a" in ln and "c1" in ln)
     assert "170" in line and "-170" not in line, line
     assert "gaps open" in table.stdout and "gaps filled" in table.stdout
+
+
+def test_metrics_give_the_clock_offset_with_the_sign_of_status(tmp_path: Path) -> None:
+    state_dir, _db = _populate(tmp_path)
+    out = status("--state-dir", str(state_dir), "--json")
+    assert out.returncode == 0, out.stderr
+    shown = {r["dev"]: r["clock_offset_ms"] for r in json.loads(out.stdout)["devices"]}
+    live = Live(t_ms=NOW, devices={"bench-a": _account().summary()})
+    text = generate_latest(registry_for(lambda: live)).decode()
+    scraped = {
+        s.labels["dev"]: s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        if s.name == "wattbench_device_clock_offset_ms"
+    }
+    # The device is 200 ms ahead, the delay 30 ms: +170 ms device minus host, in both.
+    assert scraped == shown == {"bench-a": 170.0}, (scraped, shown)
 
 
 def test_status_json_of_an_empty_state_validates(tmp_path: Path) -> None:

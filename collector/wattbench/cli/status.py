@@ -7,9 +7,9 @@ device, the stored samples against the span of sequence numbers: the independent
 every sample arrive, exactly once".
 
 Clock offsets are shown device minus host, as everywhere else in wattbench (report, clock_skew,
---clock-offset). The collector stores the opposite (wb_health offset_ms is receive time minus sample
-time), so the sign is turned here, where it is shown. `--json` prints the document described by
-schema/v1/status-report.schema.json.
+--clock-offset, /metrics). The collector stores the opposite (wb_health offset_ms is receive time minus
+sample time); core.clocktrack.device_minus_host turns it, for every place that shows one. `--json`
+prints the document described by schema/v1/status-report.schema.json.
 """
 
 from __future__ import annotations
@@ -166,6 +166,8 @@ def _is_num(v: Any) -> TypeGuard[int | float]:
 
 def device_entry(dev: str, collector: str, source: str, acct: dict[str, Any]) -> dict[str, Any]:
     """One device as one collector accounts it, in the shape and sign conventions of the schema."""
+    from ..core.clocktrack import device_minus_host
+
     out: dict[str, Any] = {"dev": dev, "collector": collector, "source": source}
     seen = acct.get("last_seen_ms") if source == "file" else acct.get("t")
     out["seen_ms"] = int(seen) if _is_num(seen) else None
@@ -178,7 +180,7 @@ def device_entry(dev: str, collector: str, source: str, acct: dict[str, Any]) ->
         if _is_num(acct.get(name)):
             out[name] = float(acct[name])
     if _is_num(acct.get("offset_ms")):
-        out["clock_offset_ms"] = -float(acct["offset_ms"])  # stored host - device; shown device - host
+        out["clock_offset_ms"] = device_minus_host(acct["offset_ms"])
     for name in ("boot", "last_seq"):
         if name in acct:
             out[name] = int(acct[name]) if _is_num(acct[name]) else None

@@ -32,6 +32,14 @@ DEFAULT_HORIZON_MS = 300_000.0
 PIN_SLACK_MS = 250.0
 
 
+def device_minus_host(measured_ms: float) -> float:
+    """The collector's offset as measured and stored (wb_health offset_ms: receive time minus sample
+    time, host minus device) in the sign every offset is shown and used in: device minus host, positive
+    when the device is ahead. Whatever shows or uses an offset takes it from here, so /metrics, `wattbench
+    status`, the report and scoring cannot disagree on the sign."""
+    return -float(measured_ms)
+
+
 @dataclass
 class Step:
     """A clock step the collectors reported. On the host clock it lies in (lo_ms, hi_ms]; after pin()
@@ -117,8 +125,8 @@ class ClockTrack:
         latency_ms: float = DEFAULT_LATENCY_MS,
         horizon_ms: float = DEFAULT_HORIZON_MS,
     ) -> ClockTrack:
-        """From one device's wb_health rows (t, offset_ms, clk_steps, collector). offset_ms there is
-        receive time minus sample time, so the sign flips. clk_steps counts per collector process: a step
+        """From one device's wb_health rows (t, offset_ms, clk_steps, collector), offsets turned device
+        minus host. clk_steps counts per collector process: a step
         lies between two points of one collector whose counts differ upwards (a drop is a restart)."""
         by_collector: dict[str, list[tuple[float, float, int | None]]] = {}
         for row in rows:
@@ -127,7 +135,7 @@ class ClockTrack:
                 continue
             steps = row.get("clk_steps")
             by_collector.setdefault(str(row.get("collector", "")), []).append(
-                (float(row["t"]), -float(off), int(steps) if steps is not None else None)
+                (float(row["t"]), device_minus_host(off), int(steps) if steps is not None else None)
             )
         found: list[Step] = []
         points: list[tuple[float, float, str]] = []

@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector as PromCollector
 from prometheus_client.registry import CollectorRegistry
 
+from ..core.clocktrack import device_minus_host
 from .live import Live
 
 # Sample quantity -> (metric name, help, kind). Wh is the device's own energy counter: a counter,
@@ -32,7 +33,8 @@ QUANTITIES: dict[str, tuple[str, str, str]] = {
 }
 CHANNEL_LABELS = ["dev", "ch", "role", "node"]
 
-# Device accounting fields (DeviceAccount.health()) -> (metric, help, kind).
+# Device accounting fields (DeviceAccount.health()) -> (metric, help, kind). The clock offset is not
+# among them: the accounting keeps it host minus device, and it is shown turned (OFFSET).
 DEVICE_FIELDS: dict[str, tuple[str, str, str]] = {
     "received": ("wattbench_device_samples_received", "Samples received, duplicates included", "counter"),
     "stored": ("wattbench_device_samples_stored", "Samples handed to the store", "counter"),
@@ -41,9 +43,12 @@ DEVICE_FIELDS: dict[str, tuple[str, str, str]] = {
     "gaps": ("wattbench_device_gaps", "Jumps in the sequence numbers", "counter"),
     "rejects": ("wattbench_device_rejects", "Messages of the device rejected", "counter"),
     "out_of_order": ("wattbench_device_out_of_order", "Samples that arrived late and were kept", "counter"),
-    "offset_ms": ("wattbench_device_clock_offset_ms", "Host clock minus device clock, estimated", "gauge"),
     "rate_hz": ("wattbench_device_rate_hz", "Samples a second, from the device's own clock", "gauge"),
 }
+OFFSET = (
+    "wattbench_device_clock_offset_ms",
+    "Device clock minus host clock, estimated (as wattbench status)",
+)
 
 
 class LiveCollector(PromCollector):
@@ -90,6 +95,7 @@ def _channels(live: Live) -> Iterator[Metric]:
 
 def _devices(live: Live) -> Iterator[Metric]:
     families = {f: _family(n, h, k, ["dev"]) for f, (n, h, k) in DEVICE_FIELDS.items()}
+    offset = GaugeMetricFamily(*OFFSET, labels=["dev"])
     seen = GaugeMetricFamily(
         "wattbench_device_last_seen_seconds", "Collector clock of the device's last batch", labels=["dev"]
     )
@@ -98,9 +104,13 @@ def _devices(live: Live) -> Iterator[Metric]:
             value = summary.get(name)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 fam.add_metric([dev], float(value))
+        measured = summary.get("offset_ms")
+        if isinstance(measured, (int, float)) and not isinstance(measured, bool):
+            offset.add_metric([dev], device_minus_host(measured))
         if summary.get("last_seen_ms") is not None:
             seen.add_metric([dev], summary["last_seen_ms"] / 1000.0)
     yield from families.values()
+    yield offset
     yield seen
 
 

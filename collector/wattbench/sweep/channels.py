@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from wattbench_schema import jsonschema_validator, match_topic, strict_loads, subscription
 
 from ..core.align import ChannelSpec
-from ..core.clocktrack import ClockTrack, OffsetSource, window_offset
+from ..core.clocktrack import ClockTrack, OffsetSource, device_minus_host, window_offset
 
 if TYPE_CHECKING:
     from ..store.base import Store
@@ -359,8 +359,7 @@ def _nan(a: Any) -> Any:
 
 
 def offsets_from_health(rows: Iterable[Mapping[str, Any]], devices: Sequence[str]) -> dict[str, float]:
-    """Device-minus-host clock offsets from the collector's health rows (offset_ms there is the
-    collector's receive time minus sample time, so the sign flips). The largest estimate per device
+    """Device-minus-host clock offsets from the collector's health rows. The largest estimate per device
     wins when several collectors report it."""
     out: dict[str, float] = {}
     wanted = set(devices)
@@ -369,7 +368,7 @@ def offsets_from_health(rows: Iterable[Mapping[str, Any]], devices: Sequence[str
         off = row.get("offset_ms")
         if dev not in wanted or off is None or not math.isfinite(float(off)):
             continue
-        dev_minus_host = -float(off)
+        dev_minus_host = device_minus_host(off)
         if dev not in out or abs(dev_minus_host) > abs(out[dev]):
             out[dev] = dev_minus_host
     return out
