@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -33,6 +34,8 @@ class Row:
     # paths (relative to the test folder) a read must not create
     not_created: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    # the line is all of stderr: no log line or traceback of a library around it
+    alone: bool = False
 
 
 ROWS = [
@@ -179,6 +182,29 @@ ROWS = [
     ),
     Row("collect-bad-influx-url", ["collect", "--influx", "influx:8086"], 2, "expected http(s)://"),
     Row("broker-bad-port", ["broker", "--port", "99999"], 2, "outside 0..65535"),
+    # amqtt logs its own failure to start with a traceback; the command's one line is enough
+    Row("broker-port-taken", ["broker", "--port", "{taken}"], 3, "Address already in use", alone=True),
+    Row(
+        "broker-host-not-here",
+        ["broker", "--host", "192.0.2.1", "--port", "{down_port}"],
+        3,
+        "cannot listen on 192.0.2.1:",
+        alone=True,
+    ),
+    Row(
+        "broker-host-not-here-any-port",
+        ["broker", "--host", "192.0.2.1", "--port", "0"],
+        3,
+        "cannot listen on 192.0.2.1:",
+        alone=True,
+    ),
+    Row(
+        "broker-host-unknown",
+        ["broker", "--host", "no-such-host.invalid", "--port", "{down_port}"],
+        3,
+        "cannot listen on no-such-host.invalid:",
+        alone=True,
+    ),
     Row("unknown-command", ["nosuch"], 2, "invalid choice"),
     # the workload
     Row("sweep-command-without-cmd", ["sweep", "--ops-only", "--workload", "command", *FAST], 2, "--cmd"),
@@ -254,19 +280,27 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     down = services.free_port()  # nothing listens there
     (tmp_path / "notes.txt").write_text("not a database\n")
     (tmp_path / "fast.toml").write_text("connect_timeout_s = 2\n")
-    values = {
-        "tmp": str(tmp_path),
-        "store": make_store(tmp_path / "store.sqlite"),
-        "down": f"http://127.0.0.1:{down}",
-        "down_broker": f"127.0.0.1:{down}",
-    }
-    argv = [a.format(**values) for a in row.argv]
-    env = {k: v.format(**values) for k, v in row.env.items()}
-    out = wattbench(argv, tmp_path, env)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        values = {
+            "tmp": str(tmp_path),
+            "store": make_store(tmp_path / "store.sqlite"),
+            "down": f"http://127.0.0.1:{down}",
+            "down_broker": f"127.0.0.1:{down}",
+            "down_port": str(down),
+            "taken": str(taken.getsockname()[1]),
+        }
+        argv = [a.format(**values) for a in row.argv]
+        env = {k: v.format(**values) for k, v in row.env.items()}
+        out = wattbench(argv, tmp_path, env)
     assert "Traceback" not in out.stderr, out.stderr
     assert out.returncode == row.code, out.stderr
     assert row.fragment in out.stderr, out.stderr
     assert len([line for line in out.stderr.splitlines() if row.fragment in line]) == 1
+    if row.alone:
+        assert out.stderr.splitlines() == [out.stderr.strip()], out.stderr
+        assert out.stderr.startswith(f"wattbench {row.argv[0]}: "), out.stderr
     for rel in row.not_created:
         assert not (tmp_path / rel).exists(), f"{rel} was created by a command that only reads"
 

@@ -14,7 +14,40 @@ calling process:
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+
+class BrokerStartError(RuntimeError):
+    """The embedded broker cannot listen where it was asked to: the port is taken, the address is not
+    this machine's, or the name does not resolve."""
+
+
+def _reason(exc: BaseException) -> str:
+    """The cause of a failed start in the operating system's words: amqtt wraps the OSError of the bind
+    in a BrokerError, and asyncio rewrites its text around the address we already name."""
+    import os
+    import socket
+
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    if isinstance(exc, socket.gaierror) and exc.strerror:
+        return exc.strerror
+    if isinstance(exc, OSError) and exc.errno and exc.errno > 0:
+        return os.strerror(exc.errno)
+    return str(exc)
+
+
+class _StartupFailureFilter(logging.Filter):
+    """Drops amqtt's own report of a failed start (an ERROR with its traceback, logged in the broker's
+    thread): start() raises the same failure as BrokerStartError, which is said once, by the caller."""
+
+    def __init__(self, thread_id: int | None) -> None:
+        super().__init__()
+        self.thread_id = thread_id
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread != self.thread_id or record.levelno < logging.ERROR
 
 
 def _config(host: str, port: int) -> dict[str, Any]:
@@ -89,9 +122,12 @@ def __getattr__(name: str) -> Any:
 def _free_port(host: str) -> int:
     import socket
 
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    try:
+        with socket.socket() as s:
+            s.bind((host, 0))
+            return int(s.getsockname()[1])
+    except OSError as exc:
+        raise BrokerStartError(f"embedded broker cannot listen on {host}: {_reason(exc)}") from exc
 
 
 class EmbeddedBroker:
@@ -118,7 +154,6 @@ class EmbeddedBroker:
 
     def start(self, timeout: float = 15.0) -> EmbeddedBroker:
         import asyncio
-        import logging
         import threading
 
         # amqtt and its state machine log every packet and transition at INFO.
@@ -126,8 +161,12 @@ class EmbeddedBroker:
             if logging.getLogger(name).level == logging.NOTSET:
                 logging.getLogger(name).setLevel(logging.WARNING)
         ready = threading.Event()
+        amqtt_log = logging.getLogger("amqtt.broker")
+        quiet = _StartupFailureFilter(None)
 
         def main() -> None:
+            # Set here, not after Thread.start() returns, so that a start failing at once is caught too.
+            quiet.thread_id = threading.get_ident()
             loop = asyncio.new_event_loop()
             self._loop = loop
             asyncio.set_event_loop(loop)
@@ -146,11 +185,17 @@ class EmbeddedBroker:
                 loop.close()
 
         self._thread = threading.Thread(target=main, name="wb-broker", daemon=True)
-        self._thread.start()
-        if not ready.wait(timeout):
-            raise RuntimeError(f"embedded broker did not start on {self.url} within {timeout:g} s")
+        amqtt_log.addFilter(quiet)
+        try:
+            self._thread.start()
+            started = ready.wait(timeout)
+        finally:
+            amqtt_log.removeFilter(quiet)
+        if not started:
+            raise BrokerStartError(f"embedded broker did not start on {self.url} within {timeout:g} s")
         if self._error is not None:
-            raise RuntimeError(f"embedded broker cannot listen on {self.url}: {self._error}")
+            reason = _reason(self._error)
+            raise BrokerStartError(f"embedded broker cannot listen on {self.url}: {reason}") from self._error
         return self
 
     def stop(self, timeout: float = 10.0) -> None:

@@ -86,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _known_failure(exc: BaseException) -> tuple[str, int] | None:
     """(one-line message, exit code) for failures the user can act on; None for a bug."""
+    from ..broker import BrokerStartError
     from ..config import ConfigError
     from ..store.base import StoreError
     from ..sweep.publish import SinkError
@@ -100,6 +101,8 @@ def _known_failure(exc: BaseException) -> tuple[str, int] | None:
     if isinstance(exc, WorkloadError):
         return f"workload: {exc}", EXIT_WORKLOAD
     if isinstance(exc, SinkError):
+        return str(exc), EXIT_UNREACHABLE
+    if isinstance(exc, BrokerStartError):
         return str(exc), EXIT_UNREACHABLE
     if isinstance(exc, ssl.SSLError):
         return f"TLS: {exc.reason or exc}", EXIT_UNREACHABLE

@@ -1,4 +1,5 @@
-"""`wattbench broker`: the embedded MQTT broker (broker.py) in the foreground until Ctrl-C or SIGTERM."""
+"""`wattbench broker`: the embedded MQTT broker (broker.py) in the foreground until Ctrl-C or SIGTERM.
+An address it cannot listen on is one line and exit 3 (BrokerStartError, through the CLI's failures)."""
 
 from __future__ import annotations
 
@@ -21,11 +22,7 @@ def run(args: argparse.Namespace) -> int:
 
     log = logging.getLogger("wattbench.broker")
     logging.getLogger("wattbench").setLevel(logging.INFO)
-    try:
-        broker = EmbeddedBroker(args.host, args.port).start()
-    except RuntimeError as exc:
-        log.error("%s", exc)
-        return 3
+    broker = EmbeddedBroker(args.host, args.port).start()
     stop = stop_event()
     log.info("embedded MQTT 3.1.1 broker listening on %s (Ctrl-C to stop)", broker.url)
     stop.wait()
