@@ -366,12 +366,37 @@ def test_report_on_influx_creates_no_database(tmp_path: Path, influx: services.I
     assert "never_written" not in names
 
 
-def test_status_json_into_a_closed_pipe(tmp_path: Path) -> None:
-    """`wattbench status --json | head`: the reader leaving early is not an error worth a traceback."""
+SPECPOWER = Path(__file__).resolve().parent / "data" / "specpower"
+CLOSED_PIPE = [
+    ["status", "--json", "--store", "{store}", "--state-dir", "{tmp}"],
+    ["status", "--store", "{store}", "--state-dir", "{tmp}"],
+    ["report", "latest", "--store", "{store}"],
+    ["report", "latest", "--store", "{store}", "--json"],
+    ["score", str(SPECPOWER / "ibm-x3650-m2-2009.csv")],
+    ["score", str(SPECPOWER / "ibm-x3650-m2-2009.csv"), "--json"],
+    ["compare", str(SPECPOWER / "dell-r7425-2018.json"), str(SPECPOWER / "ibm-x3250-m3-2010.json")],
+    ["compare", str(SPECPOWER / "dell-r7425-2018.json"), str(SPECPOWER / "ibm-x3250-m3-2010.json"), "--json"],
+]
+
+
+@pytest.mark.parametrize(
+    "argv", CLOSED_PIPE, ids=[" ".join(a for a in c if not a.startswith(("{", "/"))) for c in CLOSED_PIPE]
+)
+def test_output_into_a_closed_pipe(argv: list[str], tmp_path: Path) -> None:
+    """`wattbench report latest | head -1`: the reader leaving early is not an error worth a traceback,
+    and every command says so with 141, whether it prints a table or JSON."""
+    from wattbench.store import open_store
+
     store = make_store(tmp_path / "store.sqlite")
+    s = open_store(store)
+    start = {"v": 1, "run": "r1", "n": 0, "t": 1767225600000, "event": "run_start", "phase": "run"}
+    s.write_phase(start)
+    s.write_phase(dict(start, n=1, t=1767225601000, event="run_end"))
+    s.flush()
+    s.close()
     env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "xdg"))
     proc = subprocess.Popen(
-        [WATTBENCH, "status", "--json", "--store", store, "--state-dir", str(tmp_path)],
+        [WATTBENCH, *(a.format(store=store, tmp=tmp_path) for a in argv)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
@@ -381,7 +406,15 @@ def test_status_json_into_a_closed_pipe(tmp_path: Path) -> None:
     err = proc.stderr.read().decode()
     proc.wait(60)
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
-    assert proc.returncode == 141
+    assert proc.returncode == 141, err
+
+
+def test_every_command_prints_through_the_console_that_knows_a_closed_pipe() -> None:
+    """rich's own Console ends on a closed pipe with a silent exit 1: a command that made one of its own
+    would not say 141."""
+    cli = Path(__file__).resolve().parents[1] / "collector" / "wattbench" / "cli"
+    own = [p.name for p in cli.glob("*.py") if p.name != "options.py" and "rich.console" in p.read_text()]
+    assert own == [], own
 
 
 @pytest.mark.parametrize(

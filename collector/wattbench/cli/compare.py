@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .options import CliError
+from .options import CliError, output_console
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -219,8 +219,6 @@ def run(args: argparse.Namespace) -> int:
     import json
     import sys
 
-    from rich.console import Console
-
     from ..core.compare import Prices, compare
     from ..report.compare import compare_document, compare_renderables, write_compare_html
     from .options import open_store_from_args, store_given
@@ -254,7 +252,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
-        console = Console()
+        console = output_console()
         for r in compare_renderables(rows, costs):
             console.print(r)
     if args.json_out:

@@ -92,11 +92,10 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
     import sys
     import time
 
-    from rich.console import Console
-
     from ..sweep.channels import ChannelError
+    from .options import output_console
 
-    console = Console()
+    console = output_console()
     log = logging.getLogger("wattbench.cli.demo")
     t_start = time.monotonic()
     stack: list[Any] = []  # things to stop, last started first

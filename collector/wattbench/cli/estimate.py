@@ -17,7 +17,7 @@ import json
 import sys
 from typing import Any
 
-from .options import add_store_options, run_id
+from .options import add_store_options, output_console, run_id
 
 EPILOG = """examples:
   wattbench compare-estimate latest --prometheus http://127.0.0.1:9090 \\
@@ -129,7 +129,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_table(doc: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"run {doc['run']}: estimator against measured power")
@@ -139,7 +138,7 @@ def _print_table(doc: dict[str, Any]) -> None:
         est = f"{r['estimated_W']:.1f}" if "estimated_W" in r else "-"
         err = f"{r['error'] * 100:+.1f} %" if "error" in r else r.get("reason", "-")
         table.add_row(r["phase"], f"{r['measured_W']:.1f}", est, err)
-    console = Console()
+    console = output_console()
     console.print(table)
     s = doc["summary"]
     if s["levels"]:

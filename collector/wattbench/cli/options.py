@@ -12,9 +12,12 @@ import re
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..argtypes import number, whole
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # Exit codes every subcommand uses for the same kind of failure (see docs/guide.md).
 EXIT_INVALID = 1
@@ -38,6 +41,29 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+# ---------------------------------------------------------------------------- output
+
+
+@cache
+def _console_class() -> type[Console]:
+    from rich.console import Console
+
+    class CommandConsole(Console):
+        def on_broken_pipe(self) -> None:
+            # rich's own answer is a silent SystemExit(1); main() turns this into 141, as for print().
+            self.quiet = True
+            raise BrokenPipeError
+
+    return CommandConsole
+
+
+def output_console(**options: Any) -> Console:
+    """The rich Console every command prints its output on (options as rich's Console takes them). A
+    reader that went away (`| head -1`) ends the command with exit 141 whether it printed a table
+    through rich or JSON through print()."""
+    return _console_class()(**options)
 
 
 # ---------------------------------------------------------------------------- -v

@@ -165,12 +165,10 @@ def open_publisher(args: argparse.Namespace, run: str) -> Any:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from rich.console import Console
-
     from ..report.jsonreport import to_json
     from ..report.table import print_evaluation
     from ..sweep.publish import SinkError
-    from .options import cost_from_args, limits_from_args, open_store_from_args
+    from .options import cost_from_args, limits_from_args, open_store_from_args, output_console
 
     try:
         # out-of-range limits are refused before the store is opened, not after a re-score has begun
@@ -198,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(to_json(ev))
         else:
-            print_evaluation(Console(), ev)
+            print_evaluation(output_console(), ev)
         if args.html:
             from ..report.html import write_html
 

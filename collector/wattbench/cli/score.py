@@ -672,11 +672,10 @@ def write_json(out: IO[str], table: Table, head: dict[str, Any]) -> None:
 
 
 def print_table(table: Table, tot: Totals, ops_label: str, title: str) -> None:
-    from rich.console import Console
-
     from ..report.table import print_report, print_summary_report
+    from .options import output_console
 
-    console = Console()
+    console = output_console()
     n = len(table)
     if n <= SUMMARY_ROWS:
         levels = [table.level(i) for i in range(n)]

@@ -246,12 +246,13 @@ def render(doc: dict[str, Any]) -> None:
     """The tables, from the report document."""
     import time
 
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from .options import output_console
+
+    console = output_console()
     if not console.is_terminal:  # piped or logged: do not squeeze the tables into 80 columns
-        console = Console(width=170)
+        console = output_console(width=170)
     now = int(time.time() * 1000)
 
     table = Table(title="Devices", title_justify="left")

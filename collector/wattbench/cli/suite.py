@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .options import CliError
+from .options import CliError, output_console
 from .sweep import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_UNREACHABLE, EXIT_WORKLOAD
 
 
@@ -109,8 +109,6 @@ def run(args: argparse.Namespace) -> int:
     import logging
     import sys
 
-    from rich.console import Console
-
     from ..core.plan import Timing, parse_levels
     from ..sweep.channels import ChannelError
     from ..sweep.driver import new_run_id
@@ -157,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     mqtt = (
         MqttSettings(args.broker, mqtt_user(args), mqtt_password(args), args.mqtt_ca) if args.broker else None
     )
-    console = Console()
+    console = output_console()
     run_id = args.run or new_run_id()
     total = sum(p.duration_s() for p in plans.values())
     console.print(

@@ -22,6 +22,7 @@ from .options import (
     cost_from_args,
     limits_from_args,
     offsets_from_args,
+    output_console,
     scoring_record,
 )
 
@@ -243,11 +244,9 @@ def emit_outputs(evaluation: Any, args: argparse.Namespace, fetch: Any = None, c
     """The table on the terminal, and the JSON and HTML files when asked for."""
     import json
 
-    from rich.console import Console
-
     from ..report.table import print_evaluation
 
-    console = console or Console()
+    console = console or output_console()
     print_evaluation(console, evaluation)
     if getattr(args, "json_out", None):
         with open(args.json_out, "w") as f:
