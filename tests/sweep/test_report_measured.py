@@ -221,6 +221,25 @@ def test_partial_run_shows_idle_as_not_measured_never_zero() -> None:
     assert "idle_W" not in report_dict(back)["result"]["summary"]
 
 
+def test_a_run_stopped_in_calibration_says_why_it_has_no_calibrated_throughput() -> None:
+    events = _events(abort_after="cal3")
+    store = _store(events)
+    ev = evaluate(RUN, events, store.series, SPECS, {})
+    assert "calibrated" not in ev.result
+    why = "no calibrated throughput: the run stopped during calibration"
+    doc = report_dict(ev)
+    _validate("report", doc)
+    assert doc["measured"]["calibrated_missing"] == "the run stopped during calibration"
+    assert why in render_evaluation(ev) and why in render_html(ev)
+    # the stored result read back says the same
+    store.write_result(ev.result)
+    parser = argparse.ArgumentParser()
+    report_cli.add_arguments(parser)
+    back, _ = report_cli.load(parser.parse_args([RUN]), store)  # type: ignore[misc]
+    assert back.calibrated is None and why in render_evaluation(back)
+    assert report_dict(back)["measured"]["calibrated_missing"] == "the run stopped during calibration"
+
+
 def _sqlite_run(path: Path, events: list[dict]) -> None:
     """The phase events and a 150 W channel at 10 Hz, as the collector would have stored them."""
     from wattbench.store import open_store

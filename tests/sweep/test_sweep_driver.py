@@ -157,6 +157,34 @@ def test_interrupt_gives_a_partial_invalid_result() -> None:
     assert ev.result["partial"] is True and ev.result["valid"] is False
 
 
+@pytest.mark.parametrize("stopped_in", ["cal2", "cal3"])
+def test_a_sweep_stopped_in_calibration_claims_no_calibrated_throughput(stopped_in: str) -> None:
+    """The calibrated throughput is the mean of the last two planned calibration intervals. Stopped before
+    cal3 completed, the intervals measured are the first ones, which run low: the partial result has
+    no calibrated throughput, and the report says why."""
+    from wattbench.report.table import render_evaluation
+    from wattbench.sweep.session import SweepSetup, run_sweep
+
+    plan = specpower_plan(timing=FAST)
+    setup = SweepSetup(run="run-cal", plan=plan, workload=CountingWorkload(interrupt_in=stopped_in))
+    ev = run_sweep(setup).evaluation
+    contract.validate_result(ev.result)
+    assert ev.result["partial"] is True and ev.result["valid"] is False
+    assert ev.calibrated is None and "calibrated" not in ev.result, ev.result
+    text = render_evaluation(ev)
+    assert f"no calibrated throughput: the run stopped before {stopped_in} completed" in text, text
+
+
+def test_a_sweep_stopped_after_calibration_keeps_its_calibrated_throughput() -> None:
+    from wattbench.sweep.session import SweepSetup, run_sweep
+
+    plan = specpower_plan(timing=FAST)
+    setup = SweepSetup(run="run-cal", plan=plan, workload=CountingWorkload(interrupt_in="l100"))
+    ev = run_sweep(setup).evaluation
+    assert ev.result["calibrated"] == pytest.approx(1000.0, rel=0.05)
+    assert ev.result["calibrated"] == pytest.approx(sum(r for _, r in ev.calibration[1:]) / 2)
+
+
 def test_concurrency_plan_needs_no_calibration() -> None:
     plan = concurrency_plan((1, 2), timing=FAST)
     assert [(p.name, p.kind, p.copies) for p in plan.phases] == [

@@ -220,6 +220,23 @@ def test_interrupted_run_is_partial_and_invalid() -> None:
     assert not complete.ok and complete.reason == "interrupted during l70"
 
 
+@pytest.mark.parametrize("stopped_in", ["cal2", "cal3"])
+def test_a_stored_run_stopped_in_calibration_has_no_calibrated_throughput(stopped_in: str) -> None:
+    """Scored from its events alone (report, --rescore): cal1 runs at 90 % of the others, so the mean of
+    the intervals that completed would be low. The plan is not stored; calibration counts as over only
+    once a later phase started or the run ended."""
+    ev = _run(abort=stopped_in)
+    contract.validate_result(ev.result)
+    assert ev.calibrated is None and "calibrated" not in ev.result, ev.result
+    assert ev.calibration_missing == "the run stopped during calibration"
+
+
+def test_a_run_stopped_after_calibration_is_calibrated_on_the_last_two_intervals() -> None:
+    ev = _run(abort="l70")
+    assert ev.result["calibrated"] == pytest.approx(3000.0)  # cal2 and cal3; cal1 ran at 2700
+    assert ev.calibration_missing is None
+
+
 def test_no_store_gives_ops_only() -> None:
     events = sweep_events(specpower_phases())
     ev = evaluate(RUN, events, None, [], now_ms=T0)

@@ -32,6 +32,7 @@ class Evaluation:
     events: list[dict[str, Any]] = field(default_factory=list)
     measured_offsets_ms: dict[str, float] = field(default_factory=dict)  # what was measured (checked)
     clock: dict[str, ct.ClockTrack] = field(default_factory=dict)  # per device, stretch by stretch
+    calibration_missing: str | None = None  # why there is no calibrated throughput, when there is none
 
     @property
     def valid(self) -> bool:
@@ -63,6 +64,51 @@ def planned_phases(events: Sequence[Mapping[str, Any]]) -> list[str]:
     return seen
 
 
+def calibration_rates(windows: Sequence[al.Window]) -> list[tuple[str, float]]:
+    """(phase, ops/s) of the run's completed calibration intervals, in order."""
+    return [
+        (w.phase, (w.ops or 0) / w.duration_s)
+        for w in windows
+        if w.kind == "calibration" and w.duration_s > 0
+    ]
+
+
+def calibrated_throughput(
+    events: Sequence[Mapping[str, Any]],
+    cal: Sequence[tuple[str, float]],
+    use: int,
+    interrupted: str | None,
+    calibrations: Sequence[str] | None = None,
+) -> tuple[float | None, list[float], str | None]:
+    """(calibrated throughput, the rates it is the mean of, why there is none) of a run whose completed
+    calibration intervals are cal, (phase, ops/s) in order.
+
+    The calibrated throughput is the mean of the last `use` calibration intervals of the plan. A run
+    stopped before those completed has none: the intervals it did complete are the first ones, and the
+    first runs low, so their mean is not the machine's throughput. calibrations names the plan's
+    calibration phases where the plan is known (the sweep that ran it). The plan is not stored with a
+    run, so for a stored run calibration is over only once a later phase started or the run ended."""
+    if not cal:
+        return None, [], None
+    if calibrations:
+        measured = dict(cal)
+        used = list(calibrations)[-use:]
+        missing = [name for name in used if name not in measured]
+        if missing:
+            why = f"the run stopped before {missing[0]} completed (it would be the mean of {_and(used)})"
+            return None, [], why
+        rates = [measured[name] for name in used]
+        return sum(rates) / len(rates), rates, None
+    if interrupted is not None and not planned_phases(events):
+        return None, [], "the run stopped during calibration"
+    rates = [r for _, r in cal]
+    return calibrated_rate(rates, use), rates[-use:], None
+
+
+def _and(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def workload_name(events: Sequence[Mapping[str, Any]]) -> str | None:
     for e in events:
         if e.get("event") == "run_start" and e.get("workload"):
@@ -89,6 +135,7 @@ def evaluate(
     planned: Sequence[str] | None = None,
     interrupted: str | None = None,
     calibration_use: int = DEFAULT_CALIBRATION_USE,
+    calibrations: Sequence[str] | None = None,
     now_ms: int | None = None,
     deadband_ms: float = 0.0,
     channel_problems: Sequence[str] = (),
@@ -101,7 +148,8 @@ def evaluate(
     and the clock_skew check judges the largest of each device. channel_problems are reasons the
     channels could not all be chosen as asked; they fail the `channels` check. options are the scoring
     options the run was scored with, as the command line took them: the result records them, so a
-    later report can tell whether it was asked for another scoring."""
+    later report can tell whether it was asked for another scoring. calibrations are the names of the
+    plan's calibration phases, when the plan is known (calibrated_throughput)."""
     tracks, measured, offsets = clock_figures(offsets_ms or {}, deadband_ms)
     steps = {k: len(t.steps) for k, t in tracks.items() if t.steps}
     windows = al.windows_from_events(events)
@@ -110,12 +158,10 @@ def evaluate(
     if planned is None:
         planned = planned_phases(events)
 
-    cal = [
-        (w.phase, (w.ops or 0) / w.duration_s)
-        for w in windows
-        if w.kind == "calibration" and w.duration_s > 0
-    ]
-    calibrated = calibrated_rate([r for _, r in cal], calibration_use) if cal else None
+    cal = calibration_rates(windows)
+    calibrated, used, calibration_missing = calibrated_throughput(
+        events, cal, calibration_use, interrupted, calibrations
+    )
 
     scored = [w for w in windows if w.kind != "calibration"]
     power_channels = [c for c in channels if c.role in ("power", "inlet")]
@@ -141,7 +187,7 @@ def evaluate(
 
     levels = [_level(wp, calibrated) for wp in aligned]
     summary = sc.summarize(levels, run_energy, cost)
-    spread = calibration_spread([r for _, r in cal], calibration_use)
+    spread = calibration_spread(used, calibration_use)
     checks = cp.check_run(levels, aligned, measured, planned, interrupted, limits, steps, spread)
     statement = None
     if fetch is not None:
@@ -175,6 +221,7 @@ def evaluate(
         [dict(e) for e in events],
         measured,
         tracks,
+        calibration_missing,
     )
 
 
@@ -232,6 +279,12 @@ def from_stored(
         cost=summ.get("cost"),
         ops_per_dollar=summ.get("ops_per_dollar"),
     )
+    calibrated = result.get("calibrated")
+    missing = None
+    if calibrated is None:
+        # The result does not keep why; the events say as much as a stored run can (no plan).
+        cal = calibration_rates(al.windows_from_events(events))
+        missing = calibrated_throughput(events, cal, DEFAULT_CALIBRATION_USE, interrupted_reason(events))[2]
     return Evaluation(
         run=str(result["run"]),
         result=dict(result),
@@ -239,9 +292,10 @@ def from_stored(
         aligned=[],
         checks=checks_from_result(result),
         summary=summary,
-        calibrated=result.get("calibrated"),
+        calibrated=calibrated,
         channels=list(channels),
         events=[dict(e) for e in events],
+        calibration_missing=missing,
     )
 
 

@@ -138,6 +138,8 @@ def measured(evaluation: Any) -> dict[str, Any]:
         "timing": rows,
         "inlet": inlet(evaluation.result),
     }
+    if evaluation.calibration_missing:
+        out["calibrated_missing"] = str(evaluation.calibration_missing)[:200]
     if start.get("host"):
         out["host"] = str(start["host"])
     windows = [r["measure_s"] for r in rows if r.get("kind") != "concurrency"]
@@ -205,6 +207,8 @@ def calibration_text(m: Mapping[str, Any], calibrated: float | None, fmt: Any, o
     text = ", ".join(f"{c['phase']} {fmt(c['ops_per_s'])} {rate}" for c in cal)
     if calibrated:
         text += f"; calibrated throughput {fmt(calibrated)} {rate}"
+    elif m.get("calibrated_missing"):
+        text += f"; no calibrated throughput: {m['calibrated_missing']}"
     return text
 
 

@@ -184,6 +184,7 @@ def run_sweep(setup: SweepSetup) -> Outcome:
                 planned=record.planned,
                 interrupted=record.interrupted or store_error,
                 calibration_use=setup.plan.calibration_use,
+                calibrations=[p.name for p in setup.plan.calibrations],
                 options=setup.options,
             )
             specs, complete = list(specs or []), False
@@ -235,6 +236,7 @@ def score_record(
         planned=record.planned,
         interrupted=record.interrupted,
         calibration_use=setup.plan.calibration_use,
+        calibrations=[p.name for p in setup.plan.calibrations],
         deadband_ms=deadband,
         channel_problems=problems,
         options=setup.options,
