@@ -17,11 +17,10 @@ echo "[test] services provisioned in $(( $(date +%s) - start )) s" >&2
 python3 -m pip install -q --disable-pip-version-check -e ".[test,grafana]" -e ./devkit 2>&1 | grep -v "Running pip as the 'root' user" >&2
 if [ "${PIPESTATUS[0]}" -ne 0 ]; then echo "pip install failed" >&2; exit 1; fi
 
-parallel=(-n "${WATTBENCH_TEST_WORKERS:-4}" --dist loadgroup)
+parallel=(-n "${WATTBENCH_TEST_WORKERS:-4}")
 for arg in "$@"; do
   case "$arg" in -n|-n*|--numprocesses|--numprocesses=*|--dist|--dist=*) parallel=() ;; esac
 done
-# A run told -n 0 is serial; --dist loadgroup needs workers, so it goes with the default only.
 python3 -m pytest -p no:cacheprovider --durations=30 "${parallel[@]}" "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then

@@ -1,10 +1,10 @@
 """Fixtures for real services. Each test that asks for one gets its own instance on a free port.
 
-The suite runs in parallel (scripts/test.sh passes pytest-xdist's `-n` and `--dist loadgroup`). What
-keeps that safe lives here and in wattbench_devkit.services: every worker takes ports from a band of
-its own, keeps wattbench's state under a folder of its own, and a test module whose fixtures are
-module-scoped (a built wheel, a started Home Assistant) runs whole on one worker, so they are made
-once. tests/test_parallel_safety.py holds these rules.
+The suite runs in parallel (scripts/test.sh passes pytest-xdist's `-n`). What keeps that safe lives
+here and in wattbench_devkit: every worker takes ports from a band of its own (services), keeps
+wattbench's state under a folder of its own (below), and a test module whose fixtures are module-scoped
+(a built wheel, a started Home Assistant) runs whole on one worker, so they are made once (parallel).
+tests/test_parallel_safety.py holds these rules.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from wattbench_devkit import services
+from wattbench_devkit import parallel, services
 
 _STATE_HOME: str | None = None
 
@@ -37,16 +37,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(_STATE_HOME, ignore_errors=True)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test that uses a module-scoped fixture is grouped with its module (xdist_group), so under
-    --dist loadgroup the fixture is made once, on one worker. tryfirst: xdist reads the groups in its
-    own hook of the same name."""
-    for item in items:
-        if not isinstance(item, pytest.Function) or item.get_closest_marker("xdist_group"):
-            continue
-        if any(d and d[-1].scope == "module" for d in item._fixtureinfo.name2fixturedefs.values()):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Modules with module-scoped fixtures, and named groups, each stay on one worker
+    (wattbench_devkit.parallel)."""
+    return parallel.make_scheduler(config, log)
 
 
 def _require(make):  # type: ignore[no-untyped-def]

@@ -1,6 +1,6 @@
 """What keeps the suite safe to run in parallel (scripts/test.sh runs it under pytest-xdist): ports from a
 band of the worker's own, wattbench's state away from the user's and from other workers, a module's
-module-scoped fixtures made on one worker, and no test that binds a fixed port on its own."""
+module-scoped fixtures made once, on one worker, and no test that binds a fixed port on its own."""
 
 from __future__ import annotations
 
@@ -8,10 +8,7 @@ import ast
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from wattbench_devkit import services
 
@@ -70,17 +67,87 @@ def test_wattbench_state_is_kept_apart_from_the_users_and_other_workers() -> Non
     assert "wattbench-test-state-" in state
 
 
+PROJECT_CONFTEST = """
+from wattbench_devkit import parallel
+
+def pytest_xdist_make_scheduler(config, log):
+    return parallel.make_scheduler(config, log)
+"""
+
+MODULE_FIXTURE = """
+import os, pytest
+
 @pytest.fixture(scope="module")
-def made_once() -> Iterator[int]:
-    yield os.getpid()
+def made(tmp_path_factory):
+    with open(os.environ["LOG"], "a") as f:
+        f.write("made\\n")
+
+@pytest.mark.parametrize("k", range(12))
+def test_uses(made, k):
+    with open(os.environ["LOG"], "a") as f:
+        f.write("ran " + os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+"""
+
+NAMED = """
+import os, pytest
+
+@pytest.mark.xdist_group("port-123")
+@pytest.mark.parametrize("k", range(6))
+def test_named(k):
+    with open(os.environ["LOG"], "a") as f:
+        f.write("{name} " + os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+"""
 
 
-def test_a_module_scoped_fixture_keeps_its_module_on_one_worker(
-    made_once: int, request: pytest.FixtureRequest
-) -> None:
-    mark = request.node.get_closest_marker("xdist_group")
-    assert mark is not None and mark.args == ("tests/test_parallel_safety.py",)
-    assert made_once == os.getpid()
+def test_modules_with_module_fixtures_and_named_groups_stay_on_one_worker(tmp_path: Path) -> None:
+    """A real parallel run of a small project with the suite's scheduler: the module-scoped fixture is
+    made once and every test of its module ran on one worker; two modules naming one group ran on
+    one worker; the tests that need neither were spread out."""
+    (tmp_path / "conftest.py").write_text(PROJECT_CONFTEST)
+    (tmp_path / "test_fixture.py").write_text(MODULE_FIXTURE)
+    (tmp_path / "test_named_a.py").write_text(NAMED.format(name="a"))
+    (tmp_path / "test_named_b.py").write_text(NAMED.format(name="b"))
+    (tmp_path / "test_free.py").write_text(
+        "import os, time\nimport pytest\n@pytest.mark.parametrize('k', range(40))\n"
+        "def test_free(k):\n    time.sleep(0.05)\n"
+        "    open(os.environ['LOG'], 'a').write('free ' + os.environ['PYTEST_XDIST_WORKER'] + '\\n')\n"
+    )
+    log = tmp_path / "log"
+    env = dict(os.environ, LOG=str(log))
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-n",
+            "3",
+            "--rootdir",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = [line.split() for line in log.read_text().splitlines()]
+    assert rows.count(["made"]) == 1
+    assert len({w for kind, *w in rows if kind == "ran" for w in w}) == 1
+    assert len({w for kind, *w in rows if kind in ("a", "b") for w in w}) == 1
+    assert len({w for kind, *w in rows if kind == "free" for w in w}) > 1
+
+
+def test_the_scheduler_reads_the_groups_from_the_source() -> None:
+    from wattbench_devkit import parallel
+
+    assert parallel.split_scope(REPO, "tests/test_packaging.py::test_wheel") == "tests/test_packaging.py"
+    assert parallel.split_scope(REPO, "tests/ptd/test_power_dev_e2e.py::t") == "group:ntp-port-123"
+    plain = "tests/test_cli.py::test_something"
+    assert parallel.split_scope(REPO, plain) == plain
 
 
 def _fixed_binds(path: Path) -> list[str]:

@@ -103,6 +103,8 @@ def _load_check_module(path: Path) -> Any:
     return mod
 
 
+# chrony must listen on 127.0.0.123:123 (above): tests that need it run one after another, on one worker.
+@pytest.mark.xdist_group("ntp-port-123")
 def test_power_dev_runs_a_full_session_on_wattbench_ptd(tmp_path: Path, mosquitto: Any, chrony: Any) -> None:
     fw_host = pytest.importorskip("wattbench_fw.host")
     ptd_bin = Path(sys.executable).parent / "wattbench-ptd"
