@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,11 +209,41 @@ ROWS = [
     Row("unknown-command", ["nosuch"], 2, "invalid choice"),
     # the workload
     Row("sweep-command-without-cmd", ["sweep", "--ops-only", "--workload", "command", *FAST], 2, "--cmd"),
+    # a program that is not there is a mistake on the command line, found before anything runs
     Row(
         "sweep-command-not-found",
         ["sweep", "--store", "{store}", "--cmd", "{tmp}/no-such-program {{load}}", *FAST],
-        4,
-        "no such program",
+        2,
+        "--cmd: cannot start '{tmp}/no-such-program': no such file",
+        alone=True,
+    ),
+    Row(
+        "sweep-command-not-on-path",
+        ["sweep", "--store", "{store}", "--workload", "command", "--cmd", "mybenchh {{load}}", *FAST],
+        2,
+        "--cmd: cannot start 'mybenchh': no such program on PATH",
+        alone=True,
+    ),
+    Row(
+        "sweep-command-not-executable",
+        ["sweep", "--store", "{store}", "--cmd", "{tmp}/notes.txt", *FAST],
+        2,
+        "--cmd: cannot start '{tmp}/notes.txt': not executable",
+        alone=True,
+    ),
+    Row(
+        "sweep-command-from-workload-config-not-found",
+        ["sweep", "--store", "{store}", "--workload-config", "{tmp}/mybench.toml", *FAST],
+        2,
+        "{tmp}/mybench.toml: run: cannot start 'mybenchh': no such program on PATH",
+        alone=True,
+    ),
+    Row(
+        "sweep-concurrency-job-not-found",
+        ["sweep", "--store", "{store}", "--workload", "concurrency", "--job", "mybenchh {{copy}}", *FAST],
+        2,
+        "--job: cannot start 'mybenchh': no such program on PATH",
+        alone=True,
     ),
     Row(
         "sweep-command-fails-in-cal1",
@@ -280,6 +311,7 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     down = services.free_port()  # nothing listens there
     (tmp_path / "notes.txt").write_text("not a database\n")
     (tmp_path / "fast.toml").write_text("connect_timeout_s = 2\n")
+    (tmp_path / "mybench.toml").write_text('workload = "command"\nrun = "mybenchh {load}"\n')
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -294,10 +326,11 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
         argv = [a.format(**values) for a in row.argv]
         env = {k: v.format(**values) for k, v in row.env.items()}
         out = wattbench(argv, tmp_path, env)
+    fragment = row.fragment.format(**values)
     assert "Traceback" not in out.stderr, out.stderr
     assert out.returncode == row.code, out.stderr
-    assert row.fragment in out.stderr, out.stderr
-    assert len([line for line in out.stderr.splitlines() if row.fragment in line]) == 1
+    assert fragment in out.stderr, out.stderr
+    assert len([line for line in out.stderr.splitlines() if fragment in line]) == 1
     if row.alone:
         assert out.stderr.splitlines() == [out.stderr.strip()], out.stderr
         assert out.stderr.startswith(f"wattbench {row.argv[0]}: "), out.stderr
@@ -305,18 +338,66 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
         assert not (tmp_path / rel).exists(), f"{rel} was created by a command that only reads"
 
 
-def test_failed_command_stops_the_run_at_its_level(tmp_path: Path) -> None:
-    """A command that fails in cal1 ends the run there: no second calibration, the level named."""
+def _stored_runs(store: str) -> list[str]:
+    from wattbench.store import open_store
+
+    s = open_store(store, must_exist=True)
+    try:
+        return s.runs()
+    finally:
+        s.close()
+
+
+def test_a_missing_program_stores_nothing_and_prints_one_line(tmp_path: Path) -> None:
+    """The issue's own case: a typo in --cmd. Nothing stored, no report, no files, one line, at once."""
+    store = make_store(tmp_path / "store.sqlite")
+    result, html = tmp_path / "result.json", tmp_path / "run.html"
+    argv = ["sweep", "--store", store, "--json-out", str(result), "--html", str(html), *FAST]
+    out = wattbench([*argv, "--workload", "command", "--cmd", "mybenchh --threads 4"], tmp_path, timeout=30)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr == "wattbench sweep: --cmd: cannot start 'mybenchh': no such program on PATH\n"
+    assert out.stdout == ""
+    assert not result.exists() and not html.exists()
+    assert _stored_runs(store) == []
+    latest = wattbench(["report", "latest", "--store", store], tmp_path)
+    assert latest.returncode != 0 and "no run" in latest.stderr, latest.stderr
+
+
+def test_a_command_failing_before_the_first_window_stores_nothing(tmp_path: Path) -> None:
+    """A command that fails in cal1's ramp-up: no window was measured. The run stops there (no second
+    calibration), names the level in its one line, and leaves no run, table or file behind."""
     store = make_store(tmp_path / "store.sqlite")
     result = tmp_path / "result.json"
     argv = ["sweep", "--store", store, "--run", "failing", "--json-out", str(result), *FAST]
     argv += ["--cmd", PY + " -c 'import sys; sys.exit(3)'"]
     out = wattbench(argv, tmp_path)
     assert out.returncode == 4, out.stderr
+    lines = [line for line in out.stderr.splitlines() if "channel bench/psu" not in line]
+    assert lines == [
+        "wattbench sweep: workload failed during cal1: the command exited with status 3 "
+        "(before the first measurement window: no run stored)"
+    ], out.stderr
+    assert out.stdout == ""
+    assert not result.exists()
+    assert _stored_runs(store) == []
+
+
+def test_failed_command_stops_the_run_at_its_level(tmp_path: Path) -> None:
+    """A command that fails in cal2, after a window was measured: the run ends there, stored and
+    scored as a partial run naming the level."""
+    store = make_store(tmp_path / "store.sqlite")
+    result = tmp_path / "result.json"
+    argv = ["sweep", "--store", store, "--run", "failing", "--json-out", str(result), *FAST]
+    script = (
+        "import sys, time; sys.exit(3) if sys.argv[1] == 'cal2' else (print(1, flush=True), time.sleep(30))"
+    )
+    argv += ["--cmd", f'{PY} -c "{script}" {{level}}']
+    out = wattbench(argv, tmp_path)
+    assert out.returncode == 4, out.stderr
     doc = json.loads(result.read_text())
     assert doc["valid"] is False
     complete = next(c for c in doc["checks"] if c["name"] == "complete")
-    assert complete["reason"] == "workload failed during cal1: the command exited with status 3"
+    assert complete["reason"] == "workload failed during cal2: the command exited with status 3"
     from wattbench.store import open_store
 
     s = open_store(store, must_exist=True)
@@ -324,7 +405,39 @@ def test_failed_command_stops_the_run_at_its_level(tmp_path: Path) -> None:
         phases = {e["phase"] for e in s.phases("failing")}
     finally:
         s.close()
-    assert phases == {"run", "cal1"}
+    assert phases == {"run", "cal1", "cal2"}
+
+
+@pytest.mark.services
+@pytest.mark.timeout(120)
+def test_a_run_without_a_window_publishes_nothing(tmp_path: Path, mosquitto: services.Mosquitto) -> None:
+    """With a broker: no phase event and no retained result of a run that measured no window, so a
+    collector has nothing to store either."""
+    import threading
+
+    import paho.mqtt.client as mqtt
+
+    seen: list[str] = []
+    subscribed = threading.Event()
+    tap = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="run-tap")
+    tap.on_message = lambda c, u, m: seen.append(m.topic)
+    tap.on_subscribe = lambda *a: subscribed.set()
+    tap.connect(mosquitto.host, mosquitto.port)
+    tap.subscribe("wattbench/v1/run/#", qos=1)
+    tap.loop_start()
+    try:
+        assert subscribed.wait(10)
+        store = make_store(tmp_path / "store.sqlite")
+        broker = ["--broker", f"{mosquitto.host}:{mosquitto.port}", "--channel", "bench/psu"]
+        argv = ["sweep", "--store", store, *broker, "--run", "nothing", *FAST]
+        out = wattbench([*argv, "--cmd", PY + " -c 'import sys; sys.exit(3)'"], tmp_path)
+        assert out.returncode == 4, out.stderr
+        time.sleep(1.0)  # anything sent would have arrived by now
+    finally:
+        tap.loop_stop()
+        tap.disconnect()
+    assert seen == []
+    assert _stored_runs(store) == []
 
 
 def test_ops_only_run_says_power_was_not_measured(tmp_path: Path) -> None:

@@ -68,9 +68,12 @@ def test_a_workload_that_cannot_run_exits_4_with_the_reason(
     )
     assert demo.run(args) == 4  # the workload could not run; not 130, which is Ctrl-C
     out = capsys.readouterr().out
+    # Nothing was measured: the reason, and no report of an empty run.
     assert (
-        "demo result: INVALID: complete failed (workload failed during run: worker wattbench-builtin-0" in out
+        "demo: workload failed during run: worker wattbench-builtin-0 did not start (exit code 1) "
+        "(before the first measurement window: no run stored)\n" in out
     )
+    assert "demo result" not in out and not (tmp_path / "d.html").exists()
 
 
 def test_a_busy_machine_is_named_before_the_run() -> None:

@@ -134,3 +134,25 @@ def test_a_worklet_that_cannot_start_after_another_finished_keeps_the_finished(
     calls.append("pretend the first already ran")  # so the next call is the failing one
     with pytest.raises(ChannelError):
         suite_mod.run_suite(suite, "s", base, lambda e, first: plan)
+
+
+def test_a_worklet_whose_program_is_not_there_stops_the_suite_before_any_starts(tmp_path: Path) -> None:
+    """The third worklet's program is missing: the suite refuses at once (exit 2), naming the file and
+    the worklet, rather than after the first two have run."""
+    import subprocess
+    import sys
+
+    suite = tmp_path / "suite.toml"
+    suite.write_text(
+        '[[worklet]]\nworklet = "sha256"\n\n[[worklet]]\nworklet = "flood"\n\n'
+        '[[worklet]]\nname = "mine"\nworkload = "command"\ngroup = "cpu"\n'
+        'settings = { run = "mybenchh {load}" }\n'
+    )
+    wattbench = str(Path(sys.executable).with_name("wattbench"))
+    out = subprocess.run(
+        [wattbench, "suite", str(suite), "--ops-only", "--quiet"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 2, out.stderr
+    assert out.stderr == (
+        f"wattbench suite: {suite}: worklet mine: cannot start 'mybenchh': no such program on PATH\n"
+    )

@@ -253,3 +253,54 @@ def test_ctrl_c_on_the_real_command(tmp_path: Path) -> None:
     assert complete["reason"].startswith("interrupted by operator during")
     _gone, alive = psutil.wait_procs(children, timeout=5)
     assert not alive, "worker processes left running"
+
+
+@pytest.mark.parametrize("stopped_in", ["cal1", "open"])
+def test_a_run_that_ends_before_its_first_window_sends_nothing(stopped_in: str) -> None:
+    """Stopped in cal1's ramp-up, or by a workload that cannot start: no window was measured, so
+    nothing goes to the broker or the store (a run_start with nothing after it would be a run that
+    `wattbench report latest` shows, empty); the record still says why it stopped."""
+    from wattbench.workloads.base import WorkloadError
+
+    class Failing(CountingWorkload):
+        def open(self) -> None:
+            if stopped_in == "open":
+                raise WorkloadError("cannot start 'mybenchh': no such program")
+
+    sink = MemorySink()
+    wl = Failing(interrupt_in=stopped_in)
+    record = Driver("run-none", specpower_plan(timing=FAST), wl, sink).run()
+    assert sink.events == [] and sink.results == []
+    assert not record.measured
+    assert record.interrupted and record.interrupted.startswith(
+        "interrupted by operator during cal1" if stopped_in == "cal1" else "workload failed during run"
+    )
+    assert wl.closed >= 1
+
+
+def test_the_held_events_go_out_in_order_once_the_first_window_closes() -> None:
+    sink = MemorySink()
+    record = Driver(
+        "run-cal2", specpower_plan(timing=FAST), CountingWorkload(interrupt_in="cal2"), sink
+    ).run()
+    assert record.measured
+    assert sink.events == record.events
+    assert [e["n"] for e in sink.events] == list(range(len(sink.events)))
+    first = ["run_start", "phase_start", "measure_start", "measure_end"]
+    assert [e["event"] for e in sink.events][:4] == first
+
+
+def test_run_sweep_stores_and_publishes_nothing_for_a_run_without_a_window() -> None:
+    from wattbench.sweep.session import NothingMeasured, SweepSetup, run_sweep
+
+    sink = MemorySink()
+    setup = SweepSetup(
+        run="run-none",
+        plan=specpower_plan(timing=FAST),
+        workload=CountingWorkload(interrupt_in="cal1"),
+        extra_sinks=[sink],
+    )
+    with pytest.raises(NothingMeasured, match="interrupted by operator during cal1") as caught:
+        run_sweep(setup)
+    assert caught.value.record.interrupted == "interrupted by operator during cal1"
+    assert sink.events == [] and sink.results == []

@@ -143,7 +143,32 @@ def test_a_command_stopped_at_the_window_end_has_not_failed() -> None:
 
 def test_a_missing_program_fails_before_the_first_phase(tmp_path: Path) -> None:
     wl = CommandWorkload(f"{tmp_path}/no-such-program {{load}}")
-    with pytest.raises(WorkloadError, match="no such program"):
+    with pytest.raises(WorkloadError, match="no-such-program': no such file"):
         wl.open()
     CommandWorkload(f"{PY} -c pass").open()  # found on the path or by its full name
     CommandWorkload("true {load}").open()
+
+
+def test_the_program_is_resolved_as_the_shell_would_before_anything_starts(tmp_path: Path) -> None:
+    """A name is looked up on PATH, a word with a slash is a path from cwd, and it must be a file that
+    can be executed; a shell command line is the shell's to resolve."""
+    script = tmp_path / "bench.sh"
+    script.write_text("#!/bin/sh\necho 1\n")
+    cases = {
+        "mybenchh --threads 4": "cannot start 'mybenchh': no such program on PATH",
+        f"{tmp_path}/nope": f"cannot start '{tmp_path}/nope': no such file",
+        f"{tmp_path} {{load}}": f"cannot start '{tmp_path}': a folder, not a program",
+        f"{script}": f"cannot start '{script}': not executable",
+    }
+    for template, why in cases.items():
+        with pytest.raises(WorkloadError) as caught:
+            CommandWorkload(template).preflight()
+        assert str(caught.value) == why
+    script.chmod(0o755)
+    CommandWorkload(str(script)).preflight()
+    CommandWorkload("./bench.sh {load}", cwd=str(tmp_path)).preflight()  # relative to its cwd
+    with pytest.raises(WorkloadError, match="no such file"):
+        CommandWorkload("./bench.sh {load}").preflight()
+    with pytest.raises(WorkloadError, match=r"its folder \(cwd = .*\) does not exist"):
+        CommandWorkload("true", cwd=str(tmp_path / "gone")).preflight()
+    CommandWorkload("mybenchh || true", shell=True).preflight()

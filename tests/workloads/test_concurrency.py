@@ -43,3 +43,9 @@ def test_from_config_leaves_the_plan_settings_to_the_plan() -> None:
     assert "--ops 5" in wl.template
     with pytest.raises(WorkloadError, match=r"^concurrency workload: unknown settings \['run'\]; known: "):
         ConcurrencyWorkload.from_config({"run": "true"})
+
+
+def test_a_job_whose_program_is_not_there_is_refused_before_the_first_copy() -> None:
+    with pytest.raises(WorkloadError, match="cannot start 'mybenchh': no such program on PATH"):
+        ConcurrencyWorkload("mybenchh {copy}").preflight()
+    ConcurrencyWorkload("builtin:30").preflight()

@@ -93,7 +93,9 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
     import time
 
     from ..sweep.channels import ChannelError
+    from ..sweep.session import NothingMeasured
     from .options import output_console
+    from .sweep import NOTHING_STORED, ended_early_code
 
     console = output_console()
     log = logging.getLogger("wattbench.cli.demo")
@@ -181,7 +183,7 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
         from ..sweep.progress import LogDisplay, RichDisplay
         from ..sweep.session import MqttSettings, SweepSetup, run_sweep
         from ..workloads.builtin.workers import BuiltinWorkload
-        from .sweep import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_WORKLOAD, emit_outputs
+        from .sweep import EXIT_INVALID, emit_outputs
 
         timing = Timing(args.pre, args.measure, args.post, args.gap)
         plan = specpower_plan(timing=timing)
@@ -237,6 +239,10 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
         console.print(f"[red]channels[/]: {exc}")
         stop_all()
         return 2
+    except NothingMeasured as exc:
+        console.print(f"[yellow]demo[/]: {exc} ({NOTHING_STORED})", soft_wrap=True)
+        stop_all()
+        return ended_early_code(exc.record.interrupted)
     except Exception:
         stop_all()
         raise
@@ -282,7 +288,7 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
         keep.append(workdir / "demo.sqlite")
     # The exit codes of `wattbench sweep`.
     if outcome.record.interrupted:
-        return EXIT_WORKLOAD if outcome.record.interrupted.startswith("workload failed") else EXIT_INTERRUPTED
+        return ended_early_code(outcome.record.interrupted)
     return 0 if outcome.evaluation.valid else EXIT_INVALID
 
 

@@ -114,8 +114,8 @@ def run(args: argparse.Namespace) -> int:
     from ..sweep.driver import new_run_id
     from ..sweep.progress import LogDisplay, RichDisplay
     from ..sweep.publish import SinkError
-    from ..sweep.session import MqttSettings, SweepSetup
-    from ..sweep.suite import load_suite, plan_for, run_suite
+    from ..sweep.session import MqttSettings, NothingMeasured, SweepSetup
+    from ..sweep.suite import load_suite, plan_for, preflight_suite, run_suite
     from ..workloads.base import WorkloadError
     from .options import (
         channels_from_args,
@@ -126,11 +126,12 @@ def run(args: argparse.Namespace) -> int:
         offsets_from_args,
         scoring_record,
     )
-    from .sweep import sweep_store
+    from .sweep import NOTHING_STORED, ended_early_code, sweep_store
 
     log = logging.getLogger("wattbench.suite")
     try:
         suite = load_suite(args.suite)
+        preflight_suite(suite, args.suite)
         reference = read_reference(args.reference) if args.reference else None
         timing = Timing(args.pre, args.measure, args.post, args.gap)
         # --levels applies to every worklet only when given; otherwise each group has SERT's loads.
@@ -192,6 +193,9 @@ def run(args: argparse.Namespace) -> int:
     except SinkError as exc:
         print(f"wattbench suite: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
+    except NothingMeasured as exc:
+        print(f"wattbench suite: {exc} ({NOTHING_STORED})", file=sys.stderr)
+        return ended_early_code(exc.record.interrupted)
     finally:
         if store is not None:
             store.close()

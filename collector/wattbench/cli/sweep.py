@@ -6,9 +6,11 @@ guess, the workload can start. A run without a store measures no power, so it is
 --ops-only asks for exactly that.
 
 Exit codes: 0 valid run, 1 run complete but invalid (a check failed), 2 bad arguments or configuration
-(also when the power channels cannot be chosen without a guess, see docs/sweep.md), 3 broker or store
-unreachable, 4 the workload could not run or failed (the run stops at the failing level, which is
-named), 130 interrupted (a partial result is still published, marked invalid).
+(also when the power channels cannot be chosen without a guess, see docs/sweep.md, or the workload's
+program is not there), 3 broker or store unreachable, 4 the workload could not run or failed (the run
+stops at the failing level, which is named), 130 interrupted (a partial result is still published,
+marked invalid). A run that ends before its first measurement window closes stores and publishes
+nothing and prints one line.
 """
 
 from __future__ import annotations
@@ -189,6 +191,7 @@ def plan_from_args(
 
 def workload_from_args(args: argparse.Namespace) -> tuple[str, Any, dict[str, Any]]:
     from ..workloads import load_config, make_workload
+    from ..workloads.base import WorkloadError
 
     config: dict[str, Any] = load_config(args.workload_config) if args.workload_config else {}
     name = args.workload or config.pop("workload", None) or ("command" if args.cmd else None)
@@ -221,7 +224,34 @@ def workload_from_args(args: argparse.Namespace) -> tuple[str, Any, dict[str, An
         config["placement"] = args.placement
     if name == "slurm" and args.cluster_unit:
         config["unit"] = args.cluster_unit
-    return name, make_workload(name, config), config
+    workload = make_workload(name, config)
+    try:
+        workload.preflight()
+    except WorkloadError as exc:
+        from .options import CliError
+
+        # Named as the user gave it, so the one line points at what to correct.
+        raise CliError(f"{_given_as(name, args)}: {exc}") from None
+    return name, workload, config
+
+
+def _given_as(name: str, args: argparse.Namespace) -> str:
+    """Where the workload's program came from: the option on the command line, or the key in the
+    workload file."""
+    option, key = {"command": ("cmd", "run"), "concurrency": ("job", "job")}.get(name, (None, None))
+    if option is None:
+        return f"{name} workload"
+    if getattr(args, option, None):
+        return f"--{option}"
+    return f"{args.workload_config}: {key}" if args.workload_config else key
+
+
+NOTHING_STORED = "before the first measurement window: no run stored"
+
+
+def ended_early_code(reason: str | None) -> int:
+    """The exit code of a run that stopped before its end, from the reason the driver gave."""
+    return EXIT_WORKLOAD if reason and reason.startswith("workload failed") else EXIT_INTERRUPTED
 
 
 def sweep_store(args: argparse.Namespace) -> Any:
@@ -267,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
     from ..sweep.driver import new_run_id
     from ..sweep.progress import LogDisplay, RichDisplay
     from ..sweep.publish import SinkError
-    from ..sweep.session import MqttSettings, SweepSetup, run_sweep
+    from ..sweep.session import MqttSettings, NothingMeasured, SweepSetup, run_sweep
     from ..workloads.base import WorkloadError
     from .options import mqtt_password, mqtt_user
 
@@ -310,6 +340,12 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         outcome = run_sweep(setup)
+    except NothingMeasured as exc:
+        # No window, no report: an empty table would only hide the reason.
+        print(f"wattbench sweep: {exc} ({NOTHING_STORED})", file=sys.stderr)
+        if store is not None:
+            store.close()
+        return ended_early_code(exc.record.interrupted)
     except ChannelError as exc:
         print(f"wattbench sweep: {exc}", file=sys.stderr)
         if store is not None:
@@ -330,7 +366,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"wattbench sweep: {outcome.store_error}", file=sys.stderr)
         return EXIT_UNREACHABLE
     if outcome.record.interrupted:
-        if outcome.record.interrupted.startswith("workload failed"):
-            return EXIT_WORKLOAD
-        return EXIT_INTERRUPTED
+        return ended_early_code(outcome.record.interrupted)
     return 0 if outcome.evaluation.valid else EXIT_INVALID

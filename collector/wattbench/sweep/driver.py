@@ -49,6 +49,11 @@ class RunRecord:
     def end_ms(self) -> int | None:
         return self.events[-1]["t"] if self.events else None
 
+    @property
+    def measured(self) -> bool:
+        """Whether a measurement window has closed: before that the run has nothing to show."""
+        return any(e["event"] == "measure_end" for e in self.events)
+
 
 def new_run_id(now: float | None = None) -> str:
     import secrets
@@ -91,6 +96,7 @@ class Driver:
         self._rates: deque[tuple[float, int]] = deque()
         self._index = 0
         self._run_t0 = 0.0
+        self._sent = 0  # events handed to the sink so far
 
     # ------------------------------------------------------------------ events
     def _emit(self, event: str, phase: str, **fields: Any) -> dict[str, Any]:
@@ -105,7 +111,14 @@ class Driver:
         ev.update({k: v for k, v in fields.items() if v is not None})
         validate_phase(ev)  # a malformed event is a bug here, never something to send
         self.record.events.append(ev)
-        self.sink.phase(ev)
+        # Held back until the first window closes: a run that ends before it (a command that fails at
+        # once, Ctrl-C in the first ramp-up) measured nothing and must leave no run behind to be
+        # listed or taken for `latest`. The events carry their own times, so sending them late
+        # changes nothing.
+        if event == "measure_end" or self._sent:
+            for held in self.record.events[self._sent :]:
+                self.sink.phase(held)
+            self._sent = len(self.record.events)
         return ev
 
     def _phase_fields(self, phase: Phase, rate: float | None) -> dict[str, Any]:
@@ -231,7 +244,9 @@ class Driver:
             previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             self.record.interrupted = reason
-            log.warning("%s", reason)
+            # A run with a window goes on to be scored, which takes a while: say at once why it
+            # stopped. One without a window ends here, and its caller says why in its one line.
+            log.log(logging.WARNING if self.record.measured else logging.INFO, "%s", reason)
             with contextlib.suppress(Exception):
                 self.workload.end_phase()
             self._close_workload()

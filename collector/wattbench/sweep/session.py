@@ -66,6 +66,15 @@ class SweepSetup:
     nodes: Sequence[str] | None = None
 
 
+class NothingMeasured(Exception):
+    """The run ended before its first measurement window closed: nothing was published or stored,
+    and there is nothing to score. record.interrupted says why it ended."""
+
+    def __init__(self, record: RunRecord) -> None:
+        super().__init__(record.interrupted or "the run ended before its first measurement window")
+        self.record = record
+
+
 @dataclass
 class Outcome:
     record: RunRecord
@@ -165,6 +174,8 @@ def run_sweep(setup: SweepSetup) -> Outcome:
             channels=[s.key for s in specs],
         )
         record = driver.run()
+        if not record.measured:
+            raise NothingMeasured(record)
         store_error = None
         try:
             evaluation, specs, complete = score_record(setup, record, specs)

@@ -43,7 +43,7 @@ from ..workloads.base import WorkloadError
 from ..workloads.worklet import WORKLETS
 from .channels import ChannelError
 from .publish import SinkError
-from .session import Outcome, SweepSetup, run_sweep
+from .session import NothingMeasured, Outcome, SweepSetup, run_sweep
 
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 # A worklet's run id is the suite's plus "-<name>", and run ids are at most 64 characters.
@@ -151,6 +151,16 @@ def load_suite(path: str | Path) -> Suite:
     return parse_suite(load_config(path), str(path))
 
 
+def preflight_suite(suite: Suite, where: str = "suite") -> None:
+    """Every worklet's pre-flight (its program is there), before the first worklet starts: a worklet
+    that cannot start must not be found after the ones before it have run for an hour."""
+    for e in suite.entries:
+        try:
+            make_workload(e.workload, e.config).preflight()
+        except WorkloadError as exc:
+            raise WorkloadError(f"{where}: worklet {e.name}: {exc}") from None
+
+
 @dataclass
 class SuiteRun:
     document: dict[str, Any]
@@ -219,6 +229,12 @@ def run_suite(
             if not finished:
                 raise  # nothing measured yet: the command fails as a sweep would
             interrupted = f"worklet {entry.name} could not start: {exc}"
+            break
+        except NothingMeasured as exc:
+            if not finished:
+                raise
+            # That worklet left nothing behind; the suite is what finished before it.
+            interrupted = str(exc)
             break
         outcomes.append((entry, outcome))
         finished.append(

@@ -71,6 +71,10 @@ class Workload(Protocol):
         a key it does not own is a WorkloadError."""
         ...
 
+    def preflight(self) -> None:
+        """Check, without starting anything, what can be checked before a run is announced (a
+        program that is not there): a WorkloadError says what is wrong."""
+
     def open(self) -> None:
         """Start workers; called once before the first phase."""
 
@@ -109,6 +113,9 @@ class Workload(Protocol):
 class WorkloadDefaults:
     """The answers of a workload that has no jobs, no scheduler and nothing that fails on its own;
     a workload inherits them and overrides what applies to it."""
+
+    def preflight(self) -> None:
+        pass
 
     def running(self) -> int | None:
         return None

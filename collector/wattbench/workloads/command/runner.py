@@ -83,6 +83,30 @@ def read_ops_text(text: str, pattern: re.Pattern[str]) -> float | None:
     return found
 
 
+def program_problem(template: str, shell: bool, cwd: str | None) -> str | None:
+    """Why the template's program cannot be started, resolved as the shell would resolve it (a name
+    is looked up on PATH, a word with a slash is a path from cwd), or None. A shell command line is
+    the shell's to resolve and is not checked."""
+    if cwd is not None and not Path(cwd).is_dir():
+        return f"its folder (cwd = {cwd!r}) does not exist"
+    if shell:
+        return None
+    argv = fill(template, False, **dict.fromkeys(PLACEHOLDERS, 1))
+    prog = argv[0] if isinstance(argv, list) and argv else ""
+    if not prog:
+        return "the command line is empty"
+    if "/" not in prog:
+        return None if shutil.which(prog) else f"cannot start {prog!r}: no such program on PATH"
+    path = Path(cwd or ".") / prog
+    if not path.exists():
+        return f"cannot start {prog!r}: no such file"
+    if path.is_dir():
+        return f"cannot start {prog!r}: a folder, not a program"
+    if not os.access(path, os.X_OK):
+        return f"cannot start {prog!r}: not executable"
+    return None
+
+
 class CommandProcess:
     """One running command, with its stdout parsed for op counts and its stderr kept for errors."""
 
@@ -296,16 +320,14 @@ class CommandWorkload(WorkloadDefaults):
         return self._proc.count() if self._proc else 0.0
 
     # -- Workload protocol
+    def preflight(self) -> None:
+        reason = program_problem(self.template, self.shell, self.cwd)
+        if reason:
+            raise WorkloadError(reason)
+
     def open(self) -> None:
-        # A program that is not there fails now, before the first phase, not after a ramp-up.
-        if self.shell:
-            return
-        argv = fill(self.template, False, **dict.fromkeys(PLACEHOLDERS, 1))
-        prog = argv[0] if isinstance(argv, list) and argv else ""
-        base = Path(self.cwd) if self.cwd else Path.cwd()
-        found = (base / prog).is_file() if os.sep in prog else shutil.which(prog) is not None
-        if not found:
-            raise WorkloadError(f"cannot start {prog!r}: no such program")
+        # Also here for whoever drives the workload without the sweep's pre-flight.
+        self.preflight()
 
     def start_phase(self, phase: Phase, rate: float | None) -> None:
         self._phase = phase

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...core.plan import Phase
-from ..base import WorkloadDefaults, check_keys, setting
-from ..command.runner import DEFAULT_PATTERN, CommandProcess, fill
+from ..base import WorkloadDefaults, WorkloadError, check_keys, setting
+from ..command.runner import DEFAULT_PATTERN, CommandProcess, fill, program_problem
 from ..jobs import fixed_work
 
 log = logging.getLogger(__name__)
@@ -55,8 +55,13 @@ class ConcurrencyWorkload(WorkloadDefaults):
         kinds = {"job": (str,), "shell": (bool,), "cwd": (str,)}
         return cls(**{key: setting(cls.name, own, key, kinds[key], None) for key in own})
 
+    def preflight(self) -> None:
+        reason = program_problem(self.template, self.shell, self.cwd)
+        if reason:
+            raise WorkloadError(reason)
+
     def open(self) -> None:
-        pass
+        self.preflight()
 
     def start_phase(self, phase: Phase, rate: float | None) -> None:
         self._phase = phase
