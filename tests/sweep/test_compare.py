@@ -134,20 +134,20 @@ def test_compare_three_kinds_of_input(tmp_path: Path, capsys: pytest.CaptureFixt
     argv = ["compare", str(demo), str(suite), str(PUBLISHED), "--html", str(html)]
     argv += [
         "--price",
-        f"{RUN}=4000",
+        "demo=4000",
         "--price",
         "storage-suite=6000",
         "--tariff",
         "0.3",
         "--rack-units",
-        f"{RUN}=1",
+        "demo=1",
     ]
     assert main([*argv, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     errors = [e.message for e in wattbench_schema.jsonschema_validator("compare").iter_errors(doc)]
     assert errors == []
     run, st, table = doc["candidates"]
-    assert doc["baseline"] == RUN and run["comparable"]
+    assert doc["baseline"] == "demo" and run["comparable"] and run["notes"][0] == f"run {RUN}"
     assert st["kind"] == "suite" and st["figures"]["suite_score"] == 1.0 and not st["comparable"]
     assert table["kind"] == "table" and table["status"] == "published" and not table["comparable"]
     assert "another workload (SPECpower_ssj2008, ssj_ops/s against builtin, ops/s)" in table["incomparable"]
@@ -220,7 +220,7 @@ def test_a_published_table_is_named_by_its_file(capsys: pytest.CaptureFixture[st
     [
         (["compare", "no-such-run"], "no such file; for a stored run give --store"),
         (["compare", "{demo}", "{demo}"], "two candidates are named"),
-        (["compare", "{demo}", "--price", "nobody=1"], "not a candidate"),
+        (["compare", "{demo}", "--price", "nobody=1"], "no candidate of that name; the candidates are demo"),
         (["compare", "{demo}", "--price", "x"], "NAME=NUMBER"),
         (["compare", "{demo}", "--years", "0"], "--years"),
         (["compare", "{bad}"], "bad.csv"),
@@ -239,3 +239,51 @@ def test_wrong_input_is_one_line(
     err = capsys.readouterr().err
     assert code == 2 and why in err and "Traceback" not in err, err
     assert len(err.strip().splitlines()) <= 2
+
+
+def _docs_compare_example() -> list[str]:
+    """The `wattbench compare a.json b.json …` example of docs/sweep.md, as its words."""
+    import shlex
+
+    text = (ROOT / "docs/sweep.md").read_text()
+    block = re.search(r"```sh\n(wattbench compare a\.json b\.json .*?)```", text, re.S)
+    assert block, "docs/sweep.md has no `wattbench compare a.json b.json` example"
+    return shlex.split(block.group(1).replace("\\\n", " "))
+
+
+def test_the_docs_compare_example_works_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two result files (`sweep --json-out`) named a.json and b.json and a published table: --price a=…
+    and --rack-units b=… name the candidates by the files the user gave, not by run ids the user
+    never typed."""
+    words = _docs_compare_example()
+    assert words[:4] == ["wattbench", "compare", "a.json", "b.json"]
+    for name, run in (("a", "20260101T000000Z-aaaa"), ("b", "20260102T000000Z-bbbb")):
+        result = json.loads(demo_result(tmp_path).read_text())
+        (tmp_path / f"{name}.json").write_text(json.dumps(dict(result, run=run)))
+    (tmp_path / "tests/data").mkdir(parents=True)
+    (tmp_path / "tests/data/specpower").symlink_to(ROOT / "tests/data/specpower")
+    monkeypatch.chdir(tmp_path)
+    assert main([*words[1:], "--json"]) == 0, capsys.readouterr().err
+    doc = json.loads(capsys.readouterr().out)
+    a, b, dell = doc["candidates"]
+    assert (a["name"], b["name"], dell["name"]) == ("a", "b", "dell-r7425-2018")
+    assert a["figures"]["price_per_ops"] == pytest.approx(9000 / a["figures"]["peak_ops"])
+    assert b["figures"]["price_per_ops"] == pytest.approx(12000 / b["figures"]["peak_ops"])
+    assert b["figures"]["ops_per_u"] == pytest.approx(b["figures"]["peak_ops"] / 2)
+    assert "run 20260101T000000Z-aaaa" in a["notes"]  # the run id is still said
+    assert (tmp_path / "cmp.html").is_file()
+
+
+def test_an_unknown_price_name_lists_the_names_there_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    demo = demo_result(tmp_path)
+    code = main(["compare", str(demo), str(PUBLISHED), "--price", "dmeo=9000", "--rack-units", "x=1"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err == (
+        "wattbench compare: --price dmeo, --rack-units x: no candidate of that name; "
+        "the candidates are demo, ibm-x3650-m2-2009\n"
+    )

@@ -7,8 +7,8 @@ candidate measured another way (another workload or op, another measurement stan
 timing on one side only) is marked as not comparable with it, says why, and takes no part in "best".
 
 Prices are per candidate (--price NAME=AMOUNT, --rack-units NAME=U); the tariff and years apply to all.
-Names are the run id or the file's stem (a table's "system" is shown beside it); --name sets them in
-order.
+A file is named by its stem (a.json is a; a result's run id and a table's "system" are shown beside
+it), a stored run by its id; --name sets the names in order.
 
 Exit codes: 0 table (and page) written, 2 bad arguments or an input that is not one of the above, 3 the
 store is unreachable.
@@ -198,10 +198,16 @@ def load_candidate(item: str, name: str | None, store: Store | None) -> Any:
         doc = _read_json(path) if path.suffix.lower() == ".json" else None
         if isinstance(doc, dict) and doc.get("kind") == "suite":
             return from_suite(stem, str(path), doc)
-        if isinstance(doc, dict) and isinstance(doc.get("result"), dict):
-            return from_result(name or str(doc["result"].get("run") or stem), str(path), doc["result"])
-        if isinstance(doc, dict) and "checks" in doc and "run" in doc:
-            return from_result(name or str(doc["run"]), str(path), doc)
+        result = doc.get("result") if isinstance(doc, dict) else None
+        if not isinstance(result, dict) and isinstance(doc, dict) and "checks" in doc and "run" in doc:
+            result = doc
+        if isinstance(result, dict):
+            # Named by its file, as the user gave it (a.json is a), like a table or a suite; the run
+            # id, which the user did not type, is said beside it.
+            candidate = from_result(stem, str(path), result)
+            if result.get("run"):
+                candidate.notes.insert(0, f"run {str(result['run'])[:64]}")
+            return candidate
         table = from_table(stem, str(path), path)
         if isinstance(doc, dict) and isinstance(doc.get("system"), str):
             # Named by its file, which --price and --rack-units can spell; the system is said.
@@ -242,9 +248,12 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"two candidates are named {', '.join(twice)}: give --name for each")
     prices = dict(args.price)
     units = dict(args.rack_units)
-    unknown = sorted((set(prices) | set(units)) - set(seen))
+    unknown = [f"--price {n}" for n in prices if n not in seen]
+    unknown += [f"--rack-units {n}" for n in units if n not in seen]
     if unknown:
-        raise CliError(f"--price/--rack-units name {', '.join(unknown)}, not a candidate ({', '.join(seen)})")
+        raise CliError(
+            f"{', '.join(unknown)}: no candidate of that name; the candidates are {', '.join(seen)}"
+        )
     given = prices or units or args.tariff is not None
     costs = Prices(prices, units, args.tariff, args.years) if given else None
     rows = compare(candidates, costs)
