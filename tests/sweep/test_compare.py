@@ -287,3 +287,38 @@ def test_an_unknown_price_name_lists_the_names_there_are(
         "wattbench compare: --price dmeo, --rack-units x: no candidate of that name; "
         "the candidates are demo, ibm-x3650-m2-2009\n"
     )
+
+
+def _number_word(key: str, value: float, unit: str) -> str:
+    """The number as the table writes it (the first word of the cell: the unit may wrap after it)."""
+    from wattbench.report.compare import _fmt
+
+    return _fmt(key, value, unit).split()[0]
+
+
+@pytest.mark.parametrize("columns", [80, 60, 44])
+def test_no_number_is_cut_in_a_narrow_terminal(
+    columns: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every figure of the JSON is in the table whole, whatever the width: text wraps, and columns that
+    do not fit beside each other go into a further table; a number is never elided ("4,0…")."""
+    words = _docs_compare_example()
+    for name, run in (("a", "20260101T000000Z-aaaa"), ("b", "20260102T000000Z-bbbb")):
+        result = json.loads(demo_result(tmp_path).read_text())
+        (tmp_path / f"{name}.json").write_text(json.dumps(dict(result, run=run)))
+    (tmp_path / "tests/data").mkdir(parents=True)
+    (tmp_path / "tests/data/specpower").symlink_to(ROOT / "tests/data/specpower")
+    monkeypatch.chdir(tmp_path)
+    argv = [*words[1:4], str(storage_suite(tmp_path)), *words[4:]]
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    monkeypatch.setenv("COLUMNS", str(columns))
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "…" not in text, text
+    assert max(len(line) for line in text.splitlines()) <= columns, text
+    for c in doc["candidates"]:
+        for key, value in c["figures"].items():
+            number = _number_word(key, value, c["unit"])
+            found = re.search(rf"(?<![\d,.]){re.escape(number)}(?![\d,.])", text)
+            assert found, f"{c['name']} {key}: {number} is not whole in\n{text}"

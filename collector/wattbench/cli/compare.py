@@ -262,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
     else:
         console = output_console()
-        for r in compare_renderables(rows, costs):
+        for r in compare_renderables(rows, costs, console.width):
             console.print(r)
     if args.json_out:
         with open(args.json_out, "w") as f:

@@ -96,27 +96,105 @@ def _legend_lines(rows: Sequence[Row], prices: Prices | None) -> list[str]:
     return lines
 
 
-def compare_renderables(rows: Sequence[Row], prices: Prices | None) -> list[Any]:
+# A rich table's frame: the left border, then per column a space each side and the border after it.
+_TABLE_EDGE = 1
+_PER_COLUMN = 3
+# A candidate's name may fold (it is text); a name up to this long is kept on one line.
+_NAME_WIDTH = 20
+
+
+def _longest_word(texts: Sequence[str]) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(w) for t in texts for w in t.split()), default=1)
+
+
+def _longest_line(texts: Sequence[str]) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(t) for t in texts), default=1)
+
+
+def _fold(needs: Sequence[int], beside: int, width: int) -> list[list[int]]:
+    """The figure columns in groups, each as wide as the terminal at most beside the fixed columns
+    (needs and beside with their frame); a column wider than that on its own has a group to itself."""
+    groups: list[list[int]] = [[]]
+    used = beside
+    for i, need in enumerate(needs):
+        if groups[-1] and used + need > width:
+            groups.append([])
+            used = beside
+        groups[-1].append(i)
+        used += need
+    return groups
+
+
+def _share(least: list[int], most: Sequence[int], room: int) -> list[int]:
+    """Widths from the least each column needs toward the most it can use, sharing out `room`."""
+    widths = list(least)
+    while room > 0:
+        short = [i for i in range(len(widths)) if widths[i] < most[i]]
+        if not short:
+            break
+        for i in sorted(short, key=lambda i: widths[i] - most[i])[:room]:
+            widths[i] += 1
+            room -= 1
+    return widths
+
+
+def compare_renderables(rows: Sequence[Row], prices: Prices | None, width: int = 80) -> list[Any]:
+    """The table at most `width` wide. Text wraps between words and a name may fold, but a number is
+    never cut: each figure column is at least as wide as its longest word, and columns that do not
+    fit beside each other go into a further table with the candidates repeated."""
     from rich.table import Table
     from rich.text import Text
 
     cols = _columns(rows)
-    table = Table(title="candidates", title_justify="left")
-    table.add_column("candidate")
-    table.add_column("status")
-    for _, head, _ in cols:
-        table.add_column(head.replace("unit/s", "ops"), justify="right")
-    for r in rows:
-        mark = f" {NOT_COMPARABLE}" if r.incomparable else ""
-        cells = []
-        for key, _, _ in cols:
-            if key not in r.figures:
-                cells.append("—")
-                continue
-            text = _fmt(key, r.figures[key], r.candidate.unit)
-            cells.append(f"[bold]{text} {BEST}[/]" if key in r.best else text)
-        table.add_row(r.candidate.name + mark, _status(r), *cells)
-    out: list[Any] = [table]
+    names = [r.candidate.name + (f" {NOT_COMPARABLE}" if r.incomparable else "") for r in rows]
+    statuses = [_status(r) for r in rows]
+    heads = [head.replace("unit/s", "ops") for _, head, _ in cols]
+    cells = [
+        [
+            _fmt(key, r.figures[key], r.candidate.unit) + (f" {BEST}" if key in r.best else "")
+            if key in r.figures
+            else "—"
+            for r in rows
+        ]
+        for key, _, _ in cols
+    ]
+    fixed_least = [min(_longest_word(names), _NAME_WIDTH), _longest_word(["status", *statuses])]
+    fixed_most = [_longest_line(["candidate", *names]), _longest_line(["status", *statuses])]
+    least = [_longest_word([h, *c]) for h, c in zip(heads, cells, strict=True)]
+    most = [_longest_line([h, *c]) for h, c in zip(heads, cells, strict=True)]
+    widest = max(least, default=0) + _PER_COLUMN
+    # In a very narrow terminal the names fold further before anything else gives way.
+    spare = width - widest - _TABLE_EDGE - 2 * _PER_COLUMN - fixed_least[1]
+    fixed_least[0] = max(1, min(fixed_least[0], spare))
+    beside = _TABLE_EDGE + sum(w + _PER_COLUMN for w in fixed_least)
+    groups = _fold([w + _PER_COLUMN for w in least], beside, width)
+    out: list[Any] = []
+    if beside + widest > width or (len(groups) > 1 and 2 * len(groups) > len(cols)):
+        # Too narrow for tables of a few columns each: a list, whose lines wrap between words.
+        groups = []
+        out.append(Text("candidates"))
+        for j in range(len(rows)):
+            out.append(Text(f"{names[j]} ({statuses[j]})", style="bold"))
+            out += [Text(f"  {heads[i]}: {cells[i][j]}") for i in range(len(cols))]
+    for n, group in enumerate(groups, 1):
+        room = width - beside - sum(least[i] + _PER_COLUMN for i in group)
+        widths = _share(
+            [*fixed_least, *(least[i] for i in group)], [*fixed_most, *(most[i] for i in group)], room
+        )
+        title = "candidates" if len(groups) == 1 else f"candidates ({n} of {len(groups)})"
+        table = Table(title=title, title_justify="left")
+        table.add_column("candidate", width=widths[0], overflow="fold")
+        table.add_column("status", width=widths[1], overflow="fold")
+        for i, w in zip(group, widths[2:], strict=True):
+            table.add_column(heads[i], width=w, justify="right", overflow="fold")
+        for j, r in enumerate(rows):
+            figures = [Text(cells[i][j], style="bold" if cols[i][0] in r.best else "") for i in group]
+            table.add_row(names[j], statuses[j], *figures)
+        out.append(table)
     out += [Text(line) for line in _legend_lines(rows, prices)]
     for r in rows:
         for why in r.incomparable:
