@@ -207,6 +207,27 @@ ROWS = [
         alone=True,
     ),
     Row("unknown-command", ["nosuch"], 2, "invalid choice"),
+    # an option a subcommand does not know points to that subcommand's --help
+    Row(
+        "sweep-unknown-option",
+        ["sweep", "--bogus"],
+        2,
+        "wattbench sweep: unrecognized arguments: --bogus (see wattbench sweep --help)",
+        alone=True,
+    ),
+    Row(
+        "report-unknown-option",
+        ["report", "latest", "--store", "{store}", "--bogus", "1"],
+        2,
+        "wattbench report: unrecognized arguments: --bogus 1 (see wattbench report --help)",
+        alone=True,
+    ),
+    Row(
+        "top-unknown-option",
+        ["--bogus"],
+        2,
+        "wattbench: unrecognized arguments: --bogus (see wattbench --help)",
+    ),
     # the workload
     Row("sweep-command-without-cmd", ["sweep", "--ops-only", "--workload", "command", *FAST], 2, "--cmd"),
     # a program that is not there is a mistake on the command line, found before anything runs

@@ -37,10 +37,30 @@ class CliError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """A usage error is one line naming the option, not the whole synopsis; --help has that."""
+    """A usage error is one line naming the option, not the whole synopsis; --help has that.
+
+    Every command and subcommand is made from this class. An option a subcommand does not know is
+    that subcommand's error, pointing to its own --help."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            # argparse leaves these to the top parser, whose --help does not list them.
+            parser = self.chosen(parsed)
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def chosen(self, parsed: argparse.Namespace) -> Parser:
+        """The (sub)command parser the command line chose."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                sub = action.choices.get(getattr(parsed, action.dest, None) or "")
+                if isinstance(sub, Parser):
+                    return sub.chosen(parsed)
+        return self
 
 
 # ---------------------------------------------------------------------------- output
