@@ -228,6 +228,23 @@ ROWS = [
         2,
         "wattbench: unrecognized arguments: --bogus (see wattbench --help)",
     ),
+    # no option is taken for another by its first letters: --json is not --json-out
+    Row(
+        "sweep-json-is-not-json-out",
+        ["sweep", "--store", "{store}", "--json", "{tmp}/r.json", *FAST],
+        2,
+        "wattbench sweep: unrecognized arguments: --json {tmp}/r.json (did you mean --json-out?) "
+        "(see wattbench sweep --help)",
+        ["r.json"],
+        alone=True,
+    ),
+    Row(
+        "report-abbreviated-store",
+        ["report", "latest", "--sto", "{store}"],
+        2,
+        "unrecognized arguments: --sto {store} (did you mean --store?)",
+        alone=True,
+    ),
     # the workload
     Row("sweep-command-without-cmd", ["sweep", "--ops-only", "--workload", "command", *FAST], 2, "--cmd"),
     # a program that is not there is a mistake on the command line, found before anything runs

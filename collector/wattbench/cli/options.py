@@ -39,8 +39,14 @@ class CliError(Exception):
 class Parser(argparse.ArgumentParser):
     """A usage error is one line naming the option, not the whole synopsis; --help has that.
 
-    Every command and subcommand is made from this class. An option a subcommand does not know is
-    that subcommand's error, pointing to its own --help."""
+    Every command and subcommand is made from this class. An option is never taken for another by its
+    first letters (argparse's allow_abbrev): `sweep --json` would be --json-out, and a new option could
+    silently change what an old abbreviation means. An option a subcommand does not know is that
+    subcommand's error, pointing to its own --help."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
@@ -50,7 +56,7 @@ class Parser(argparse.ArgumentParser):
         if extras:
             # argparse leaves these to the top parser, whose --help does not list them.
             parser = self.chosen(parsed)
-            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+            parser.error(f"unrecognized arguments: {' '.join(extras)}{parser.meant(extras)}")
         return parsed
 
     def chosen(self, parsed: argparse.Namespace) -> Parser:
@@ -61,6 +67,14 @@ class Parser(argparse.ArgumentParser):
                 if isinstance(sub, Parser):
                     return sub.chosen(parsed)
         return self
+
+    def meant(self, extras: list[str]) -> str:
+        """The options an abbreviation would once have been taken for, as a hint."""
+        known = [o for o in self._option_string_actions if o.startswith("--")]
+        hints = sorted(
+            {o for x in extras if x.startswith("--") for o in known if o.startswith(x.split("=")[0])}
+        )
+        return f" (did you mean {' or '.join(hints)}?)" if hints else ""
 
 
 # ---------------------------------------------------------------------------- output
