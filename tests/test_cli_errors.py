@@ -182,6 +182,40 @@ ROWS = [
         "Connection refused",
     ),
     Row("collect-bad-influx-url", ["collect", "--influx", "influx:8086"], 2, "expected http(s)://"),
+    # a configuration mistake is the command's one line, naming the setting as it was typed
+    Row(
+        "collect-unknown-key-in-a-table",
+        ["collect", "--config", "{tmp}/brokr.toml", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: unknown setting [mqtt] brokr in {tmp}/brokr.toml (did you mean broker?)",
+        ["st"],
+        alone=True,
+    ),
+    Row(
+        "collect-bad-health-period-option",
+        ["collect", "--health-period", "-1", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: --health-period must be a number of seconds above 0 and at most 86400, not -1.0",
+        ["st"],
+        alone=True,
+    ),
+    Row(
+        "collect-bad-health-period-in-file",
+        ["collect", "--config", "{tmp}/period.toml", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: [collector] health_period_s in {tmp}/period.toml must be a number of seconds",
+        ["st"],
+        alone=True,
+    ),
+    Row(
+        "collect-env-neither-true-nor-false",
+        ["collect", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: WATTBENCH_HMAC_REQUIRE: 'maybe' is not a valid true or false",
+        ["st"],
+        {"WATTBENCH_HMAC_REQUIRE": "maybe"},
+        alone=True,
+    ),
     Row("broker-bad-port", ["broker", "--port", "99999"], 2, "outside 0..65535"),
     # amqtt logs its own failure to start with a traceback; the command's one line is enough
     Row("broker-port-taken", ["broker", "--port", "{taken}"], 3, "Address already in use", alone=True),
@@ -350,6 +384,8 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     (tmp_path / "notes.txt").write_text("not a database\n")
     (tmp_path / "fast.toml").write_text("connect_timeout_s = 2\n")
     (tmp_path / "mybench.toml").write_text('workload = "command"\nrun = "mybenchh {load}"\n')
+    (tmp_path / "brokr.toml").write_text('[mqtt]\nbrokr = "127.0.0.1:1883"\n')
+    (tmp_path / "period.toml").write_text("[collector]\nhealth_period_s = 0\n")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

@@ -108,6 +108,9 @@ class CollectorConfig:
     metrics: str = ""
     # Smart plugs to bridge into the contract: a TOML mapping file (bridge/__init__.py); empty: none.
     plugs: str = ""
+    # How each setting was given, for messages: "--health-period", "WATTBENCH_BROKER",
+    # "[mqtt] user in collect.toml". Not a setting: load_config fills it in.
+    said: dict[str, str] = field(default_factory=dict, repr=False, compare=False, metadata={"internal": True})
 
     def __repr__(self) -> str:
         shown = []
@@ -122,18 +125,24 @@ class CollectorConfig:
 
     # ---------------------------------------------------------------- derived values
 
+    def named(self, name: str, default: str | None = None) -> str:
+        """A setting as the user gave it (an option, a variable, a key in the file), for a message."""
+        return self.said.get(name) or default or name
+
     def resolved(self) -> CollectorConfig:
         """A copy with defaults filled in and every value checked; raises ConfigError."""
         c = CollectorConfig(**{f.name: getattr(self, f.name) for f in fields(self)})
+        said = c.named
         if not c.id:
             c.id = c.mqtt_user if ID_PATTERN.match(c.mqtt_user or "") else default_collector_id()
         if not ID_PATTERN.match(c.id):
             raise ConfigError(
-                f"collector id {c.id!r} must match {ID_PATTERN.pattern} (it is a topic level and a tag)"
+                f"{said('id', 'collector id')} {c.id!r} must match {ID_PATTERN.pattern} "
+                "(it is a topic level and a tag)"
             )
         c.client_id = c.client_id or f"wattbench-{c.id}"
         if c.profile not in PROFILES:
-            raise ConfigError(f"profile {c.profile!r}: use {' or '.join(PROFILES)}")
+            raise ConfigError(f"{said('profile')} {c.profile!r}: use {' or '.join(PROFILES)}")
         defaults = CollectorConfig()
         for name, value in PROFILES[c.profile].items():
             if getattr(c, name) == getattr(defaults, name):
@@ -149,16 +158,24 @@ class CollectorConfig:
             "v311": "3.1.1",
         }.get(str(c.protocol).lower(), "?")
         if c.protocol == "?":
-            raise ConfigError(f"protocol {self.protocol!r}: use auto, 5 or 3.1.1")
+            raise ConfigError(f"{said('protocol')} {self.protocol!r}: use auto, 5 or 3.1.1")
         if c.protocol == "auto":
             c.protocol, c.protocol_fallback = "5", True
         if c.share and not re.match(r"^[A-Za-z0-9_-]{1,64}$", c.share):
-            raise ConfigError(f"share group {c.share!r}: letters, digits, '-' and '_' only")
+            raise ConfigError(
+                f"{said('share', 'share group')} {c.share!r}: letters, digits, '-' and '_' only"
+            )
         if c.share and c.protocol == "3.1.1":
-            raise ConfigError("shared subscriptions ($share/...) need MQTT 5")
+            raise ConfigError(
+                f"{said('share', 'share group')}: shared subscriptions ($share/...) need MQTT 5, "
+                f"and {said('protocol')} is 3.1.1"
+            )
         # Written back in the one canonical form, so that it parses again to the same address (an
         # IPv6 host keeps its brackets, mqtts:// its scheme).
-        c.broker = str(broker_address(c.broker))
+        try:
+            c.broker = str(broker_address(c.broker))
+        except ConfigError as exc:
+            raise ConfigError(f"{said('broker')}: {exc}" if "broker" in c.said else str(exc)) from None
         state = _expand(c.state_dir) if c.state_dir else default_state_dir()
         c.state_dir = str(state)
         c.spool_dir = str(_expand(c.spool_dir)) if c.spool_dir else str(state / "spool" / c.id)
@@ -166,26 +183,27 @@ class CollectorConfig:
             c.plugs = str(_expand(c.plugs))
         for name in ("state_dir", "spool_dir", "hmac_keys", "tls_ca", "store", "plugs"):
             if "\0" in getattr(c, name):
-                raise ConfigError(f"{name} holds a NUL character")
+                raise ConfigError(f"{said(name)} holds a NUL character")
         if c.metrics:
-            c.metrics = metrics_address(c.metrics)
+            c.metrics = metrics_address(c.metrics, said("metrics", "metrics address"))
         for name in ("health_period_s", "retry_s", "connect_timeout_s"):
             value = getattr(c, name)
             if not (math.isfinite(value) and 0 < value <= 86400):
                 raise ConfigError(
-                    f"{name} must be a number of seconds above 0 and at most 86400, not {value!r}"
+                    f"{said(name)} must be a number of seconds above 0 and at most 86400, not {value!r}"
                 )
         if not 1 <= c.keepalive_s <= 65535:
-            raise ConfigError(f"keepalive_s must be 1..65535, not {c.keepalive_s}")
+            raise ConfigError(f"{said('keepalive_s')} must be 1..65535, not {c.keepalive_s}")
         if not 0 <= c.session_expiry_s <= 0xFFFFFFFF:
-            raise ConfigError("session_expiry_s must be 0..4294967295")
-        if c.max_batch_samples < 1 or c.influx_batch_lines < 1:
-            raise ConfigError("max_batch_samples and influx_batch_lines must be positive")
+            raise ConfigError(f"{said('session_expiry_s')} must be 0..4294967295, not {c.session_expiry_s}")
+        for name in ("max_batch_samples", "influx_batch_lines"):
+            if getattr(c, name) < 1:
+                raise ConfigError(f"{said(name)} must be positive, not {getattr(c, name)}")
         for name in ("commit_interval_ms", "ack_interval_ms"):
             if not 0 <= getattr(c, name) <= 60_000:
-                raise ConfigError(f"{name} must be 0..60000, not {getattr(c, name)}")
+                raise ConfigError(f"{said(name)} must be 0..60000, not {getattr(c, name)}")
         if c.receive_maximum < 1 or c.receive_maximum > 65535:
-            raise ConfigError("receive_maximum must be 1..65535")
+            raise ConfigError(f"{said('receive_maximum')} must be 1..65535, not {c.receive_maximum}")
         return c
 
     @property
@@ -304,14 +322,20 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 _FILE_KINDS: dict[str, tuple[type, ...]] = {"int": (int, float), "float": (int, float), "str": (str,)}
 
 
-def _coerce(name: str, value: Any, typed: bool = False) -> Any:
+def _settings() -> dict[str, str]:
+    """The settings (name -> kind) a file, the environment or an option may give."""
+    return {f.name: str(f.type) for f in fields(CollectorConfig) if not f.metadata.get("internal")}
+
+
+def _coerce(name: str, value: Any, typed: bool = False, said: str | None = None) -> Any:
     """value as the setting's kind. typed: it comes from the file, where TOML keeps kinds apart, so it
     must already be of the setting's kind (an integer passes for a number, an integral number for an
-    integer); a number is no broker address and 5 is not true. Text (the environment) is read."""
-    kinds = {f.name: str(f.type) for f in fields(CollectorConfig)}
-    kind = kinds.get(name)
+    integer); a number is no broker address and 5 is not true. Text (the environment) is read. said:
+    the setting as the user gave it, for the message."""
+    said = said or repr(name)
+    kind = _settings().get(name)
     if kind is None:
-        raise ConfigError(f"unknown setting {name!r}")
+        raise ConfigError(f"unknown setting {said}{_close_to(name)}")
     try:
         if isinstance(value, list | dict):
             raise TypeError(value)
@@ -343,7 +367,19 @@ def _coerce(name: str, value: Any, typed: bool = False) -> Any:
         want = {"bool": "true or false", "int": "whole number", "float": "number", "str": "text"}.get(
             kind, kind
         )
-        raise ConfigError(f"setting {name!r}: {shown} is not a valid {want}") from None
+        raise ConfigError(f"{said}: {shown} is not a valid {want}") from None
+
+
+def _close_to(name: str, prefix: str = "") -> str:
+    """A hint for a misspelt setting, spelt as it would be written where it was (in a [table] whose
+    prefix may be left out)."""
+    import difflib
+
+    names = [*_settings(), *SECRET_FILES]
+    if prefix:
+        names += [n.removeprefix(prefix) for n in names if n.startswith(prefix)]
+    near = difflib.get_close_matches(name, names, n=1)
+    return f" (did you mean {near[0]}?)" if near else ""
 
 
 def _read_secret(path: str) -> str:
@@ -362,33 +398,37 @@ def _expand(path: str) -> Path:
         raise ConfigError(f"path {path!r}: unknown home directory") from None
 
 
-def _flatten(doc: dict[str, Any]) -> dict[str, Any]:
-    """The file may group settings in [mqtt], [store]/[influx] and [collector] tables."""
+def _flatten(doc: dict[str, Any], where: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The file may group settings in [mqtt], [store]/[influx] and [collector] tables. Also how each
+    setting was written there ("[mqtt] user in FILE"), for messages."""
     out: dict[str, Any] = {}
+    said: dict[str, str] = {}
     prefixes = {"mqtt": "mqtt_", "influx": "influx_", "store": "", "collector": "", "hmac": "hmac_"}
-    names = {f.name for f in fields(CollectorConfig)} | set(SECRET_FILES)
+    names = set(_settings()) | set(SECRET_FILES)
     for key, value in doc.items():
         if isinstance(value, dict) and key in prefixes:
             for k, v in value.items():
                 for candidate in (prefixes[key] + k, k):
                     if candidate in names:
                         out[candidate] = v
+                        said[candidate] = f"[{key}] {k} in {where}"
                         break
                 else:
-                    raise ConfigError(f"unknown setting [{key}] {k}")
+                    raise ConfigError(f"unknown setting [{key}] {k} in {where}{_close_to(k, prefixes[key])}")
         else:
             out[key] = value
-    return out
+            said[key] = f"{key} in {where}"
+    return out, said
 
 
-def metrics_address(text: str) -> str:
+def metrics_address(text: str, said: str = "metrics address") -> str:
     """HOST:PORT (or :PORT for every interface) for the /metrics endpoint; ConfigError otherwise."""
     host, sep, port = str(text).rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"metrics address {text!r}: use HOST:PORT, for example 127.0.0.1:9464")
+        raise ConfigError(f"{said} {text!r}: use HOST:PORT, for example 127.0.0.1:9464")
     host = host.strip("[]")
     if any(ch.isspace() or ch in "/\0" for ch in host):
-        raise ConfigError(f"metrics address {text!r}: {host!r} is not a host")
+        raise ConfigError(f"{said} {text!r}: {host!r} is not a host")
     return f"{host}:{int(port)}"
 
 
@@ -401,23 +441,30 @@ def load_config(
     path: str | Path | None = None,
     env: dict[str, str] | None = None,
     overrides: dict[str, Any] | None = None,
+    given_as: dict[str, str] | None = None,
 ) -> CollectorConfig:
-    """Build the configuration from file, environment and overrides (None values are ignored)."""
+    """Build the configuration from file, environment and overrides (None values are ignored).
+    given_as: how each override was given ("--health-period"), for messages."""
     values: dict[str, Any] = {}
+    said: dict[str, str] = {}
     from_file: set[str] = set()  # the keys whose value is still the file's
     if path:
         try:
             with open(Path(path).expanduser(), "rb") as f:
-                values.update(_flatten(tomllib.load(f)))
-                from_file.update(values)
+                doc = tomllib.load(f)
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {str(exc)[:200]}") from None
+        # Outside the parse: a setting the file names wrongly is not a file that is not TOML.
+        flat, said = _flatten(doc, str(path))
+        values.update(flat)
+        from_file.update(values)
     environ = os.environ if env is None else env
     for var, name in ENV.items():
         if environ.get(var):
             values[name] = environ[var]
+            said[name] = var
             from_file.discard(name)
     for var in (
         "WATTBENCH_MQTT_PASSWORD_FILE",
@@ -427,19 +474,25 @@ def load_config(
         if environ.get(var):
             name = var[len("WATTBENCH_") :].lower()
             values[name] = environ[var]
+            said[name] = var
             from_file.discard(name)
     for key, value in (overrides or {}).items():
         if value is not None:
             values[key] = value
+            said[key] = (given_as or {}).get(key, key)
             from_file.discard(key)
     for file_key, name in SECRET_FILES.items():
         if file_key in from_file and not isinstance(values[file_key], str):
-            raise ConfigError(f"setting {file_key!r}: a path to a file is text, not {values[file_key]!r}")
+            raise ConfigError(
+                f"{said.get(file_key, file_key)}: a path to a file is text, not {values[file_key]!r}"
+            )
         secret_path = values.pop(file_key, None)
         if secret_path:
             values[name] = _read_secret(str(secret_path))
+            said[name] = said.get(file_key, file_key)
             from_file.discard(name)
     cfg = CollectorConfig()
     for key, value in values.items():
-        setattr(cfg, key, _coerce(key, value, typed=key in from_file))
+        setattr(cfg, key, _coerce(key, value, typed=key in from_file, said=said.get(key)))
+    cfg.said = said
     return cfg

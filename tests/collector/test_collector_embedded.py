@@ -84,7 +84,7 @@ def test_exit_codes(tmp_path: Path) -> None:
     assert out.returncode == 3, out.stderr
     assert "cannot reach the MQTT broker" in out.stderr
     out = _collect("--id", "Not Valid", "--state-dir", str(tmp_path))
-    assert out.returncode == 2 and "collector id" in out.stderr
+    assert out.returncode == 2 and out.stderr.startswith("wattbench collect: --id 'Not Valid' must match")
     blocker = tmp_path / "file"
     blocker.write_text("")
     out = _collect(

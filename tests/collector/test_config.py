@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -97,7 +98,7 @@ def test_unknown_keys_and_bad_types_in_the_file(tmp_path: Path) -> None:
     [
         ("broker = 5", "broker"),
         ("broker = true", "broker"),
-        ("[mqtt]\nuser = 7", "mqtt_user"),
+        ("[mqtt]\nuser = 7", "[mqtt] user"),
         ("publish_rejects = 5", "publish_rejects"),
         ("publish_rejects = 'maybe'", "publish_rejects"),
         ("max_batch_samples = 5.7", "max_batch_samples"),
@@ -107,11 +108,34 @@ def test_unknown_keys_and_bad_types_in_the_file(tmp_path: Path) -> None:
 )
 def test_a_value_of_the_wrong_type_in_the_file_is_refused(tmp_path: Path, line: str, name: str) -> None:
     """TOML keeps types apart: a number where a broker's address goes, or 5 for true or false, is a
-    mistake in the file, not a value to turn into "5:1883" or True."""
+    mistake in the file, not a value to turn into "5:1883" or True. The message names the key as the
+    file has it, and the file."""
     path = tmp_path / "c.toml"
     path.write_text(line + "\n")
-    with pytest.raises(ConfigError, match=f"setting '{name}'"):
+    with pytest.raises(ConfigError) as caught:
         load_config(path, env={})
+    assert str(caught.value).startswith(f"{name} in {path}: "), caught.value
+
+
+def test_a_setting_is_named_as_it_was_given(tmp_path: Path) -> None:
+    """An unknown key in a [table] is a wrong setting, not a file that is not TOML; each mistake names
+    the setting where it was given: the key in the file, the variable, the option."""
+    path = tmp_path / "c.toml"
+    path.write_text("[mqtt]\nbrokr = 'x'\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env={})
+    assert str(caught.value) == f"unknown setting [mqtt] brokr in {path} (did you mean broker?)"
+    path.write_text("[collector]\nhealth_period_s = 0\n")
+    with pytest.raises(ConfigError, match=rf"^\[collector\] health_period_s in {re.escape(str(path))} must"):
+        load_config(path, env={}).resolved()
+    cfg = load_config(None, env={}, overrides={"health_period_s": -1.0}, given_as={"health_period_s": "--x"})
+    with pytest.raises(ConfigError, match=r"^--x must be a number of seconds above 0"):
+        cfg.resolved()
+    with pytest.raises(ConfigError, match=r"^WATTBENCH_COLLECTOR_ID 'Bad' must match"):
+        load_config(None, env={"WATTBENCH_COLLECTOR_ID": "Bad"}).resolved()
+    # a config built in code names its fields
+    with pytest.raises(ConfigError, match=r"^health_period_s must be"):
+        CollectorConfig(health_period_s=0.0).resolved()
 
 
 def test_the_file_may_write_a_number_of_seconds_or_samples_as_either_kind(tmp_path: Path) -> None:
@@ -130,5 +154,5 @@ def test_the_environment_says_true_or_false_in_words_or_digits(text: str, value:
 
 
 def test_the_environment_saying_neither_true_nor_false_is_refused() -> None:
-    with pytest.raises(ConfigError, match="hmac_require"):
+    with pytest.raises(ConfigError, match="WATTBENCH_HMAC_REQUIRE"):
         load_config(None, env={"WATTBENCH_HMAC_REQUIRE": "maybe"})

@@ -67,31 +67,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _overrides(args: argparse.Namespace) -> dict[str, object]:
-    store = args.influx or args.store
-    return {
-        "broker": args.broker,
-        "store": store,
-        "influx_db": args.db,
-        "id": args.id,
-        "share": args.share,
-        "spool_dir": args.spool,
-        "state_dir": args.state_dir,
-        "mqtt_user": args.mqtt_user,
-        "mqtt_password_file": args.mqtt_password_file,
-        "tls_ca": args.mqtt_ca,
-        "protocol": args.protocol,
-        "health_period_s": args.health_period,
-        "hmac_keys": args.hmac_keys,
-        "hmac_require": args.require_signatures,
-        "metrics": args.metrics,
-        "plugs": args.plugs,
-        "profile": args.profile,
+# setting -> the option that gives it, for the values and for messages that name it as typed.
+OPTIONS = {
+    "broker": "--broker",
+    "influx_db": "--db",
+    "id": "--id",
+    "share": "--share",
+    "spool_dir": "--spool",
+    "state_dir": "--state-dir",
+    "mqtt_user": "--mqtt-user",
+    "mqtt_password_file": "--mqtt-password-file",
+    "tls_ca": "--mqtt-ca",
+    "protocol": "--protocol",
+    "health_period_s": "--health-period",
+    "hmac_keys": "--hmac-keys",
+    "hmac_require": "--require-signatures",
+    "metrics": "--metrics",
+    "plugs": "--plugs",
+    "profile": "--profile",
+}
+
+
+def _overrides(args: argparse.Namespace) -> tuple[dict[str, object], dict[str, str]]:
+    """The settings the options give, and how each was given."""
+    values: dict[str, object] = {
+        name: getattr(args, option[2:].replace("-", "_")) for name, option in OPTIONS.items()
     }
+    values["store"] = args.influx or args.store
+    given_as = {**OPTIONS, "store": "--influx" if args.influx else "--store"}
+    return values, given_as
 
 
 def run(args: argparse.Namespace) -> int:
     import logging
+    import sys
 
     from ..config import ConfigError, load_config
     from ..ingest.collector import EXIT_CONFIG, Collector, CollectorError
@@ -102,17 +111,19 @@ def run(args: argparse.Namespace) -> int:
         # The service's own progress lines are worth seeing without -v.
         logging.getLogger("wattbench").setLevel(logging.INFO)
     try:
-        config = load_config(args.config, overrides=_overrides(args))
+        overrides, given_as = _overrides(args)
+        config = load_config(args.config, overrides=overrides, given_as=given_as)
         collector = Collector(config)
     except ConfigError as exc:
-        log.error("configuration: %s", exc)
+        # Before anything runs: one line, as every command says a mistake, not a service's log line.
+        print(f"wattbench collect: {exc}", file=sys.stderr)
         return EXIT_CONFIG
 
     stop = stop_event(log)
     try:
         collector.start(cancel=stop)
     except CollectorError as exc:
-        log.error("%s", exc)
+        print(f"wattbench collect: {exc}", file=sys.stderr)
         return exc.exit_code
     while not stop.is_set() and not collector.wait(0.5):
         pass
