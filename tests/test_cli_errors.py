@@ -217,6 +217,49 @@ ROWS = [
         alone=True,
     ),
     Row("broker-bad-port", ["broker", "--port", "99999"], 2, "outside 0..65535"),
+    # a value the core refuses is named by the option that gave it, not by the core's field
+    Row(
+        "sweep-min-inlet-out-of-range",
+        ["sweep", "--store", "{store}", "--min-inlet", "60", *FAST],
+        2,
+        "wattbench sweep: --min-inlet: must be 0..50 °C, got 60.0",
+        alone=True,
+    ),
+    Row(
+        "sweep-too-few-calibrations",
+        ["sweep", "--store", "{store}", "--calibrations", "2", *FAST],
+        2,
+        "wattbench sweep: --calibrations: must be 3..10 intervals, got 2",
+        alone=True,
+    ),
+    Row(
+        "sweep-negative-price",
+        ["sweep", "--store", "{store}", "--price", "-5", *FAST],
+        2,
+        "wattbench sweep: --price: must be a finite number >= 0, got -5.0",
+        alone=True,
+    ),
+    Row(
+        "appliance-sim-hz-zero",
+        ["appliance", "--sim", "--hz", "0", "--spool-dir", "{tmp}/app"],
+        2,
+        "wattbench appliance: --hz: must be a number in (0, 10000], got 0.0",
+        alone=True,
+    ),
+    Row(
+        "appliance-sim-idle-w-too-high",
+        ["appliance", "--sim", "--idle-w", "1e9", "--spool-dir", "{tmp}/app"],
+        2,
+        "wattbench appliance: --idle-w: must be a number in [0, 10000000.0], got 1000000000.0",
+        alone=True,
+    ),
+    Row(
+        "appliance-sim-batch-ms-zero",
+        ["appliance", "--sim", "--batch-ms", "0", "--spool-dir", "{tmp}/app"],
+        2,
+        "wattbench appliance: --batch-ms: must be an integer in [10, 600000], got 0",
+        alone=True,
+    ),
     # amqtt logs its own failure to start with a traceback; the command's one line is enough
     Row("broker-port-taken", ["broker", "--port", "{taken}"], 3, "Address already in use", alone=True),
     Row(

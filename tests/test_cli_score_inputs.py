@@ -146,15 +146,19 @@ def test_bad_input_is_refused_in_one_line(tmp_path: Path, case: Case) -> None:
     assert len(lines[0]) < 400
 
 
+# The option as typed, never the core's field (calibration_use, min_inlet_c, max_skew_ms).
 SWEEP_CASES = [
-    (("--calibration-use", "5"), "calibration_use"),
-    (("--calibrations", "3", "--calibration-use", "0"), "calibration_use"),
-    (("--calibrations", "2"), "3..10"),
-    (("--load-tolerance", "-1"), "load_tolerance"),
-    (("--load-tolerance", "1.5"), "load_tolerance"),
-    (("--max-uncertainty", "0"), "max_uncertainty"),
-    (("--max-skew", "-400"), "max_skew_ms"),
-    (("--min-inlet", "-300"), "min_inlet_c"),
+    (("--calibration-use", "5"), "--calibration-use: must be 1..3"),
+    (("--calibrations", "3", "--calibration-use", "0"), "--calibration-use: must be 1..3"),
+    (("--calibrations", "2"), "--calibrations: must be 3..10"),
+    (("--load-tolerance", "-1"), "--load-tolerance: must be a fraction"),
+    (("--load-tolerance", "1.5"), "--load-tolerance: must be a fraction"),
+    (("--max-uncertainty", "0"), "--max-uncertainty: must be a fraction"),
+    (("--max-skew", "-400"), "--max-skew: must be milliseconds above 0"),
+    (("--min-inlet", "-300"), "--min-inlet: must be 0..50 °C"),
+    (("--system-nodes", "0"), "--system-nodes: must be a whole number"),
+    (("--price", "-1"), "--price: must be a finite number >= 0"),
+    (("--tariff", "1", "--years", "0"), "--years: must be > 0"),
     (("--levels", "100,150"), "outside"),
 ]
 
@@ -175,10 +179,11 @@ def test_sweep_option_out_of_range_is_refused_before_the_run(
 
 
 REPORT_CASES = [
-    (("--rescore", "--load-tolerance", "-1"), "load_tolerance"),
-    (("--max-uncertainty", "2"), "max_uncertainty"),
-    (("--max-skew", "0"), "max_skew_ms"),
+    (("--rescore", "--load-tolerance", "-1"), "--load-tolerance: must be a fraction"),
+    (("--max-uncertainty", "2"), "--max-uncertainty: must be a fraction"),
+    (("--max-skew", "0"), "--max-skew: must be milliseconds above 0"),
     (("--min-inlet", "nan"), "--min-inlet"),  # not a number: refused as the command line is read
+    (("--tariff", "-1"), "--tariff: must be a finite number >= 0"),
 ]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from typing import Any
@@ -105,6 +106,36 @@ def build_config(args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
+# With --sim the firmware configuration is built from the options, so a value it refuses is named by
+# the option that gave it, not by its place in a configuration the user never wrote.
+SIM_OPTIONS = (
+    (re.compile(r"channels\[\d+\]\.hz"), "--hz"),
+    (re.compile(r"channels"), "--channels"),
+    (re.compile(r"batch\.interval_ms"), "--batch-ms"),
+    (re.compile(r"dev"), "--dev"),
+)
+# The simulated meter's own settings, which it names in its message ("sim: idle_w must be …").
+SIM_METER_OPTIONS = {"idle_w": "--idle-w", "peak_w": "--peak-w", "watts": "--watts"}
+
+
+def as_typed(message: str, args: argparse.Namespace) -> str:
+    """A firmware configuration error ("PATH: reason") named as the user gave the value: the option,
+    or the key in their --config file."""
+    path, sep, reason = message.partition(": ")
+    if not sep:
+        return message
+    if args.config:
+        return f"--dev: {reason}" if path == "dev" and args.dev else f"{args.config}: {message}"
+    for pattern, option in SIM_OPTIONS:
+        if pattern.fullmatch(path):
+            return f"{option}: {reason}"
+    if re.fullmatch(r"channels\[\d+\]\.opts", path):
+        name, _, rest = reason.removeprefix("sim: ").partition(" ")
+        if name in SIM_METER_OPTIONS:
+            return f"{SIM_METER_OPTIONS[name]}: {rest}"
+    return message
+
+
 def _line(c: dict[str, Any]) -> str:
     link = "up" if c["connected"] else f"down ({c['link_error'] or 'connecting'})"
     return (
@@ -127,7 +158,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = build_config(args)
         app = HostAppliance(cfg, truth=args.truth, count=args.count)
-    except (ConfigError, OSError, ValueError) as exc:
+    except ConfigError as exc:
+        print(f"wattbench appliance: {as_typed(str(exc), args)}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as exc:
         print(f"wattbench appliance: {exc}", file=sys.stderr)
         return 2
     print(

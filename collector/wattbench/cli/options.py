@@ -9,15 +9,17 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from ..argtypes import number, whole
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+T = TypeVar("T")
 
 # Exit codes every subcommand uses for the same kind of failure (see docs/guide.md).
 EXIT_INVALID = 1
@@ -419,18 +421,46 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--years", type=number(), default=4.0, help="years of service for lifetime cost (4)")
 
 
+def as_given(options: Mapping[str, str], build: Callable[[], T]) -> T:
+    """build(), with a value the core refuses named by the option it came from (options: the core's
+    field -> the option), so the one line points at what the user typed, not at a field name."""
+    from ..core import FieldError
+
+    try:
+        return build()
+    except FieldError as exc:
+        if exc.field not in options:
+            raise
+        raise CliError(f"{options[exc.field]}: {exc.reason}") from None
+
+
+LIMIT_OPTIONS = {
+    "load_tolerance": "--load-tolerance",
+    "load_mode": "--load-mode",
+    "min_inlet_c": "--min-inlet",
+    "max_uncertainty": "--max-uncertainty",
+    "max_skew_ms": "--max-skew",
+    "require": "--require",
+    "system_nodes": "--system-nodes",
+}
+COST_OPTIONS = {"price": "--price", "tariff_kwh": "--tariff", "years": "--years"}
+
+
 def limits_from_args(args: argparse.Namespace) -> Any:
     from ..core.compliance import Limits
 
-    return Limits(
-        load_tolerance=args.load_tolerance,
-        load_mode=args.load_mode,
-        min_inlet_c=args.min_inlet,
-        require_inlet=not args.no_inlet_required,
-        max_uncertainty=args.max_uncertainty,
-        max_skew_ms=args.max_skew,
-        require=args.require,
-        system_nodes=args.system_nodes,
+    return as_given(
+        LIMIT_OPTIONS,
+        lambda: Limits(
+            load_tolerance=args.load_tolerance,
+            load_mode=args.load_mode,
+            min_inlet_c=args.min_inlet,
+            require_inlet=not args.no_inlet_required,
+            max_uncertainty=args.max_uncertainty,
+            max_skew_ms=args.max_skew,
+            require=args.require,
+            system_nodes=args.system_nodes,
+        ),
     )
 
 
@@ -439,7 +469,9 @@ def cost_from_args(args: argparse.Namespace) -> Any:
 
     if args.price is None and args.tariff is None:
         return None
-    return CostInputs(price=args.price, tariff_kwh=args.tariff, years=args.years)
+    return as_given(
+        COST_OPTIONS, lambda: CostInputs(price=args.price, tariff_kwh=args.tariff, years=args.years)
+    )
 
 
 def _scoring_defaults() -> dict[str, Any]:

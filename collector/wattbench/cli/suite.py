@@ -118,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     from ..sweep.suite import load_suite, plan_for, preflight_suite, run_suite
     from ..workloads.base import WorkloadError
     from .options import (
+        as_given,
         channels_from_args,
         cost_from_args,
         limits_from_args,
@@ -126,23 +127,33 @@ def run(args: argparse.Namespace) -> int:
         offsets_from_args,
         scoring_record,
     )
-    from .sweep import NOTHING_STORED, ended_early_code, sweep_store
+    from .sweep import NOTHING_STORED, PLAN_OPTIONS, ended_early_code, sweep_store
 
     log = logging.getLogger("wattbench.suite")
     try:
         suite = load_suite(args.suite)
         preflight_suite(suite, args.suite)
         reference = read_reference(args.reference) if args.reference else None
-        timing = Timing(args.pre, args.measure, args.post, args.gap)
+        timing = as_given(PLAN_OPTIONS, lambda: Timing(args.pre, args.measure, args.post, args.gap))
         # --levels applies to every worklet only when given; otherwise each group has SERT's loads.
         given = args.levels != PLAN_DEFAULTS.levels
         levels = parse_levels(args.levels) if given else None
-        plans = {
-            e.name: plan_for(
-                e, i == 0, suite, timing, args.calibrations, args.calibration_use, levels, not args.no_idle
-            )
-            for i, e in enumerate(suite.entries)
-        }
+        plans = as_given(
+            PLAN_OPTIONS,
+            lambda: {
+                e.name: plan_for(
+                    e,
+                    i == 0,
+                    suite,
+                    timing,
+                    args.calibrations,
+                    args.calibration_use,
+                    levels,
+                    not args.no_idle,
+                )
+                for i, e in enumerate(suite.entries)
+            },
+        )
         limits = limits_from_args(args)
         cost = cost_from_args(args)
         specs = channels_from_args(args)

@@ -35,6 +35,17 @@ EXIT_WORKLOAD = 4
 EXIT_INTERRUPTED = 130
 
 
+# The plan's fields -> the options that give them, for a value the plan refuses.
+PLAN_OPTIONS = {
+    "calibrations": "--calibrations",
+    "calibration_use": "--calibration-use",
+    "pre_s": "--pre",
+    "measure_s": "--measure",
+    "post_s": "--post",
+    "gap_s": "--gap",
+}
+
+
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     from ..core.plan import parse_levels
     from .options import checked_by, number, whole
@@ -168,8 +179,9 @@ def plan_from_args(
         specpower_plan,
         with_idle_timing,
     )
+    from .options import as_given
 
-    timing = Timing(args.pre, args.measure, args.post, args.gap)
+    timing = as_given(PLAN_OPTIONS, lambda: Timing(args.pre, args.measure, args.post, args.gap))
     if workload_name in ("concurrency", "slurm"):
         if workload_name == "slurm":
             # Each level's jobs from the partition's size, which Slurm is asked for now: a controller
@@ -184,8 +196,11 @@ def plan_from_args(
             copies, idle=not args.no_idle, timing=Timing(args.pre, cap, args.post, args.gap)
         )
         return with_idle_timing(plan, timing)
-    return specpower_plan(
-        args.calibrations, parse_levels(args.levels), not args.no_idle, timing, args.calibration_use
+    return as_given(
+        PLAN_OPTIONS,
+        lambda: specpower_plan(
+            args.calibrations, parse_levels(args.levels), not args.no_idle, timing, args.calibration_use
+        ),
     )
 
 

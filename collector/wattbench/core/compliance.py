@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from . import FieldError
 from .align import WindowPower
 from .conformance import Statement
 from .score import LevelScore
@@ -27,9 +28,9 @@ INLET_RANGE_C = (0.0, 50.0)
 def _in_range(name: str, value: float, low: float, high: float, what: str) -> None:
     """value strictly between low and high, and finite."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{name} must be a number, got {value!r}")
+        raise FieldError(name, f"must be a number, got {value!r}")
     if not (math.isfinite(value) and low < value < high):
-        raise ValueError(f"{name} must be {what}, got {value!r}")
+        raise FieldError(name, f"must be {what}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,9 @@ class Limits:
 
     def __post_init__(self) -> None:
         if self.require not in REQUIRE:
-            raise ValueError(f"require must be one of {', '.join(REQUIRE)}, got {self.require!r}")
+            raise FieldError("require", f"must be one of {', '.join(REQUIRE)}, got {self.require!r}")
         if self.load_mode not in ("relative", "points"):
-            raise ValueError("load_mode is 'relative' or 'points'")
+            raise FieldError("load_mode", f"is 'relative' or 'points', not {self.load_mode!r}")
         # A limit out of these ranges either fails every run or passes every run; both would make the
         # check say nothing, so they are refused before anything is measured.
         _in_range("load_tolerance", self.load_tolerance, 0.0, 1.0, "a fraction above 0 and below 1")
@@ -66,10 +67,10 @@ class Limits:
         if self.system_nodes is not None and not (
             isinstance(self.system_nodes, int) and 1 <= self.system_nodes <= 1_000_000
         ):
-            raise ValueError(f"system_nodes must be a whole number 1..1000000, got {self.system_nodes!r}")
+            raise FieldError("system_nodes", f"must be a whole number 1..1000000, got {self.system_nodes!r}")
         lo, hi = INLET_RANGE_C
         if not (math.isfinite(self.min_inlet_c) and lo <= self.min_inlet_c <= hi):
-            raise ValueError(f"min_inlet_c must be {lo:g}..{hi:g} °C, got {self.min_inlet_c!r}")
+            raise FieldError("min_inlet_c", f"must be {lo:g}..{hi:g} °C, got {self.min_inlet_c!r}")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from . import FieldError
+
 # SPECpower_ssj2008 defaults. The measurement interval is the published 240 s; the ramps and the gap are
 # the usual values but are not confirmed by the run rules, so every one of them is a parameter.
 DEFAULT_CALIBRATIONS = 3
@@ -39,9 +41,9 @@ class Timing:
         for name in ("pre_s", "measure_s", "post_s", "gap_s"):
             value = getattr(self, name)
             if not (value >= 0.0) or value == float("inf"):
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+                raise FieldError(name, f"must be a finite number >= 0, got {value!r}")
         if self.measure_s <= 0:
-            raise ValueError("measure_s must be > 0")
+            raise FieldError("measure_s", f"must be > 0, got {self.measure_s!r}")
 
     @property
     def interval_s(self) -> float:
@@ -141,14 +143,14 @@ def specpower_plan(
     _whole("calibrations", calibrations)
     _whole("calibration_use", calibration_use)
     if not MIN_CALIBRATIONS <= calibrations <= MAX_CALIBRATIONS:
-        raise ValueError(
-            f"calibration intervals must be {MIN_CALIBRATIONS}..{MAX_CALIBRATIONS}, got {calibrations}"
+        raise FieldError(
+            "calibrations", f"must be {MIN_CALIBRATIONS}..{MAX_CALIBRATIONS} intervals, got {calibrations}"
         )
     # Never clamped: a calibrated throughput averaged over fewer intervals than asked for is not the
     # figure the user meant to compare against.
     if not 1 <= calibration_use <= calibrations:
-        raise ValueError(
-            f"calibration_use must be 1..{calibrations} (the calibration intervals), got {calibration_use}"
+        raise FieldError(
+            "calibration_use", f"must be 1..{calibrations} (the calibration intervals), got {calibration_use}"
         )
     if not levels:
         raise ValueError("at least one target load is needed")
@@ -165,7 +167,7 @@ def specpower_plan(
 
 def _whole(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
+        raise FieldError(name, f"must be a whole number, got {value!r}")
 
 
 def concurrency_plan(

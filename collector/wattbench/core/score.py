@@ -12,6 +12,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from . import FieldError
+
 HOURS_PER_YEAR = 8766.0  # 365.25 days
 
 
@@ -81,9 +83,9 @@ class CostInputs:
         for name in ("price", "tariff_kwh"):
             v = getattr(self, name)
             if v is not None and not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0")
+                raise FieldError(name, f"must be a finite number >= 0, got {v!r}")
         if not (math.isfinite(self.years) and self.years > 0):
-            raise ValueError("years must be > 0")
+            raise FieldError("years", f"must be > 0, got {self.years!r}")
 
 
 @dataclass
