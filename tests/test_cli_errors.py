@@ -182,6 +182,15 @@ ROWS = [
         "Connection refused",
     ),
     Row("collect-bad-influx-url", ["collect", "--influx", "influx:8086"], 2, "expected http(s)://"),
+    # the /metrics address is bound before the store is created or the broker asked (docs/prometheus.md)
+    Row(
+        "collect-metrics-address-in-use",
+        ["collect", "--broker", "{down_broker}", "--metrics", "127.0.0.1:{taken}", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: cannot serve /metrics on 127.0.0.1:{taken}: [Errno 98] Address already in use",
+        ["st"],
+        alone=True,
+    ),
     # a configuration mistake is the command's one line, naming the setting as it was typed
     Row(
         "collect-unknown-key-in-a-table",

@@ -98,28 +98,35 @@ def test_prometheus_scrapes_the_power_the_appliance_sent(
         collector.stop()
 
 
-def test_a_metrics_address_in_use_is_refused_before_the_collector_runs(
-    tmp_path: Path, mosquitto: Any
-) -> None:
+def test_a_metrics_address_in_use_is_refused_before_the_collector_runs(tmp_path: Path) -> None:
+    """The address is bound first: taken, it stops the collector before it creates its store or spool
+    or connects to the broker (which here only listens, and must see no one knock)."""
     import socket
 
     from wattbench.config import CollectorConfig
     from wattbench.ingest.collector import EXIT_CONFIG, Collector, CollectorError
 
-    with socket.socket() as taken:
+    with socket.socket() as taken, socket.socket() as broker:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
+        broker.bind(("127.0.0.1", 0))
+        broker.listen()
         port = taken.getsockname()[1]
         collector = Collector(
             CollectorConfig(
-                broker=f"{mosquitto.host}:{mosquitto.port}",
+                broker=f"127.0.0.1:{broker.getsockname()[1]}",
                 store=str(tmp_path / "wb.sqlite"),
                 state_dir=str(tmp_path / "state"),
                 spool_dir=str(tmp_path / "spool"),
                 validate_workers=0,
+                connect_timeout_s=2.0,
                 metrics=f"127.0.0.1:{port}",
             )
         )
         with pytest.raises(CollectorError, match="cannot serve /metrics") as caught:
             collector.start()
         assert caught.value.exit_code == EXIT_CONFIG
+        broker.settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            broker.accept()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -161,15 +161,23 @@ class Collector:
         has stopped, without waiting for the connect timeout; nothing was received, so nothing is lost."""
 
         cfg = self.config
+        if cfg.metrics:
+            # Bound first: an address in use is a mistake in the configuration, found before the store
+            # is created or the broker asked. A scrape meanwhile sees a collector that is starting.
+            self._serve_metrics()
         log.info("collector %s starting: %s", cfg.id, json.dumps(cfg.describe()))
         try:
-            Path(cfg.state_dir).mkdir(parents=True, exist_ok=True)
-            self.spool = spool = Spool(cfg.spool_dir)
-            self.deadletter = deadletter = Spool(Path(cfg.spool_dir) / "deadletter")
-        except (SpoolError, OSError) as exc:
-            raise CollectorError(f"spool unusable: {exc}", EXIT_STORAGE) from None
-        if self.store is None:
-            self.store = self._open_store()
+            try:
+                Path(cfg.state_dir).mkdir(parents=True, exist_ok=True)
+                self.spool = spool = Spool(cfg.spool_dir)
+                self.deadletter = deadletter = Spool(Path(cfg.spool_dir) / "deadletter")
+            except (SpoolError, OSError) as exc:
+                raise CollectorError(f"spool unusable: {exc}", EXIT_STORAGE) from None
+            if self.store is None:
+                self.store = self._open_store()
+        except CollectorError:
+            self._close_storage()  # and /metrics, which is already served
+            raise
         if self.store.line_protocol:
             lineproto.load_point_writer()
         self.writer = Writer(self.store, spool, deadletter, retry_s=cfg.retry_s)
@@ -194,8 +202,6 @@ class Collector:
             protocol=protocol,
             extra_filters=self.bridge.filters() if self.bridge else (),
         )
-        if cfg.metrics:
-            self._serve_metrics()
         self._threads = [
             threading.Thread(target=self._guard, args=(self._ingest_loop,), name="wb-ingest", daemon=True),
             threading.Thread(target=self._guard, args=(self._writer_loop,), name="wb-writer", daemon=True),
@@ -233,7 +239,6 @@ class Collector:
         try:
             self._metrics_server = serve(self.live, host, port)
         except OSError as exc:
-            self._abort()
             raise CollectorError(
                 f"cannot serve /metrics on {self.config.metrics}: {exc}", EXIT_CONFIG
             ) from None
