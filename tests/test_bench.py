@@ -365,7 +365,11 @@ def test_the_ingest_rate_finds_the_end_of_a_drain_closer_than_the_poll_interval(
 
 @pytest.mark.parametrize(
     ("text", "says"),
-    [("validate_workrs = 0\n", "unknown setting 'validate_workrs'"), ("x = [\n", "not valid TOML")],
+    [
+        ("validate_workrs = 0\n", "unknown setting validate_workrs in"),
+        ("validate_workrs = 0\n", "(did you mean validate_workers?)"),
+        ("x = [\n", "not valid TOML"),
+    ],
 )
 def test_a_wrong_ingest_variant_ends_the_run_before_it_starts(tmp_path: Path, text: str, says: str) -> None:
     variant = tmp_path / "variant.toml"

@@ -184,7 +184,8 @@ def test_compact_and_spread_sweeps_run_real_jobs_and_sum_every_node(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     doc = json.loads(cmp_out.read_text())
-    assert [c["name"] for c in doc["candidates"]] == ["cluster-compact", "cluster-spread"]
+    # result files are named by their file's stem (the run ids are cluster-compact, cluster-spread)
+    assert [c["name"] for c in doc["candidates"]] == ["compact", "spread"]
     assert all(c["unit"] == "jobs" and c["comparable"] for c in doc["candidates"]), doc["candidates"]
 
 

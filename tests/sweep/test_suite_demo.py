@@ -78,7 +78,9 @@ def test_a_suite_stopped_in_its_second_worklet_keeps_the_first(tmp_path: Path) -
     for line in proc.stdout:
         seen.append(line)
         if "worklet 2/2" in line:
-            time.sleep(3)  # inside the second worklet's calibration
+            # Inside the second worklet's first calibration interval, whose window (0.5 s ramp-up,
+            # 2 s measured) cannot have closed yet, however loaded the machine.
+            time.sleep(0.3)
             proc.send_signal(signal.SIGINT)
             break
     rest, _ = proc.communicate(timeout=60)
@@ -88,10 +90,12 @@ def test_a_suite_stopped_in_its_second_worklet_keeps_the_first(tmp_path: Path) -
     doc = json.loads(out.read_text())
     errors = [e.message for e in wattbench_schema.jsonschema_validator("suite").iter_errors(doc)]
     assert errors == []
-    first, second = doc["worklets"]
+    # The second worklet was stopped in its calibration, before any window: it measured nothing, so
+    # it is not in the suite (nothing of it is stored either); the suite says where it stopped.
+    (first,) = doc["worklets"]
     assert first["name"] == "sha256" and first["calibrated"] > 0 and len(first["levels"]) == 0
-    assert second["name"] == "sort" and second["partial"]
-    assert doc["interrupted"].startswith("interrupted") and not doc["complete"] and not doc["valid"]
+    assert doc["interrupted"].startswith("interrupted") and "worklet sort" in doc["interrupted"]
+    assert not doc["complete"] and not doc["valid"]
     assert "the finished worklets are kept" in text
 
 

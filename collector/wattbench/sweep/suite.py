@@ -233,8 +233,9 @@ def run_suite(
         except NothingMeasured as exc:
             if not finished:
                 raise
-            # That worklet left nothing behind; the suite is what finished before it.
-            interrupted = str(exc)
+            # That worklet left nothing behind; the suite is what finished before it, and says
+            # which worklet it stopped in.
+            interrupted = f"{exc} (worklet {entry.name}, before its first window: nothing of it kept)"
             break
         outcomes.append((entry, outcome))
         finished.append(
