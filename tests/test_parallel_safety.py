@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from wattbench_devkit import services
 
 REPO = Path(__file__).resolve().parents[1]
@@ -171,3 +173,20 @@ def _fixed_binds(path: Path) -> list[str]:
 def test_no_test_binds_a_fixed_port() -> None:
     files = [*(REPO / "tests").rglob("*.py"), *(REPO / "devkit").rglob("*.py")]
     assert [hit for f in files for hit in _fixed_binds(f)] == []
+
+
+def test_slurm_sockets_fit_however_deep_the_test_folder(tmp_path: Path) -> None:
+    """A Unix socket's path is at most 107 bytes. Slurm's job-step sockets and munged's used to sit
+    under the test's folder, which a parallel run makes deeper (…/popen-gw2/…): every job failed."""
+    from wattbench_devkit.slurm import SlurmCluster
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    try:
+        cluster = SlurmCluster(deep, ["wbn1", "wbn2"])
+    except services.ServiceUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        assert all(len(str(p).encode()) <= 107 for p in cluster.socket_paths()), cluster.socket_paths()
+    finally:
+        cluster.stop()
+    assert not cluster.sockdir.exists()

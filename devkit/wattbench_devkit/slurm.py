@@ -13,8 +13,10 @@ MinJobAge seconds.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,7 +37,13 @@ class SlurmCluster:
         self.cpus = cpus
         self.host = socket.gethostname().split(".")[0]
         self.conf = workdir / "slurm.conf"
-        self.munge_dir = workdir / "munge"
+        # Unix sockets live in a short folder of their own: slurmstepd makes one per job step in the
+        # spool (<spool>/<node>_<job>.<step>), munged its socket, and a socket's path may be at most 107
+        # bytes. Under a parallel test run's basetemp (…/pytest-102/popen-gw2/<test name>0/slurm0/…)
+        # the workdir alone came close, and every job then failed with "Unix socket name exceeded
+        # maximum length".
+        self.sockdir = Path(tempfile.mkdtemp(prefix="wbslurm-", dir="/tmp"))
+        self.munge_dir = self.sockdir / "munge"
         self.socket = self.munge_dir / "munge.socket.2"
         self.ctld_port = free_port()
         self.node_ports = {n: free_port() for n in self.nodes}
@@ -57,9 +65,9 @@ class SlurmCluster:
             "CredType=cred/munge",
             f"AuthInfo=socket={self.socket}",
             f"StateSaveLocation={w / 'state'}",
-            f"SlurmdSpoolDir={w / 'spool'}/%n",
+            f"SlurmdSpoolDir={self.sockdir / 'spool'}/%n",
             f"SlurmctldPidFile={w / 'slurmctld.pid'}",
-            f"SlurmdPidFile={w / 'spool'}/slurmd-%n.pid",
+            f"SlurmdPidFile={self.sockdir / 'spool'}/slurmd-%n.pid",
             f"SlurmctldLogFile={w / 'slurmctld.log'}",
             f"SlurmdLogFile={w / 'slurmd'}-%n.log",
             "ProctrackType=proctrack/linuxproc",
@@ -89,7 +97,7 @@ class SlurmCluster:
         self.conf.write_text("\n".join(lines) + "\n")
         (w / "state").mkdir(exist_ok=True)
         for n in self.nodes:
-            (w / "spool" / n).mkdir(parents=True, exist_ok=True)
+            (self.sockdir / "spool" / n).mkdir(parents=True, exist_ok=True)
 
     def _start_munge(self) -> None:
         self.munge_dir.mkdir(mode=0o700, exist_ok=True)
@@ -105,7 +113,7 @@ class SlurmCluster:
                 f"--key-file={key}",
                 f"--socket={self.socket}",
                 f"--pid-file={self.munge_dir / 'munged.pid'}",
-                f"--log-file={self.munge_dir / 'munged.log'}",
+                f"--log-file={self.workdir / 'munge.log'}",
                 f"--seed-file={self.munge_dir / 'munged.seed'}",
             ]
         )
@@ -163,3 +171,8 @@ class SlurmCluster:
     def stop(self) -> None:
         for p in (*self.slurmds.values(), self.ctld, self.munged):
             p.stop()
+        shutil.rmtree(self.sockdir, ignore_errors=True)
+
+    def socket_paths(self) -> list[Path]:
+        """The longest socket paths this cluster makes: munged's, and a job step's in each spool."""
+        return [self.socket] + [self.sockdir / "spool" / n / f"{n}_4294967294.4294967294" for n in self.nodes]

@@ -251,6 +251,17 @@ def _docs_compare_example() -> list[str]:
     return shlex.split(block.group(1).replace("\\\n", " "))
 
 
+def _lay_out_docs_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The files the docs' compare example names, in the folder it runs in: a.json and b.json (two
+    results whose run ids are not their names) and the published tables under tests/data/specpower."""
+    for name, run in (("a", "20260101T000000Z-aaaa"), ("b", "20260102T000000Z-bbbb")):
+        result = json.loads(demo_result(tmp_path).read_text())
+        (tmp_path / f"{name}.json").write_text(json.dumps(dict(result, run=run)))
+    (tmp_path / "tests/data").mkdir(parents=True)
+    (tmp_path / "tests/data/specpower").symlink_to(ROOT / "tests/data/specpower")
+    monkeypatch.chdir(tmp_path)
+
+
 def test_the_docs_compare_example_works_as_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -259,12 +270,7 @@ def test_the_docs_compare_example_works_as_written(
     never typed."""
     words = _docs_compare_example()
     assert words[:4] == ["wattbench", "compare", "a.json", "b.json"]
-    for name, run in (("a", "20260101T000000Z-aaaa"), ("b", "20260102T000000Z-bbbb")):
-        result = json.loads(demo_result(tmp_path).read_text())
-        (tmp_path / f"{name}.json").write_text(json.dumps(dict(result, run=run)))
-    (tmp_path / "tests/data").mkdir(parents=True)
-    (tmp_path / "tests/data/specpower").symlink_to(ROOT / "tests/data/specpower")
-    monkeypatch.chdir(tmp_path)
+    _lay_out_docs_example(tmp_path, monkeypatch)
     assert main([*words[1:], "--json"]) == 0, capsys.readouterr().err
     doc = json.loads(capsys.readouterr().out)
     a, b, dell = doc["candidates"]
@@ -303,12 +309,7 @@ def test_no_number_is_cut_in_a_narrow_terminal(
     """Every figure of the JSON is in the table whole, whatever the width: text wraps, and columns that
     do not fit beside each other go into a further table; a number is never elided ("4,0…")."""
     words = _docs_compare_example()
-    for name, run in (("a", "20260101T000000Z-aaaa"), ("b", "20260102T000000Z-bbbb")):
-        result = json.loads(demo_result(tmp_path).read_text())
-        (tmp_path / f"{name}.json").write_text(json.dumps(dict(result, run=run)))
-    (tmp_path / "tests/data").mkdir(parents=True)
-    (tmp_path / "tests/data/specpower").symlink_to(ROOT / "tests/data/specpower")
-    monkeypatch.chdir(tmp_path)
+    _lay_out_docs_example(tmp_path, monkeypatch)
     argv = [*words[1:4], str(storage_suite(tmp_path)), *words[4:]]
     assert main([*argv, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
