@@ -90,6 +90,18 @@ ROWS = [
         ["sweep", "--store", "{store}", "--broker", "{down_broker}", *FAST],
         3,
         "unreachable",
+        alone=True,
+    ),
+    # a suite checks its services as a sweep does, before its first worklet
+    Row(
+        "suite-influx-down", ["suite", "{tmp}/suite.toml", "--influx", "{down}", *FAST], 3, "does not answer"
+    ),
+    Row(
+        "suite-broker-down",
+        ["suite", "{tmp}/suite.toml", "--store", "{store}", "--broker", "{down_broker}", *FAST],
+        3,
+        "unreachable",
+        alone=True,
     ),
     # outputs checked before anything runs
     Row(
@@ -438,6 +450,7 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     (tmp_path / "mybench.toml").write_text('workload = "command"\nrun = "mybenchh {load}"\n')
     (tmp_path / "brokr.toml").write_text('[mqtt]\nbrokr = "127.0.0.1:1883"\n')
     (tmp_path / "period.toml").write_text("[collector]\nhealth_period_s = 0\n")
+    (tmp_path / "suite.toml").write_text('[[worklet]]\nworklet = "sha256"\nworkers = 1\n')
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

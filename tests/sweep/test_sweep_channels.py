@@ -397,3 +397,117 @@ def test_without_a_broker_the_sweep_binds_from_the_store() -> None:
     store.add_series(trace("bench-b", "psu", now - 10_000, now, 1, lambda t: np.full(t.shape, 50.0)))
     with pytest.raises(chans.ChannelError, match=r"bench-a/psu.*bench-b/psu.*--channel"):
         bind_channels(setup)
+
+
+# ------------------------------------------------- named channels checked before anything runs
+
+
+def _named_setup(store: Any, *named: str) -> Any:
+    from wattbench.sweep.session import SweepSetup
+
+    specs = [chans.parse_channel(n) for n in named]
+    return SweepSetup(run="r", plan=None, workload=None, store=store, channels=specs)
+
+
+def test_without_a_broker_named_channels_are_checked_against_the_store() -> None:
+    from wattbench.sweep.session import bind_channels
+
+    now = int(time.time() * 1000)
+    store = MemoryStore()
+    store.write_meta(_meta("bench-a", _ch("psu", "power"), _ch("aux", "other")), now - 3_600_000)
+    # A device the store holds samples of but no metadata (a store that Telegraf fills).
+    store.add_series(trace("tg", "psu", now - 10_000, now, 1, lambda t: np.full(t.shape, 90.0)))
+    assert [s.key for s in bind_channels(_named_setup(store, "bench-a/psu", "tg/psu")).specs] == [
+        "bench-a/psu",
+        "tg/psu",
+    ]
+    with pytest.raises(chans.ChannelError) as typo:
+        bind_channels(_named_setup(store, "bench-a/psu1"))
+    assert str(typo.value) == (
+        "--channel bench-a/psu1: bench-a has no channel psu1, did you mean bench-a/psu? "
+        "(its channels: aux, psu)"
+    )
+    with pytest.raises(chans.ChannelError) as device:
+        bind_channels(_named_setup(store, "bench-b/psu"))
+    assert str(device.value) == (
+        "--channel bench-b/psu: no device bench-b in the store, "
+        "did you mean bench-a? (devices seen: bench-a, tg)"
+    )
+    with pytest.raises(
+        chans.ChannelError, match=r"^--channel tg/pus: tg has no channel pus, did you mean tg/psu"
+    ):
+        bind_channels(_named_setup(store, "tg/pus"))
+
+
+def _cli(argv: list[str], cwd: Path) -> tuple[Any, float]:
+    """The installed command as a user runs it, and how long it took."""
+    import subprocess
+    import sys
+
+    cli = Path(sys.executable).with_name("wattbench")
+    t0 = time.monotonic()
+    out = subprocess.run([str(cli), *argv], capture_output=True, text=True, cwd=cwd, timeout=30)
+    return out, time.monotonic() - t0
+
+
+SUITE = 'name = "typo"\nlevels = "100"\n\n[[worklet]]\nworklet = "sha256"\nworkers = 1\n'
+TYPO = "--channel sim-01/nosuch: sim-01 has no channel nosuch (its channels: aux, sim)"
+MISTAKES = [
+    pytest.param("sweep", ["--channel", "sim-01/nosuch"], TYPO, id="channel-typo"),
+    pytest.param("suite", ["--channel", "sim-01/nosuch"], TYPO, id="suite-channel-typo"),
+    pytest.param(
+        "sweep",
+        ["--channel", "sim-01/sm@srv1"],
+        "--channel sim-01/sm@srv1: sim-01 has no channel sm, did you mean sim-01/sim? "
+        "(its channels: aux, sim)",
+        id="channel-near-match",
+    ),
+    pytest.param(
+        "sweep",
+        ["--channel", "sim-1/sim"],
+        "--channel sim-1/sim: no device sim-1 on the broker or in the store, did you mean sim-01? "
+        "(devices seen: old-c, sim-01)",
+        id="device-typo",
+    ),
+    pytest.param(
+        "sweep",
+        ["--channel", "sim-01/sim", "--inlet", "sim-01/aux"],
+        "sim-01/aux was named as inlet but its metadata gives role other: not used",
+        id="inlet-of-another-role",
+    ),
+]
+
+
+@pytest.mark.services
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("command", "named", "line"), MISTAKES)
+def test_a_mistake_in_a_named_channel_is_one_line_before_anything_runs(
+    command: str, named: list[str], line: str, mosquitto: Any, tmp_path: Path
+) -> None:
+    """Issue #42: `--channel sim-01/nosuch` ran every phase and then waited for data that could never
+    come (72 minutes with the default timing). Checked against the retained metadata, it is one line
+    and exit 2 within seconds, with nothing published or stored; the default timing is kept, so a
+    mistake found late would show as a timeout."""
+    _offline_device(mosquitto)
+    aux = {"c": "aux", "meter": "sim", "hz": 5, "role": "other", "opts": {"model": "const", "watts": 40.0}}
+    app = _appliance(mosquitto, "sim-01", 150.0, [aux])
+    tap = PhaseTap(mosquitto)
+    store = _store(tmp_path)
+    (tmp_path / "suite.toml").write_text(SUITE)
+    target = [str(tmp_path / "suite.toml")] if command == "suite" else ["--workers", "1"]
+    argv = [command, *target, "--broker", f"{mosquitto.host}:{mosquitto.port}", *store, *named, "--quiet"]
+    try:
+        out, took = _cli(argv, tmp_path)
+        time.sleep(0.5)  # anything published would have reached the tap by now
+    finally:
+        app.stop(timeout=10)
+        tap.close()
+    assert out.returncode == 2, out.stderr
+    assert out.stderr == f"wattbench {command}: {line}\n"
+    assert took < 5.0, took
+    assert tap.events == []
+    stored = SqliteStore(store[1])
+    try:
+        assert stored.runs() == []
+    finally:
+        stored.close()

@@ -1,16 +1,17 @@
 """`wattbench sweep`: drive this server through graduated loads and score its work per watt.
 
 Before the first phase the sweep checks what it can: the output files can be written, the store is
-there and answers, the broker accepts the connection, the power channels can be chosen without a
-guess, the workload can start. A run without a store measures no power, so it is refused unless
---ops-only asks for exactly that.
+there and answers, the broker accepts the connection, every --channel and --inlet names a channel
+that its device's metadata (on the broker, or in the store) lists, with a role that fits, or else the
+power channels can be chosen without a guess, the workload can start. A run without a store measures
+no power, so it is refused unless --ops-only asks for exactly that.
 
 Exit codes: 0 valid run, 1 run complete but invalid (a check failed), 2 bad arguments or configuration
-(also when the power channels cannot be chosen without a guess, see docs/sweep.md, or the workload's
-program is not there), 3 broker or store unreachable, 4 the workload could not run or failed (the run
-stops at the failing level, which is named), 130 interrupted (a partial result is still published,
-marked invalid). A run that ends before its first measurement window closes stores and publishes
-nothing and prints one line.
+(also when a named channel is not on the broker or in the store, the power channels cannot be chosen
+without a guess, see docs/sweep.md, or the workload's program is not there), 3 broker or store
+unreachable, 4 the workload could not run or failed (the run stops at the failing level, which is
+named), 130 interrupted (a partial result is still published, marked invalid). A run that ends before
+its first measurement window closes stores and publishes nothing and prints one line.
 """
 
 from __future__ import annotations

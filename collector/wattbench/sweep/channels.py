@@ -4,18 +4,21 @@ Only channels whose role is server power (`power`) are summed; `inlet` channels 
 temperature. A role comes from the device's metadata (meta topic, kept in the store by the collector as
 it changes), never from what a channel happens to carry. A sweep binds to its channels before it
 starts: those named with --channel, or else the power channels of the one appliance that is online and
-publishing power (bind_from_survey). Scoring a stored run takes the channels the run named, or else the
-power channels the stored metadata gives for the run's span (from_store). A channel with no known role
-is not summed; when it carries power the run fails the `channels` check with the reason.
+publishing power (bind_from_survey). A named channel must be one its device's metadata lists
+(unknown_named): a typo costs seconds, not a run that waits for data that never comes. Scoring a stored
+run takes the channels the run named, or else the power channels the stored metadata gives for the
+run's span (from_store). A channel with no known role is not summed; when it carries power the run
+fails the `channels` check with the reason.
 """
 
 from __future__ import annotations
 
+import difflib
 import logging
 import math
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -163,6 +166,48 @@ def apply_roles(named: Sequence[ChannelSpec], roles: Mapping[tuple[str, str], Kn
     return out
 
 
+# The sweep's option that names a channel of each role, for a message about what was typed.
+OPTION = {"power": "--channel", "inlet": "--inlet"}
+
+
+def known_channels(docs: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:
+    """Each device's channels as metadata documents list them."""
+    out: dict[str, set[str]] = {}
+    for doc in docs:
+        out.setdefault(str(doc.get("dev")), set()).update(str(ch.get("c")) for ch in doc.get("channels", []))
+    return out
+
+
+def unknown_named(
+    named: Sequence[ChannelSpec], known: Mapping[str, Collection[str]], where: str
+) -> list[str]:
+    """One problem for each named channel that no known device has, naming it as it was typed and
+    listing what there is, with the nearest name when one is close. known: each device's channels;
+    where: where they were looked for ("on the broker", "in the store")."""
+    problems: list[str] = []
+    for spec in named:
+        typed = f"{OPTION.get(spec.role, spec.role)} {spec.key}" + (f"@{spec.node}" if spec.node else "")
+        channels = known.get(spec.dev)
+        if channels is None:
+            devices = sorted(known)
+            near = difflib.get_close_matches(spec.dev, devices, n=1)
+            seen = f"devices seen: {', '.join(devices)}" if devices else f"no device seen {where}"
+            problems.append(
+                f"{typed}: no device {spec.dev} {where}"
+                + (f", did you mean {near[0]}?" if near else "")
+                + f" ({seen})"
+            )
+        elif spec.ch not in channels:
+            listed = sorted(channels)
+            near = difflib.get_close_matches(spec.ch, listed, n=1)
+            problems.append(
+                f"{typed}: {spec.dev} has no channel {spec.ch}"
+                + (f", did you mean {spec.dev}/{near[0]}?" if near else "")
+                + f" (its channels: {', '.join(listed)})"
+            )
+    return problems
+
+
 def from_store(store: Store, start_ms: int, end_ms: int, named: Sequence[str] | None = None) -> Choice:
     """The channels of a stored run. With the run's named channels: those (checked against the stored
     roles), plus inlet probes. Without: every channel with samples in the span whose stored role is power
@@ -218,10 +263,14 @@ class Survey:
     listened_s: float = 0.0
 
 
-def survey(client_factory: Any, listen_s: float = 5.0, quiet: float = 0.5) -> Survey:
+def survey(
+    client_factory: Any, listen_s: float = 5.0, quiet: float = 0.5, wanted: Collection[str] | None = None
+) -> Survey:
     """Retained metadata and status of every appliance, and the channels that publish W within
-    listen_s (less once every online appliance's power channels have been heard). client_factory()
-    returns a connected paho client with its network loop running; it is disconnected here."""
+    listen_s (less once every online appliance's power channels have been heard). wanted: the devices
+    whose metadata is all that is asked for (named channels need no power heard): listening ends once
+    theirs has come. client_factory() returns a connected paho client with its network loop running; it
+    is disconnected here."""
     import threading
 
     validators = {k: jsonschema_validator(k) for k in ("meta", "status")}
@@ -256,6 +305,8 @@ def survey(client_factory: Any, listen_s: float = 5.0, quiet: float = 0.5) -> Su
                         out.publishing.add((str(dev), str(row.get("c"))))
 
     def heard_all() -> bool:
+        if wanted is not None:
+            return set(wanted) <= set(out.metas)
         for dev, meta in out.metas.items():
             if out.states.get(dev) != "online":
                 continue

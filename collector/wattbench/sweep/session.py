@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,29 +90,7 @@ def bind_channels(setup: SweepSetup) -> chans.Choice:
     broker or, without one, in the store. Raises ChannelError when that cannot be done without a
     guess; with neither broker nor store the run measures ops only."""
     if setup.channels:
-        roles: dict[tuple[str, str], chans.KnownRole] = {}
-        if setup.mqtt is not None:
-            seen = chans.survey(_meta_client(setup), listen_s=min(setup.listen_s, 2.0))
-            roles = chans.roles_from_metas(seen.metas.values())
-            unseen = {s.dev for s in setup.channels} - {dev for dev, _ in roles}
-            if unseen and setup.store is not None:
-                # A device with no metadata on the broker (a smart plug the collector bridges) is
-                # described by what the collector stored for it.
-                now = int(time.time() * 1000)
-                stored = chans.stored_roles(setup.store, now, now)
-                roles.update({k: v for k, v in stored.items() if k[0] in unseen})
-            offline = sorted({s.dev for s in setup.channels if seen.states.get(s.dev) == "offline"})
-            if offline:
-                raise chans.ChannelError(
-                    f"{', '.join(offline)}: offline (retained status), cannot be measured"
-                )
-        elif setup.store is not None:
-            now = int(time.time() * 1000)
-            roles = chans.stored_roles(setup.store, now, now)
-        choice = chans.apply_roles(setup.channels, roles)
-        if choice.problems:
-            raise chans.ChannelError("; ".join(choice.problems))
-        return choice
+        return _check_named(setup, setup.channels)
     if setup.mqtt is not None:
         seen = chans.survey(_meta_client(setup), listen_s=setup.listen_s)
     elif setup.store is not None:
@@ -128,6 +106,51 @@ def bind_channels(setup: SweepSetup) -> chans.Choice:
         raise chans.ChannelError(
             f"no appliance is online and publishing power ({why}): name the channels with --channel DEV/CH"
         )
+    return choice
+
+
+def _check_named(setup: SweepSetup, named: Sequence[ChannelSpec]) -> chans.Choice:
+    """Named channels checked against what the broker's retained metadata and the store say of their
+    devices, before anything is published or stored: every sweep, suite worklet and cluster sweep
+    binds here, so a channel that no device has, an offline device or a role that does not fit is one
+    ChannelError now instead of a run that cannot be scored."""
+    devices = {s.dev for s in named}
+    docs: list[Mapping[str, Any]] = []
+    states: dict[str, str] = {}
+    places: list[str] = []
+    if setup.mqtt is not None:
+        seen = chans.survey(_meta_client(setup), listen_s=min(setup.listen_s, 2.0), wanted=devices)
+        docs.extend(seen.metas.values())
+        states = seen.states
+        places.append("on the broker")
+    known = chans.known_channels(docs)
+    if setup.store is not None:
+        places.append("in the store")
+        now = int(time.time() * 1000)
+        if devices - set(known) or setup.mqtt is None:
+            # A device with no metadata on the broker (a smart plug the collector bridges) is described
+            # by what the collector stored for it.
+            stored = [
+                doc for _, doc in setup.store.meta_history(now, now) if str(doc.get("dev")) not in known
+            ]
+            docs.extend(stored)
+            known.update(chans.known_channels(stored))
+        described = set(known)
+        if devices - described:
+            # A store filled without metadata (by Telegraf) still shows which channels are publishing.
+            for dev, ch in setup.store.channels(now - chans.RECENT_MS, now + chans.RECENT_MS):
+                if dev not in described:
+                    known.setdefault(dev, set()).add(ch)
+    if places:
+        problems = chans.unknown_named(named, known, " or ".join(places))
+        if problems:
+            raise chans.ChannelError("; ".join(problems))
+    offline = sorted({s.dev for s in named if states.get(s.dev) == "offline"})
+    if offline:
+        raise chans.ChannelError(f"{', '.join(offline)}: offline (retained status), cannot be measured")
+    choice = chans.apply_roles(named, chans.roles_from_metas(docs))
+    if choice.problems:
+        raise chans.ChannelError("; ".join(choice.problems))
     return choice
 
 
