@@ -17,6 +17,11 @@ from wattbench_fw.meters import number, show
 
 # The shortest interval a power is computed over: the counter moves about once a millisecond.
 MIN_INTERVAL_S = 0.01
+# A counter read whose moment is known to within 2 ms. The value is taken in the read system call, but
+# the clock can only be read before or after it, and on a host the thread may wait there (for the
+# interpreter lock, for a CPU). A looser bracket is read again, up to READ_TRIES times.
+READ_BRACKET_NS = 2000000
+READ_TRIES = 3
 _DOMAIN_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789:-"
 
 
@@ -60,6 +65,21 @@ class RAPL:
             raise SensorError("%s: negative counter %d" % (path, value))
         return value
 
+    def _energy_now(self):
+        """(energy_uj, monotonic ns): the counter and the middle of the tightest clock bracket around its
+        read. Timed only after the read, an interval that waited after taking the value looked longer
+        than it was, and its power too low (and the next one's too high)."""
+        best = None
+        for _ in range(READ_TRIES):
+            before = time.monotonic_ns()
+            e = self._read_int("energy_uj")
+            after = time.monotonic_ns()
+            if best is None or after - before < best[2]:
+                best = (e, (before + after) // 2, after - before)
+            if after - before <= READ_BRACKET_NS:
+                break
+        return best[0], best[1]
+
     def setup(self):
         try:
             with open(self._path("name")) as f:
@@ -70,7 +90,7 @@ class RAPL:
         if rng <= 0:
             raise SensorError("%s: range %d" % (self._path("max_energy_range_uj"), rng))
         self.range_uj = rng
-        self._prev = (self._read_int("energy_uj"), time.monotonic_ns())
+        self._prev = self._energy_now()
 
     def info(self):
         out = {"model": "RAPL " + (self.name or self.domain)}
@@ -82,8 +102,7 @@ class RAPL:
         if self._prev is None or self.range_uj is None:
             self.setup()
             raise SensorError("no previous reading of %s yet" % self.domain)
-        e = self._read_int("energy_uj")
-        t = time.monotonic_ns()
+        e, t = self._energy_now()
         e0, t0 = self._prev
         dt = (t - t0) / 1e9
         if dt < MIN_INTERVAL_S:
