@@ -83,10 +83,16 @@ def read_ops_text(text: str, pattern: re.Pattern[str]) -> float | None:
     return found
 
 
-def program_problem(template: str, shell: bool, cwd: str | None) -> str | None:
-    """Why the template's program cannot be started, resolved as the shell would resolve it (a name
-    is looked up on PATH, a word with a slash is a path from cwd), or None. A shell command line is
-    the shell's to resolve and is not checked."""
+def require_program(template: str, shell: bool, cwd: str | None) -> None:
+    """A WorkloadError if the template's program cannot be started, resolved as the shell would resolve
+    it (a name is looked up on PATH, a word with a slash is a path from cwd). A shell command line is
+    the shell's to resolve and is not checked. The pre-flight of every workload that runs a template."""
+    reason = _program_problem(template, shell, cwd)
+    if reason:
+        raise WorkloadError(reason)
+
+
+def _program_problem(template: str, shell: bool, cwd: str | None) -> str | None:
     if cwd is not None and not Path(cwd).is_dir():
         return f"its folder (cwd = {cwd!r}) does not exist"
     if shell:
@@ -321,9 +327,7 @@ class CommandWorkload(WorkloadDefaults):
 
     # -- Workload protocol
     def preflight(self) -> None:
-        reason = program_problem(self.template, self.shell, self.cwd)
-        if reason:
-            raise WorkloadError(reason)
+        require_program(self.template, self.shell, self.cwd)
 
     def open(self) -> None:
         # Also here for whoever drives the workload without the sweep's pre-flight.

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...core.plan import Phase
-from ..base import WorkloadDefaults, WorkloadError, check_keys, setting
-from ..command.runner import DEFAULT_PATTERN, CommandProcess, fill, program_problem
+from ..base import WorkloadDefaults, check_keys, setting
+from ..command.runner import DEFAULT_PATTERN, CommandProcess, fill, require_program
 from ..jobs import fixed_work
 
 log = logging.getLogger(__name__)
@@ -56,9 +56,7 @@ class ConcurrencyWorkload(WorkloadDefaults):
         return cls(**{key: setting(cls.name, own, key, kinds[key], None) for key in own})
 
     def preflight(self) -> None:
-        reason = program_problem(self.template, self.shell, self.cwd)
-        if reason:
-            raise WorkloadError(reason)
+        require_program(self.template, self.shell, self.cwd)
 
     def open(self) -> None:
         self.preflight()
