@@ -164,6 +164,13 @@ def verify(influx: services.InfluxDB, db: str, stream: Stream) -> list[str]:
     return problems
 
 
+def less_startup(now: tuple[float, float], startup: tuple[float, float]) -> tuple[float, float]:
+    """The main process's and its children's CPU less what each spent starting, never below zero: a
+    start that cost more the first time (cold page cache, first imports) would otherwise make a part
+    negative, and the whole smaller than the children's share of it."""
+    return max(0.0, now[0] - startup[0]), max(0.0, now[1] - startup[1])
+
+
 def measure(
     name: str,
     consumer: Any,
@@ -199,10 +206,8 @@ def measure(
         # the consumer is measured on. Only the end is confirmed by counting.
         n = influx.points_written(db)
         now = time.monotonic()
-        own, children = services.tree_cpu_split(consumer.pid)
         cpu = (
-            own - startup_cpu[0],
-            children - startup_cpu[1],
+            *less_startup(services.tree_cpu_split(consumer.pid), startup_cpu),
             services.tree_cpu_s(influx.proc.pid) - db_cpu0,
         )
         if n >= total:

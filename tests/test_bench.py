@@ -255,6 +255,16 @@ def test_the_ingest_cpu_figure_says_how_much_the_child_processes_spent(mosquitto
     assert bench._split(2.0, 1.5) == " (main process 0.50, checking processes 1.50)"
 
 
+def test_the_ingest_cpu_parts_never_go_below_zero() -> None:
+    """A consumer whose main process started dearer the first time (cold caches) than in the measured
+    run made the main part negative, so the whole came out below the children's share (0.49 of 0.50 s)."""
+    bench = _bench_module("bench_ingest")
+    own, kids = bench.less_startup((0.11, 0.62), (0.12, 0.12))
+    assert (own, kids) == (0.0, 0.5)
+    assert kids <= own + kids
+    assert bench.less_startup((0.5, 0.3), (0.1, 0.1)) == (0.4, 0.19999999999999998)
+
+
 # Stores the first half of the lines, says "ready", and stores the rest `gap` seconds later.
 _TWO_STEP = """
 import sys, time, urllib.request
