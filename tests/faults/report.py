@@ -323,6 +323,7 @@ def render(
     lines += [
         "## Running it",
         "",
+        "<!-- docs-test: covered-by scripts/faults.sh -->",
         "```sh",
         "scripts/faults.sh            # every scenario, long versions included; rewrites this page",
         "python -m pytest tests/faults  # the short versions only (what CI runs)",
