@@ -1,25 +1,24 @@
 """Collector configuration: defaults, then a TOML file, then WATTBENCH_* environment variables, then
 command-line options, each overriding the one before. Secrets (MQTT password, InfluxDB token and
-password) can come from the environment or from files and never appear in repr() or logs."""
+password) can come from the environment or from files and never appear in repr() or logs.
+
+CollectorConfig is the settings table (wattbench.settings): each field is one setting, declared once
+with its environment variables, options, [table] in the file, range and help."""
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import socket
-import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from .mqttconn import AddressError, BrokerAddress, Settings, parse_broker
+from .settings import ConfigError, Flag, Range, Table, expand, setting, table
 
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
-
-
-class ConfigError(ValueError):
-    """The configuration cannot work; the message says which setting and why."""
 
 
 def default_state_dir() -> Path:
@@ -48,66 +47,241 @@ PROFILES: dict[str, dict[str, int]] = {
     },
 }
 
+_SECONDS = Range(0, 86400, low_open=True, unit="seconds")
+_MS = Range(0, 60_000)
+_POSITIVE = Range(1)
+_PORTLIKE = Range(1, 65535)
+
 
 @dataclass(repr=False)
 class CollectorConfig:
-    # MQTT
-    broker: str = "127.0.0.1:1883"
+    # ---------------------------------------------------------------- [mqtt]
+    broker: str = setting(
+        "127.0.0.1:1883",
+        "`host:port`, `[v6]:port` or `mqtts://host`: [address rules](guide.md#broker-addresses)",
+        env="WATTBENCH_BROKER",
+        flags=Flag("--broker", "{broker_help}", "HOST:PORT", check="broker", group="broker"),
+        section="mqtt",
+    )
     # "auto": MQTT 5, or 3.1.1 when the broker refuses 5 (the embedded amqtt broker); "5"; "3.1.1".
     # resolved() turns "auto" into "5" with protocol_fallback set.
-    protocol: str = "auto"
-    protocol_fallback: bool = False
-    mqtt_user: str = ""
-    mqtt_password: str = field(default="", repr=False)
-    client_id: str = ""
-    share: str = ""
+    protocol: str = setting(
+        "auto",
+        "`5`, `3.1.1` or `auto` (5, or 3.1.1 if the broker refuses it)",
+        env="WATTBENCH_MQTT_PROTOCOL",
+        flags=Flag("--protocol", "MQTT version (default auto: 5, or 3.1.1 if refused)"),
+        section="mqtt",
+        choices=("auto", "5", "3.1.1"),
+    )
+    protocol_fallback: bool = field(default=False, metadata={"internal": True})
+    mqtt_user: str = setting(
+        "",
+        "MQTT user name",
+        env="WATTBENCH_MQTT_USER",
+        flags=Flag("--mqtt-user", "MQTT user name (or WATTBENCH_MQTT_USER)", "USER", group="broker"),
+        section="mqtt",
+    )
+    mqtt_password: str = setting(
+        "",
+        "MQTT password",
+        env="WATTBENCH_MQTT_PASSWORD",
+        flags=Flag(
+            "--mqtt-password-file",
+            "file holding the MQTT password (or WATTBENCH_MQTT_PASSWORD)",
+            "FILE",
+            check="readable",
+            group="broker",
+            file=True,
+        ),
+        section="mqtt",
+        secret=True,
+    )
+    client_id: str = setting(
+        "", "MQTT client id", env="WATTBENCH_MQTT_CLIENT_ID", section="mqtt", shown_default="`wattbench-<id>`"
+    )
+    share: str = setting(
+        "",
+        "MQTT 5 shared subscription group, to split the load",
+        env="WATTBENCH_SHARE",
+        flags=Flag("--share", "MQTT 5 shared subscription group, to split the load", "GROUP"),
+        section="mqtt",
+    )
     # The broker sends each device's topic to one member of the share group (EMQX hash_topic or
     # hash_clientid), so per-device gap counting stays meaningful in a share group.
-    share_by_topic: bool = False
-    session_expiry_s: int = 7 * 24 * 3600
-    receive_maximum: int = 1000
-    keepalive_s: int = 30
-    tls_ca: str = ""
-    tls_insecure: bool = False
-    connect_timeout_s: float = 30.0
-    # store
-    store: str = ""  # http(s)://influx:8086, a file path or sqlite:///path; empty = embedded file store
-    influx_db: str = ""
-    influx_rp: str = ""
-    influx_bucket: str = ""
-    influx_org: str = ""
-    influx_user: str = ""
-    influx_token: str = field(default="", repr=False)
-    influx_password: str = field(default="", repr=False)
-    influx_batch_lines: int = 10_000
-    sqlite_sync: str = "FULL"
-    # "default", or "low-latency": see PROFILES
-    profile: str = "default"
-    # collector
-    id: str = ""
-    state_dir: str = ""
-    spool_dir: str = ""
-    health_period_s: float = 5.0
-    retry_s: float = 2.0
-    max_batch_samples: int = 50_000
+    share_by_topic: bool = setting(
+        False,
+        "the broker shares by topic: keep gap counting in a share group",
+        env="WATTBENCH_SHARE_BY_TOPIC",
+        section="mqtt",
+    )
+    session_expiry_s: int = setting(
+        7 * 24 * 3600, "MQTT 5 session expiry", section="mqtt", range=Range(0, 0xFFFFFFFF)
+    )
+    receive_maximum: int = setting(
+        1000, "unacknowledged messages the broker may send", section="mqtt", range=_PORTLIKE
+    )
+    keepalive_s: int = setting(30, "MQTT keep-alive", section="mqtt", range=_PORTLIKE)
+    tls_ca: str = setting(
+        "",
+        "CA file: connect with TLS",
+        env="WATTBENCH_MQTT_CA",
+        flags=Flag("--mqtt-ca", "CA certificate: connect with TLS", "FILE", check="ca", group="broker"),
+        section="mqtt",
+    )
+    tls_insecure: bool = setting(
+        False, "do not check that the broker's certificate names its host", section="mqtt"
+    )
+    connect_timeout_s: float = setting(
+        30.0, "give up (exit 3) if the first connection fails this long", section="mqtt", range=_SECONDS
+    )
+    # ---------------------------------------------------------------- the store
+    store: str = setting(
+        "",
+        "`http(s)://` for InfluxDB, else a path or `sqlite:///path`",
+        env=("WATTBENCH_STORE", "WATTBENCH_INFLUX_URL"),
+        flags=(
+            Flag("--store", "embedded SQLite file, {where} (default: {default})", "PATH", "store", "store"),
+            Flag("--influx", "InfluxDB instead of the SQLite file", "URL", "influx", "store"),
+        ),
+        shown_default="`wattbench.sqlite` in `state_dir`",
+    )
+    influx_db: str = setting(
+        "",
+        "InfluxDB database (1.8) or bucket (2.x)",
+        env="WATTBENCH_INFLUX_DB",
+        flags=Flag("--db", "InfluxDB database or bucket (default wattbench)", "NAME", group="store"),
+        section="influx",
+        shown_default="`wattbench`",
+    )
+    influx_rp: str = setting(
+        "",
+        "InfluxDB 1.8 retention policy",
+        env="WATTBENCH_INFLUX_RP",
+        section="influx",
+        shown_default="the default one",
+    )
+    influx_bucket: str = setting(
+        "",
+        "InfluxDB 2.x bucket",
+        env="WATTBENCH_INFLUX_BUCKET",
+        section="influx",
+        shown_default="`influx_db`",
+    )
+    influx_org: str = setting("", "InfluxDB 2.x organisation", env="WATTBENCH_INFLUX_ORG", section="influx")
+    influx_user: str = setting("", "InfluxDB 1.8 user", env="WATTBENCH_INFLUX_USER", section="influx")
+    influx_token: str = setting(
+        "", "InfluxDB 2.x token", env="WATTBENCH_INFLUX_TOKEN", section="influx", secret=True
+    )
+    influx_password: str = setting(
+        "", "InfluxDB 1.8 password", env="WATTBENCH_INFLUX_PASSWORD", section="influx", secret=True
+    )
+    influx_batch_lines: int = setting(10_000, "lines per write request", section="influx", range=_POSITIVE)
+    sqlite_sync: str = setting(
+        "FULL",
+        "`FULL`: each flush survives power loss; `NORMAL`: only a crash of the collector",
+        section="store",
+    )
+    # ---------------------------------------------------------------- [collector]
+    profile: str = setting(
+        "default",
+        "`low-latency`: see [Latency](#latency); a profile sets only what is still at its default",
+        env="WATTBENCH_PROFILE",
+        flags=Flag(
+            "--profile",
+            "low-latency: small commits, for appliances batching every 100 ms (docs/collector.md)",
+        ),
+        choices=tuple(PROFILES),
+    )
+    id: str = setting(
+        "",
+        "reject topic level and `collector` tag",
+        env="WATTBENCH_COLLECTOR_ID",
+        flags=Flag("--id", "collector id: reject topic level and health tag", "ID"),
+        shown_default="MQTT user, else `collector-<host>`",
+    )
+    state_dir: str = setting(
+        "",
+        "status file and default SQLite location",
+        env="WATTBENCH_STATE_DIR",
+        flags=Flag("--state-dir", "status file and default SQLite location", "DIR"),
+        shown_default="`~/.local/state/wattbench`",
+    )
+    spool_dir: str = setting(
+        "",
+        "spool directory used while the store is down",
+        env="WATTBENCH_SPOOL_DIR",
+        flags=Flag("--spool", "spool directory used while the store is down", "DIR"),
+        shown_default="`spool/<id>` in `state_dir`",
+    )
+    health_period_s: float = setting(
+        5.0,
+        "seconds between health points",
+        flags=Flag("--health-period", "seconds between health points (5)", "S", check="number"),
+        range=_SECONDS,
+    )
+    retry_s: float = setting(
+        2.0, "replay the spool into the store this often while the store is away", range=_SECONDS
+    )
+    max_batch_samples: int = setting(50_000, "samples per commit at most", range=_POSITIVE)
     # Hand a batch to the writer at most this often (0: whenever the writer is free). A full batch, a
     # health point and the last batch at stop do not wait.
-    commit_interval_ms: int = 0
+    commit_interval_ms: int = setting(
+        0, "hand a batch to the writer at most this often; 0: whenever the writer is free", range=_MS
+    )
     # Acknowledge messages and save the status file at most this often (0: with every commit). Every
     # commit still stores its batch; what waits is the broker's PUBACK and the resume point, each
     # saved before the acknowledgements it covers go out.
-    ack_interval_ms: int = 0
-    publish_rejects: bool = True
-    validate_workers: int = -1  # processes checking payloads; -1: one per spare core (at most 2), 0: none
+    ack_interval_ms: int = setting(
+        0,
+        "acknowledge messages and save the status file at most this often (every batch is still stored "
+        "at its commit; the status file is saved before the acknowledgements it covers, and no more than "
+        "half of `receive_maximum` wait); 0: with every commit",
+        range=_MS,
+    )
+    publish_rejects: bool = setting(True, "publish a notice of each rejected message on the reject topic")
+    validate_workers: int = setting(
+        -1, "processes checking payloads; 0: check in-process", shown_default="one per spare core, at most 2"
+    )
     # Hand payloads and lines to those processes through shared memory (Linux); false: their pipes.
-    validate_shared_memory: bool = True
-    restore_state: bool = True
-    hmac_keys: str = ""  # JSON file {"device-id": "hex key"}: batches of those devices must be signed
-    hmac_require: bool = False  # refuse unsigned batches from devices without a key as well
+    validate_shared_memory: bool = setting(
+        True,
+        "false: payloads and lines cross to the checking processes through pipes, not shared memory "
+        "(which needs Linux)",
+    )
+    restore_state: bool = setting(True, "resume the per-device accounting from the status file at start")
+    hmac_keys: str = setting(
+        "",
+        'JSON file `{"device": "hex key"}`: batches of those devices must be signed (docs/security.md)',
+        env="WATTBENCH_HMAC_KEYS",
+        flags=Flag("--hmac-keys", 'JSON {"device": "hex key"}: check batch signatures', "FILE"),
+        section="hmac",
+    )
+    hmac_require: bool = setting(
+        False,
+        "refuse unsigned batches from devices without a key as well",
+        env="WATTBENCH_HMAC_REQUIRE",
+        flags=Flag("--require-signatures", "refuse unsigned batches from every device"),
+        section="hmac",
+    )
     # Serve Prometheus /metrics on HOST:PORT (ingest/metrics.py); empty: not served.
-    metrics: str = ""
+    metrics: str = setting(
+        "",
+        "`HOST:PORT`: serve Prometheus `/metrics` ([prometheus.md](prometheus.md))",
+        env="WATTBENCH_METRICS",
+        flags=Flag(
+            "--metrics",
+            "serve Prometheus /metrics here (e.g. 127.0.0.1:9464; docs/prometheus.md)",
+            "HOST:PORT",
+        ),
+        shown_default="off",
+    )
     # Smart plugs to bridge into the contract: a TOML mapping file (bridge/__init__.py); empty: none.
-    plugs: str = ""
+    plugs: str = setting(
+        "",
+        "a smart-plug mapping file to bridge ([sources/plugs.md](sources/plugs.md))",
+        env="WATTBENCH_PLUGS",
+        flags=Flag("--plugs", "smart plugs to bridge (TOML mapping; docs/sources/plugs.md)", "FILE"),
+    )
     # How each setting was given, for messages: "--health-period", "WATTBENCH_BROKER",
     # "[mqtt] user in collect.toml". Not a setting: load_config fills it in.
     said: dict[str, str] = field(default_factory=dict, repr=False, compare=False, metadata={"internal": True})
@@ -176,34 +350,17 @@ class CollectorConfig:
             c.broker = str(broker_address(c.broker))
         except ConfigError as exc:
             raise ConfigError(f"{said('broker')}: {exc}" if "broker" in c.said else str(exc)) from None
-        state = _expand(c.state_dir) if c.state_dir else default_state_dir()
+        state = expand(c.state_dir) if c.state_dir else default_state_dir()
         c.state_dir = str(state)
-        c.spool_dir = str(_expand(c.spool_dir)) if c.spool_dir else str(state / "spool" / c.id)
+        c.spool_dir = str(expand(c.spool_dir)) if c.spool_dir else str(state / "spool" / c.id)
         if c.plugs:
-            c.plugs = str(_expand(c.plugs))
+            c.plugs = str(expand(c.plugs))
         for name in ("state_dir", "spool_dir", "hmac_keys", "tls_ca", "store", "plugs"):
             if "\0" in getattr(c, name):
                 raise ConfigError(f"{said(name)} holds a NUL character")
         if c.metrics:
             c.metrics = metrics_address(c.metrics, said("metrics", "metrics address"))
-        for name in ("health_period_s", "retry_s", "connect_timeout_s"):
-            value = getattr(c, name)
-            if not (math.isfinite(value) and 0 < value <= 86400):
-                raise ConfigError(
-                    f"{said(name)} must be a number of seconds above 0 and at most 86400, not {value!r}"
-                )
-        if not 1 <= c.keepalive_s <= 65535:
-            raise ConfigError(f"{said('keepalive_s')} must be 1..65535, not {c.keepalive_s}")
-        if not 0 <= c.session_expiry_s <= 0xFFFFFFFF:
-            raise ConfigError(f"{said('session_expiry_s')} must be 0..4294967295, not {c.session_expiry_s}")
-        for name in ("max_batch_samples", "influx_batch_lines"):
-            if getattr(c, name) < 1:
-                raise ConfigError(f"{said(name)} must be positive, not {getattr(c, name)}")
-        for name in ("commit_interval_ms", "ack_interval_ms"):
-            if not 0 <= getattr(c, name) <= 60_000:
-                raise ConfigError(f"{said(name)} must be 0..60000, not {getattr(c, name)}")
-        if c.receive_maximum < 1 or c.receive_maximum > 65535:
-            raise ConfigError(f"{said('receive_maximum')} must be 1..65535, not {c.receive_maximum}")
+        SETTINGS.check_ranges(c, said)
         return c
 
     @property
@@ -282,145 +439,6 @@ def redact_url(url: str) -> str:
     return re.sub(r"//[^/@]*@", "//***@", url)
 
 
-# environment variable -> config field
-ENV = {
-    "WATTBENCH_BROKER": "broker",
-    "WATTBENCH_MQTT_PROTOCOL": "protocol",
-    "WATTBENCH_MQTT_USER": "mqtt_user",
-    "WATTBENCH_MQTT_PASSWORD": "mqtt_password",
-    "WATTBENCH_MQTT_CLIENT_ID": "client_id",
-    "WATTBENCH_SHARE": "share",
-    "WATTBENCH_SHARE_BY_TOPIC": "share_by_topic",
-    "WATTBENCH_MQTT_CA": "tls_ca",
-    "WATTBENCH_STORE": "store",
-    "WATTBENCH_INFLUX_URL": "store",
-    "WATTBENCH_INFLUX_DB": "influx_db",
-    "WATTBENCH_INFLUX_RP": "influx_rp",
-    "WATTBENCH_INFLUX_BUCKET": "influx_bucket",
-    "WATTBENCH_INFLUX_ORG": "influx_org",
-    "WATTBENCH_INFLUX_USER": "influx_user",
-    "WATTBENCH_INFLUX_TOKEN": "influx_token",
-    "WATTBENCH_INFLUX_PASSWORD": "influx_password",
-    "WATTBENCH_COLLECTOR_ID": "id",
-    "WATTBENCH_STATE_DIR": "state_dir",
-    "WATTBENCH_SPOOL_DIR": "spool_dir",
-    "WATTBENCH_HMAC_KEYS": "hmac_keys",
-    "WATTBENCH_METRICS": "metrics",
-    "WATTBENCH_PLUGS": "plugs",
-    "WATTBENCH_HMAC_REQUIRE": "hmac_require",
-    "WATTBENCH_PROFILE": "profile",
-}
-SECRET_FILES = {
-    "mqtt_password_file": "mqtt_password",
-    "influx_token_file": "influx_token",
-    "influx_password_file": "influx_password",
-}
-
-
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
-# What a file's (TOML's) value may be for each kind of setting other than true/false.
-_FILE_KINDS: dict[str, tuple[type, ...]] = {"int": (int, float), "float": (int, float), "str": (str,)}
-
-
-def _settings() -> dict[str, str]:
-    """The settings (name -> kind) a file, the environment or an option may give."""
-    return {f.name: str(f.type) for f in fields(CollectorConfig) if not f.metadata.get("internal")}
-
-
-def _coerce(name: str, value: Any, typed: bool = False, said: str | None = None) -> Any:
-    """value as the setting's kind. typed: it comes from the file, where TOML keeps kinds apart, so it
-    must already be of the setting's kind (an integer passes for a number, an integral number for an
-    integer); a number is no broker address and 5 is not true. Text (the environment) is read. said:
-    the setting as the user gave it, for the message."""
-    said = said or repr(name)
-    kind = _settings().get(name)
-    if kind is None:
-        raise ConfigError(f"unknown setting {said}{_close_to(name)}")
-    try:
-        if isinstance(value, list | dict):
-            raise TypeError(value)
-        if kind == "bool":
-            if isinstance(value, str) and not typed:
-                word = value.strip().lower()
-                if word in _TRUE + _FALSE:
-                    return word in _TRUE
-                raise ValueError(value)
-            if typed and not isinstance(value, bool):
-                raise TypeError(value)
-            return bool(value)
-        if typed and (isinstance(value, bool) or not isinstance(value, _FILE_KINDS[kind])):
-            raise TypeError(value)
-        if kind == "int":
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError(value)
-            return int(value)
-        if kind == "float":
-            out = float(value)
-            if not math.isfinite(out):
-                raise ValueError(value)
-            return out
-        return str(value)
-    except (TypeError, ValueError, OverflowError):
-        shown = (
-            repr(value) if isinstance(value, str | int | float) and len(repr(value)) < 40 else "this value"
-        )
-        want = {"bool": "true or false", "int": "whole number", "float": "number", "str": "text"}.get(
-            kind, kind
-        )
-        raise ConfigError(f"{said}: {shown} is not a valid {want}") from None
-
-
-def _close_to(name: str, prefix: str = "") -> str:
-    """A hint for a misspelt setting, spelt as it would be written where it was (in a [table] whose
-    prefix may be left out)."""
-    import difflib
-
-    names = [*_settings(), *SECRET_FILES]
-    if prefix:
-        names += [n.removeprefix(prefix) for n in names if n.startswith(prefix)]
-    near = difflib.get_close_matches(name, names, n=1)
-    return f" (did you mean {near[0]}?)" if near else ""
-
-
-def _read_secret(path: str) -> str:
-    try:
-        return _expand(path).read_text().strip()
-    except OSError as exc:
-        raise ConfigError(f"cannot read secret file {path}: {exc.strerror}") from None
-    except (UnicodeDecodeError, ValueError):  # binary content, NUL in the path
-        raise ConfigError(f"secret file {path!r} is not a readable text file") from None
-
-
-def _expand(path: str) -> Path:
-    try:
-        return Path(path).expanduser()
-    except RuntimeError:  # ~user that does not exist
-        raise ConfigError(f"path {path!r}: unknown home directory") from None
-
-
-def _flatten(doc: dict[str, Any], where: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """The file may group settings in [mqtt], [store]/[influx] and [collector] tables. Also how each
-    setting was written there ("[mqtt] user in FILE"), for messages."""
-    out: dict[str, Any] = {}
-    said: dict[str, str] = {}
-    prefixes = {"mqtt": "mqtt_", "influx": "influx_", "store": "", "collector": "", "hmac": "hmac_"}
-    names = set(_settings()) | set(SECRET_FILES)
-    for key, value in doc.items():
-        if isinstance(value, dict) and key in prefixes:
-            for k, v in value.items():
-                for candidate in (prefixes[key] + k, k):
-                    if candidate in names:
-                        out[candidate] = v
-                        said[candidate] = f"[{key}] {k} in {where}"
-                        break
-                else:
-                    raise ConfigError(f"unknown setting [{key}] {k} in {where}{_close_to(k, prefixes[key])}")
-        else:
-            out[key] = value
-            said[key] = f"{key} in {where}"
-    return out, said
-
-
 def metrics_address(text: str, said: str = "metrics address") -> str:
     """HOST:PORT (or :PORT for every interface) for the /metrics endpoint; ConfigError otherwise."""
     host, sep, port = str(text).rpartition(":")
@@ -437,62 +455,24 @@ def split_metrics_address(text: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+SETTINGS = Table(table(CollectorConfig))
+# environment variable -> setting; the secret's *_FILE variable -> the setting naming its file
+ENV = SETTINGS.env
+SECRET_FILES = SETTINGS.files
+
+
 def load_config(
     path: str | Path | None = None,
-    env: dict[str, str] | None = None,
-    overrides: dict[str, Any] | None = None,
-    given_as: dict[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    given_as: Mapping[str, str] | None = None,
+    only: Iterable[str] | None = None,
 ) -> CollectorConfig:
-    """Build the configuration from file, environment and overrides (None values are ignored).
-    given_as: how each override was given ("--health-period"), for messages."""
-    values: dict[str, Any] = {}
-    said: dict[str, str] = {}
-    from_file: set[str] = set()  # the keys whose value is still the file's
-    if path:
-        try:
-            with open(Path(path).expanduser(), "rb") as f:
-                doc = tomllib.load(f)
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise ConfigError(f"config file {path} is not valid TOML: {str(exc)[:200]}") from None
-        # Outside the parse: a setting the file names wrongly is not a file that is not TOML.
-        flat, said = _flatten(doc, str(path))
-        values.update(flat)
-        from_file.update(values)
-    environ = os.environ if env is None else env
-    for var, name in ENV.items():
-        if environ.get(var):
-            values[name] = environ[var]
-            said[name] = var
-            from_file.discard(name)
-    for var in (
-        "WATTBENCH_MQTT_PASSWORD_FILE",
-        "WATTBENCH_INFLUX_TOKEN_FILE",
-        "WATTBENCH_INFLUX_PASSWORD_FILE",
-    ):
-        if environ.get(var):
-            name = var[len("WATTBENCH_") :].lower()
-            values[name] = environ[var]
-            said[name] = var
-            from_file.discard(name)
-    for key, value in (overrides or {}).items():
-        if value is not None:
-            values[key] = value
-            said[key] = (given_as or {}).get(key, key)
-            from_file.discard(key)
-    for file_key, name in SECRET_FILES.items():
-        if file_key in from_file and not isinstance(values[file_key], str):
-            raise ConfigError(
-                f"{said.get(file_key, file_key)}: a path to a file is text, not {values[file_key]!r}"
-            )
-        secret_path = values.pop(file_key, None)
-        if secret_path:
-            values[name] = _read_secret(str(secret_path))
-            said[name] = said.get(file_key, file_key)
-            from_file.discard(name)
-    cfg = CollectorConfig()
-    for key, value in values.items():
-        setattr(cfg, key, _coerce(key, value, typed=key in from_file, said=said.get(key)))
+    """Build the configuration from file, environment and overrides (None values are ignored), in the
+    one precedence of wattbench.settings. given_as: how each override was given ("--health-period"),
+    for messages. only: read just these settings, for a command that needs no more (the rest keep
+    their defaults, and a mistake in another setting's variable is not its error)."""
+    values, said = SETTINGS.read(path, os.environ if env is None else env, overrides, given_as, only)
+    cfg = CollectorConfig(**values)
     cfg.said = said
     return cfg

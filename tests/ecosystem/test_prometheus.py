@@ -104,7 +104,8 @@ def test_a_metrics_address_in_use_is_refused_before_the_collector_runs(tmp_path:
     import socket
 
     from wattbench.config import CollectorConfig
-    from wattbench.ingest.collector import EXIT_CONFIG, Collector, CollectorError
+    from wattbench.exits import Exit
+    from wattbench.ingest.collector import Collector, CollectorError
 
     with socket.socket() as taken, socket.socket() as broker:
         taken.bind(("127.0.0.1", 0))
@@ -125,7 +126,7 @@ def test_a_metrics_address_in_use_is_refused_before_the_collector_runs(tmp_path:
         )
         with pytest.raises(CollectorError, match="cannot serve /metrics") as caught:
             collector.start()
-        assert caught.value.exit_code == EXIT_CONFIG
+        assert caught.value.exit_code == Exit.CONFIG
         broker.settimeout(0.2)
         with pytest.raises(TimeoutError):
             broker.accept()

@@ -12,18 +12,9 @@ import sys
 import traceback
 
 from .. import __version__
+from ..exits import Exit
 from ..signals import interrupt_on_stop_signals
-from .options import (
-    EXIT_BROKEN_PIPE,
-    EXIT_INTERRUPTED,
-    EXIT_UNREACHABLE,
-    EXIT_USAGE,
-    EXIT_WORKLOAD,
-    CliError,
-    Parser,
-    add_verbose,
-    verbosity,
-)
+from .options import CliError, Parser, add_verbose, verbosity
 
 # subcommand -> (module, one-line help). The module provides add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -95,19 +86,19 @@ def _known_failure(exc: BaseException) -> tuple[str, int] | None:
     if isinstance(exc, CliError):
         return str(exc), exc.code
     if isinstance(exc, StoreError):
-        return f"store: {exc}", EXIT_UNREACHABLE
+        return f"store: {exc}", Exit.UNREACHABLE
     if isinstance(exc, ConfigError):
-        return f"configuration: {exc}", EXIT_USAGE
+        return f"configuration: {exc}", Exit.USAGE
     if isinstance(exc, WorkloadError):
-        return f"workload: {exc}", EXIT_WORKLOAD
+        return f"workload: {exc}", Exit.WORKLOAD
     if isinstance(exc, SinkError):
-        return str(exc), EXIT_UNREACHABLE
+        return str(exc), Exit.UNREACHABLE
     if isinstance(exc, BrokerStartError):
-        return str(exc), EXIT_UNREACHABLE
+        return str(exc), Exit.UNREACHABLE
     if isinstance(exc, ssl.SSLError):
-        return f"TLS: {exc.reason or exc}", EXIT_UNREACHABLE
+        return f"TLS: {exc.reason or exc}", Exit.UNREACHABLE
     if isinstance(exc, OSError) and exc.filename is not None:
-        return f"{exc.filename}: {exc.strerror or exc}", 1
+        return f"{exc.filename}: {exc.strerror or exc}", Exit.INTERNAL
     return None
 
 
@@ -126,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
     except KeyboardInterrupt:  # while the commands load, before one runs
         print("wattbench: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return Exit.INTERRUPTED
 
 
 def _main(argv: list[str] | None) -> int:
@@ -134,13 +125,13 @@ def _main(argv: list[str] | None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help()
-        return 2
+        return Exit.USAGE
     verbose = verbosity(args)
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if getattr(args, "_import_error", None):
         print(f"wattbench {args.command}: unavailable ({args._import_error})", file=sys.stderr)
-        return 3
+        return Exit.UNREACHABLE
     prefix = f"wattbench {args.command}"
     # SIGTERM (systemd, containers, kill) and a SIGINT inherited as ignored (a background job of a
     # non-interactive shell) end every command as Ctrl-C does; the long-running ones (appliance,
@@ -153,10 +144,10 @@ def _main(argv: list[str] | None) -> int:
         return code
     except KeyboardInterrupt:
         print(f"{prefix}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return Exit.INTERRUPTED
     except BrokenPipeError:
         _quiet_broken_pipe()
-        return EXIT_BROKEN_PIPE
+        return Exit.BROKEN_PIPE
     except Exception as exc:
         known = _known_failure(exc)
         if verbose >= 2:
@@ -168,7 +159,7 @@ def _main(argv: list[str] | None) -> int:
                     "(run with -vv for the traceback)",
                     file=sys.stderr,
                 )
-            return 1
+            return Exit.INTERNAL
         message, code = known
         print(f"{prefix}: {message}", file=sys.stderr)
         return code

@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Any
 
+from ..exits import Exit
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sim", action="store_true", help="simulated meters (no hardware needed)")
@@ -152,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.sim and not args.config:
         print("wattbench appliance: give --sim (simulated meters) or --config FILE", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     # Before anything is started, so that a stop request is never missed or fatal.
     stop = stop_event()
     try:
@@ -160,10 +162,10 @@ def run(args: argparse.Namespace) -> int:
         app = HostAppliance(cfg, truth=args.truth, count=args.count)
     except ConfigError as exc:
         print(f"wattbench appliance: {as_typed(str(exc), args)}", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     except (OSError, ValueError) as exc:
         print(f"wattbench appliance: {exc}", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     print(
         f"appliance {app.dev}: {len(cfg['channels'])} channel(s), broker "
         f"{app.cfg['broker']['host']}:{app.cfg['broker']['port']}, state in {app.cfg['flash_dir']}",
@@ -177,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
                 break
             if app.crashed is not None:
                 print(f"wattbench appliance: stopped: {app.crashed!r}", file=sys.stderr)
-                return 1
+                return Exit.INTERNAL
             if time.monotonic() >= next_print:
                 next_print += args.every
                 print(_line(app.counters()), flush=True)

@@ -18,84 +18,17 @@ exit codes: 0 stopped cleanly, 1 internal error, 2 bad configuration,
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..config import PROFILES
-    from .options import add_broker_options, add_store_options, number
+    from ..config import SETTINGS
+    from .options import CHECKS, add_broker_options, add_store_options
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
     add_broker_options(parser)
     add_store_options(parser, purpose="write")
     parser.add_argument("--config", metavar="FILE", help="TOML configuration file")
-    parser.add_argument("--id", metavar="ID", help="collector id: reject topic level and health tag")
-    parser.add_argument(
-        "--share", metavar="GROUP", help="MQTT 5 shared subscription group, to split the load"
-    )
-    parser.add_argument("--spool", metavar="DIR", help="spool directory used while the store is down")
-    parser.add_argument("--state-dir", metavar="DIR", help="status file and default SQLite location")
-    parser.add_argument(
-        "--protocol",
-        choices=["auto", "5", "3.1.1"],
-        help="MQTT version (default auto: 5, or 3.1.1 if refused)",
-    )
-    parser.add_argument(
-        "--hmac-keys", metavar="FILE", help='JSON {"device": "hex key"}: check batch signatures'
-    )
-    parser.add_argument(
-        "--require-signatures",
-        action="store_true",
-        default=None,
-        help="refuse unsigned batches from every device",
-    )
-    parser.add_argument(
-        "--profile",
-        choices=list(PROFILES),
-        help="low-latency: small commits, for appliances batching every 100 ms (docs/collector.md)",
-    )
-    parser.add_argument(
-        "--health-period",
-        type=number(),  # its range is the configuration's (config.CollectorConfig.resolved)
-        metavar="S",
-        help="seconds between health points (5)",
-    )
-    parser.add_argument(
-        "--plugs", metavar="FILE", help="smart plugs to bridge (TOML mapping; docs/sources/plugs.md)"
-    )
-    parser.add_argument(
-        "--metrics",
-        metavar="HOST:PORT",
-        help="serve Prometheus /metrics here (e.g. 127.0.0.1:9464; docs/prometheus.md)",
-    )
-
-
-# setting -> the option that gives it, for the values and for messages that name it as typed.
-OPTIONS = {
-    "broker": "--broker",
-    "influx_db": "--db",
-    "id": "--id",
-    "share": "--share",
-    "spool_dir": "--spool",
-    "state_dir": "--state-dir",
-    "mqtt_user": "--mqtt-user",
-    "mqtt_password_file": "--mqtt-password-file",
-    "tls_ca": "--mqtt-ca",
-    "protocol": "--protocol",
-    "health_period_s": "--health-period",
-    "hmac_keys": "--hmac-keys",
-    "hmac_require": "--require-signatures",
-    "metrics": "--metrics",
-    "plugs": "--plugs",
-    "profile": "--profile",
-}
-
-
-def _overrides(args: argparse.Namespace) -> tuple[dict[str, object], dict[str, str]]:
-    """The settings the options give, and how each was given."""
-    values: dict[str, object] = {
-        name: getattr(args, option[2:].replace("-", "_")) for name, option in OPTIONS.items()
-    }
-    values["store"] = args.influx or args.store
-    given_as = {**OPTIONS, "store": "--influx" if args.influx else "--store"}
-    return values, given_as
+    # The collector's own settings, made from the table; a number's range is the configuration's
+    # (CollectorConfig.resolved), so its message names the option as typed.
+    SETTINGS.add_arguments(parser, "", CHECKS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -103,21 +36,23 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from ..config import ConfigError, load_config
-    from ..ingest.collector import EXIT_CONFIG, Collector, CollectorError
+    from ..exits import Exit
+    from ..ingest.collector import Collector, CollectorError
     from ..signals import stop_event
+    from .options import option_values
 
     log = logging.getLogger("wattbench.cli.collect")
     if logging.getLogger().level > logging.INFO or not logging.getLogger().handlers:
         # The service's own progress lines are worth seeing without -v.
         logging.getLogger("wattbench").setLevel(logging.INFO)
     try:
-        overrides, given_as = _overrides(args)
+        overrides, given_as = option_values(args)
         config = load_config(args.config, overrides=overrides, given_as=given_as)
         collector = Collector(config)
     except ConfigError as exc:
         # Before anything runs: one line, as every command says a mistake, not a service's log line.
         print(f"wattbench collect: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return Exit.CONFIG
 
     stop = stop_event(log)
     try:

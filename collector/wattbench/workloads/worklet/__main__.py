@@ -9,6 +9,7 @@ import sys
 from importlib import import_module
 
 from ...argtypes import number, whole
+from ...exits import Exit
 from ..builtin.standalone import run_ops
 from . import WORKLETS, WorkletWorkload
 
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         op = import_module(f"{__package__}.{args.worklet}").make_unit(args.seed, **dict(args.option))
     except (OSError, ValueError) as exc:
         print(f"worklet {args.worklet}: {exc}", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     run_ops(op, args.ops, every=args.every)
     return 0
 
