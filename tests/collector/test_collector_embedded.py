@@ -145,13 +145,13 @@ def test_a_dead_validation_process_does_not_stop_ingest(tmp_path: Path) -> None:
         pub = _publisher(broker)
         pub.publish_all(msgs[:10])
         assert collector.wait_for(lambda c: c["samples_stored"] >= 500, timeout=60)
-        for pid in list(collector._pool._pool._processes):  # the worker dies as if OOM-killed
+        for pid in list(collector._checks.pool._pool._processes):  # the worker dies as if OOM-killed
             os.kill(pid, signal.SIGKILL)
         pub.publish_all(msgs[10:])
         assert collector.wait_for(lambda c: c["samples_stored"] >= stream.total, timeout=60), (
             collector.counters()
         )
-        assert collector.error is None and collector._pool is None
+        assert collector.error is None and collector._checks.pool is None
         collector.stop()
         pub.close()
 

@@ -1,16 +1,17 @@
 """The collector service: MQTT in, validated and accounted records out to the store, nothing lost.
 
 This module is the thread shell: it opens the store and the spool, connects, runs the threads and
-stops them. The durability policy is the Writer's (ingest/writer.py), the status file StateFile's
-(ingest/state.py).
+stops them, and gives the collector's figures. The durability policy is the Writer's (ingest/writer.py),
+the status file StateFile's (ingest/state.py).
 
 Three threads:
 - paho's network thread puts each message into the inbox, with the connection generation it came on;
-- the ingest thread validates and accounts messages (Pipeline) and hands batches to the writer; while
-  the writer is busy the next batch grows, so batches size themselves to the store's pace;
-- the writer thread has the Writer commit each batch to the store, or to the spool when the store is
-  down, and only then acknowledges the batch's messages to the broker. Between batches it lets the
-  Writer replay the spool, in order, once the store answers again.
+- the ingest thread (Intake, ingest/intake.py) has messages checked (ingest/checks.py), validated and
+  accounted (Pipeline) and hands batches to the writer; while the writer is busy the next batch grows,
+  so batches size themselves to the store's pace;
+- the writer thread (Handover, ingest/handover.py) has the Writer commit each batch to the store, or to
+  the spool when the store is down, and only then acknowledges the batch's messages to the broker.
+  Between batches it lets the Writer replay the spool, in order, once the store answers again.
 
 A message is therefore acknowledged only when its data is durable (store or spool). Killed at any
 point, the collector loses nothing: the broker redelivers what was not acknowledged, and the store's
@@ -21,15 +22,11 @@ from __future__ import annotations
 
 import json
 import logging
-import queue
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import wattbench_schema as contract
 
 from ..bridge import Bridge, PlugConfigError, load_plugs
 from ..config import CollectorConfig, ConfigError, split_metrics_address
@@ -37,21 +34,21 @@ from ..exits import Exit
 from ..spool import Spool, SpoolError
 from ..store import lineproto, open_store
 from .auth import Verifier
+from .checks import Checks, Message
+from .handover import Handover
+from .intake import HealthReport, Intake, now_ms
 from .live import Live, channels_now
 from .metrics import serve
 from .mqtt import BrokerRefused, MqttLink, probe_protocol
-from .parallel import CheckPool, default_workers
-from .pipeline import Batch, Pipeline
+from .pipeline import Pipeline
 from .state import StateFile
-from .validate import Rejected, Validator
+from .validate import Validator
 from .writer import NotDurable, Writer, WriterStats
 
 if TYPE_CHECKING:
     from ..store import Store
 
-log = logging.getLogger("wattbench.cli.collect")
-
-Message = tuple[int, int, int, str, bytes, int]
+log = logging.getLogger(__name__)
 
 
 class CollectorError(RuntimeError):
@@ -62,21 +59,6 @@ class CollectorError(RuntimeError):
         self.exit_code = exit_code
 
 
-# Chunks handed to the checking processes and not yet accounted for, per process: enough to keep each
-# busy while the ingest thread accounts for the one before; each has a slot in the pool's shared memory.
-PENDING_PER_WORKER = 4
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-@dataclass
-class Commit:
-    batch: Batch
-    acks: list[tuple[int, int, int]]  # (connection generation, packet id, qos)
-    snapshot: dict[str, Any] | None = None
-    final: bool = False
 
 
 class Collector:
@@ -104,26 +86,24 @@ class Collector:
             track_gaps=not self.config.share or self.config.share_by_topic,
             keep_latest=bool(self.config.metrics),
         )
-        self.acked = 0
         self.error: CollectorError | None = None
         self.started_ms = 0
         # (connection generation, packet id, qos, topic, payload, receive time ms)
         self._inbox: deque[Message] = deque()
-        self._pool: CheckPool | None = None
+        self._checks = Checks()
+        self._handover = Handover()
+        self._health = HealthReport(self.config.health_period_s)
         self._metrics_server: Any = None
         self._wake = threading.Event()
         # With a commit interval the ingest thread runs on that cadence and is not woken per message:
         # at ten messages per appliance and second, a wake-up each (a lock hand-off between the MQTT and
         # the ingest thread) costs more than the message. A long queue still wakes it.
         self._wake_at = 1 if self.config.commit_interval_ms == 0 else 512
-        self._commits: queue.Queue[Commit] = queue.Queue(maxsize=1)
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._pipeline_lock = threading.Lock()
-        self._next_health = 0.0
-        self._warned_repeats: dict[str, int] = {}
         self.bridge: Bridge | None = None
         if self.config.plugs:
             try:
@@ -177,9 +157,9 @@ class Collector:
             lineproto.load_point_writer()
         self.writer = Writer(self.store, spool, deadletter, retry_s=cfg.retry_s)
         self._restore_state()
-        self._start_pool()
+        self._checks.start_pool(cfg, lines=self.store.line_protocol)
         self.started_ms = now_ms()
-        self._next_health = time.monotonic() + cfg.health_period_s
+        self._health.start()
         protocol = cfg.protocol
         if cfg.protocol_fallback:
             protocol = probe_protocol(cfg)
@@ -248,28 +228,6 @@ class Collector:
             result = p.last_result
         return Live(now_ms(), channels, devices, self.counters(), result)
 
-    def _start_pool(self) -> None:
-
-        workers = self.config.validate_workers
-        if workers < 0:
-            workers = default_workers()
-        if workers == 0:
-            return
-        verifier_args = None
-        if self.config.hmac_keys or self.config.hmac_require:
-            verifier_args = (self.config.hmac_keys, self.config.hmac_require)
-        try:
-            assert self.store is not None  # start() opens it first
-            self._pool = CheckPool(
-                workers,
-                verifier_args,
-                lines=self.store.line_protocol,
-                slots=PENDING_PER_WORKER * workers if self.config.validate_shared_memory else 0,
-            )
-        except Exception as exc:  # no processes allowed here: validate in this process instead
-            log.warning("validation processes unavailable (%s); validating in-process", exc)
-            self._pool = None
-
     def _open_store(self) -> Store:
 
         spec = self.config.store_spec()
@@ -330,20 +288,7 @@ class Collector:
         for sp in (self.spool, self.deadletter):
             if sp is not None:
                 sp.close()
-        self._close_pool()
-
-    def _close_pool(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            try:
-                pool.close()
-            except Exception as exc:
-                log.debug("closing the validation pool: %s", exc)
-
-    def _pool_failed(self, exc: BaseException) -> None:
-        """Validation moves into this process for good (the caller drops its own handle on the pool)."""
-        log.warning("validation process failed (%r); validating in-process", exc)
-        self._close_pool()
+        self._checks.close()
 
     def __enter__(self) -> Collector:
         return self.start()
@@ -388,237 +333,43 @@ class Collector:
         if len(self._inbox) >= self._wake_at:
             self._wake.set()
 
-    # ------------------------------------------------------------------ ingest thread
+    # ------------------------------------------------------------------ ingest and writer threads
 
     def _ingest_loop(self) -> None:
-        """Inbox -> checks (in worker processes when there is a pool) -> pipeline -> writer.
-
-        Batches are handed to the writer as soon as it is free, or when they reach max_batch_samples;
-        while it is busy the batch keeps growing, so commits size themselves to the store's pace."""
-        cfg = self.config
-        pipeline = self.pipeline
-        inbox = self._inbox
-        pool = self._pool
-        # Each hand-off to the pool wakes two of its threads and pickles a list: 48 messages per hand-off
-        # took about 0.1 us per sample off this process against 16 (200-row messages, bench_ingest).
-        chunk = 48 if pool is not None else 64
-        depth = PENDING_PER_WORKER * pool.workers if pool is not None else 1
-        # Checked here (no pool, or a broken one): the one pass serves a line-protocol store here too.
-        in_lines = self.store is not None and self.store.line_protocol
-        pending: deque[tuple[Any, list[Message]]] = deque()
-        acks: list[tuple[int, int, int]] = []
-        drain_left: int | None = None  # once stopping: what had arrived by then, and no more
-        interval_s = cfg.commit_interval_ms / 1000
-        next_handover = 0.0
-        # Acknowledgements wait for the next state save, at most ack_interval_ms, and never so many
-        # that the broker's in-flight window (receive_maximum; 20 in Mosquitto for MQTT 3.1.1) fills.
-        ack_every_s = cfg.ack_interval_ms / 1000
-        ack_cap = cfg.receive_maximum // 2 if self.link is None or self.link.v5 else 10
-        next_ack = 0.0
-        while True:
-            if self._stopping.is_set() and drain_left is None:
-                drain_left = len(inbox)
-            moved = 0
-            # 1. hand arrived messages to the checks
-            while inbox and len(pending) < depth and (drain_left is None or drain_left > 0):
-                items: list[Message] = []
-                while inbox and len(items) < chunk and (drain_left is None or drain_left > 0):
-                    m = inbox.popleft()
-                    if drain_left is not None:
-                        drain_left -= 1
-                    if self.bridge is not None and self._bridged(m, acks):
-                        moved += 1
-                        continue
-                    items.append(m)
-                if not items:
-                    continue
-                fut = None
-                if pool is not None:
-                    try:
-                        fut = pool.submit([(m[3], m[4], m[5]) for m in items])
-                    except Exception as exc:  # broken pool: see below
-                        self._pool_failed(exc)
-                        pool = None
-                pending.append((fut, items))
-                moved += len(items)
-            # 2. account for checked messages, in arrival order
-            done = 0
-            while pending and pipeline.batch.samples < cfg.max_batch_samples:
-                fut, items = pending[0]
-                if fut is not None and not fut.done():
-                    if done or moved or (pipeline.batch and self._commits.empty()):
-                        break  # other work first: hand over, or queue more checks
-                    try:
-                        fut.result(timeout=0.05)
-                    except TimeoutError:
-                        break
-                    except Exception:
-                        pass  # a broken pool: handled just below
-                pending.popleft()
-                verdicts = None
-                if fut is not None:
-                    try:
-                        verdicts = fut.result()
-                    except Exception as exc:
-                        # A worker died (out of memory, killed): check in this process from now on.
-                        if pool is not None:
-                            self._pool_failed(exc)
-                            pool = None
-                with self._pipeline_lock:
-                    for k, m in enumerate(items):
-                        if verdicts is None and in_lines:
-                            pipeline.handle_lines(m[3], m[4], m[5])
-                        elif verdicts is None:
-                            pipeline.handle(m[3], m[4], m[5])
-                        else:
-                            pipeline.handle_checked(m[3], m[4], m[5], *verdicts[k])
-                        acks.append((m[0], m[1], m[2]))
-                done += len(items)
-            # 3. hand over to the writer
-            final = drain_left == 0 and not pending
-            with self._pipeline_lock:
-                health = final or time.monotonic() >= self._next_health
-                if health:
-                    self._next_health = time.monotonic() + cfg.health_period_s
-                    self._health_into_batch()
-                full = pipeline.batch.samples >= cfg.max_batch_samples
-                now = time.monotonic()
-                ack_due = bool(acks) and (final or now >= next_ack or len(acks) >= ack_cap)
-                have = ack_due or bool(pipeline.batch)
-                due = self._commits.empty() and now >= next_handover
-                handover = have and (final or health or full or due)
-                if handover:
-                    next_handover = now + interval_s
-                batch, notices = pipeline.take() if handover else (None, [])
-                # The accounting as of exactly this batch: saved before its acknowledgements go out,
-                # so a restarted collector never counts an acknowledged message as unseen. Batches
-                # committed without acknowledgements are covered by the next snapshot, which is
-                # written after them.
-                send_acks = handover and (ack_due or final or not ack_every_s)
-                snapshot = self._snapshot() if send_acks else None
-            self._publish_notices(notices)
-            if batch is not None or final:
-                commit = Commit(batch or Batch(), acks if send_acks else [], snapshot, final)
-                if send_acks:
-                    acks = []
-                    next_ack = now + ack_every_s
-                # Blocks only while the writer is busy with one commit and has another waiting.
-                while True:
-                    try:
-                        self._commits.put(commit, timeout=0.5)
-                        break
-                    except queue.Full:
-                        if self.error is not None:
-                            return
-                if final:
-                    return
-            if not moved and not done and not pending:
-                wait = 0.2
-                if interval_s:  # messages and batches wait for the next commit time
-                    wait = min(wait, max(0.001, next_handover - time.monotonic()))
-                if acks:  # held acknowledgements go out on time when nothing else arrives
-                    wait = min(wait, max(0.001, next_ack - time.monotonic()))
-                self._wake.wait(wait)
-                self._wake.clear()
-
-    def _bridged(self, m: Message, acks: list[tuple[int, int, int]]) -> bool:
-        """A bridged plug's message: made into contract messages and handled here, in this process
-        (plugs send a message every few seconds); False for any other topic."""
-        assert self.bridge is not None
-        gen, mid, qos, topic, payload, recv_ms = m
-        plug = self.bridge.plug_for(topic)
-        if plug is None:
-            return False
-        with self._pipeline_lock:
-            out = self.bridge.translate(plug, topic, payload, recv_ms)
-            for t, raw in out.messages:
-                self.pipeline.handle(t, raw, recv_ms)
-            if out.reject_detail is not None:
-                excerpt = payload[:64].decode("utf-8", "replace")
-                self.pipeline.process(
-                    Rejected("plug", out.reject_detail, topic, len(payload), out.dev, excerpt), recv_ms
-                )
-        acks.append((gen, mid, qos))
-        return True
-
-    def _health_into_batch(self) -> None:
-        spool_bytes, spool_age = self._spool_figures()
-        t = now_ms()
-        for dev, acct in self.pipeline.accounts.devices.items():
-            seen = self._warned_repeats.get(dev, 0)
-            if acct.t_repeats > seen:
-                self._warned_repeats[dev] = acct.t_repeats
-                log.warning(
-                    "device %s sent %d sample(s) not later than the previous one of their channel; "
-                    "samples in the same ms overwrite each other in the store (device clock or firmware)",
-                    dev,
-                    acct.t_repeats - seen,
-                )
-        self.pipeline.add_health(t, spool_bytes, spool_age)
-
-    def _snapshot(self) -> dict[str, Any]:
-        return {
-            "t": now_ms(),
-            "accounts": self.pipeline.accounts.state(),
-            "counters": self.pipeline.counters(),
-            "meta": {dev: [c["c"] for c in m.get("channels", [])] for dev, m in self.pipeline.meta.items()},
-        }
-
-    def _publish_notices(self, notices: list[dict[str, Any]]) -> None:
-        if not notices or not self.config.publish_rejects or self.link is None:
-            return
-        topic = contract.topic_for("reject", source=self.config.id)
-        for notice in notices:
-            try:
-                self.link.publish(topic, contract.dumps(notice), qos=1)
-            except Exception as exc:  # a notice is advisory; its record is in the store already
-                log.debug("reject notice not published: %s", exc)
-        log.warning(
-            "rejected %d message(s); last: %s on %s: %s",
-            len(notices),
-            notices[-1]["reason"],
-            notices[-1]["topic"],
-            notices[-1]["detail"],
-        )
-
-    # ------------------------------------------------------------------ writer thread
+        assert self.store is not None  # start() opens it before the threads run
+        Intake(
+            self.config,
+            pipeline=self.pipeline,
+            pipeline_lock=self._pipeline_lock,
+            inbox=self._inbox,
+            checks=self._checks,
+            handover=self._handover,
+            health=self._health,
+            link=self.link,
+            bridge=self.bridge,
+            lines=self.store.line_protocol,
+            spool_figures=self._spool_figures,
+            stopping=self._stopping,
+            wake=self._wake,
+            failed=self._has_failed,
+        ).run()
 
     def _writer_loop(self) -> None:
-        writer = self.writer
-        assert writer is not None  # start() makes it before this thread runs
-        while True:
-            try:
-                commit = self._commits.get(timeout=0.2)
-            except queue.Empty:
-                commit = None
-            if commit is not None:
-                self._commit(writer, commit)
-                if commit.final:
-                    if writer.spooled:
-                        writer.replay(budget_s=2.0, yield_to=self._commit_waiting)
-                    return
-            if writer.replay_due() and self._commits.empty():
-                writer.replay(budget_s=1.0, yield_to=self._commit_waiting)
-            if self.error is not None:
-                return
-
-    def _commit_waiting(self) -> bool:
-        return not self._commits.empty()
-
-    def _commit(self, writer: Writer, commit: Commit) -> None:
+        assert self.writer is not None  # start() makes it before this thread runs
         try:
-            writer.write(commit.batch)
+            self._handover.run(self.writer, self.link.ack, self._write_state, self._has_failed)
         except NotDurable as exc:
             # Neither store nor spool can keep the data: acknowledge nothing and stop, so the broker
             # keeps every unacknowledged message for the next start.
             raise CollectorError(str(exc), Exit.STORAGE) from None
-        if commit.snapshot is not None:
-            self._write_state(commit.snapshot)
-        acked = 0
-        for gen, mid, qos in commit.acks:
-            if self.link.ack(gen, mid, qos):
-                acked += 1
-        self.acked += acked
+
+    def _has_failed(self) -> bool:
+        return self.error is not None
+
+    @property
+    def acked(self) -> int:
+        """Messages acknowledged to the broker, their data durable."""
+        return self._handover.acked
 
     @property
     def store_down(self) -> bool:
