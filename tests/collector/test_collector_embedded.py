@@ -3,6 +3,7 @@ SQLite file store. Also the command's exit codes."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import time
@@ -10,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
+import pytest
 
 from wattbench.broker import EmbeddedBroker
-from wattbench.ingest import Collector, CollectorConfig
+from wattbench.ingest import Collector, CollectorConfig, CollectorError
 from wattbench.store import open_store
 from wattbench_devkit.streams import Publisher, Stream
 
@@ -91,6 +93,25 @@ def test_exit_codes(tmp_path: Path) -> None:
         "--broker", f"127.0.0.1:{closed}", "--spool", str(blocker / "spool"), "--state-dir", str(tmp_path)
     )
     assert out.returncode == 4 and "spool" in out.stderr
+
+
+def test_the_collector_logs_under_its_own_module_name(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # It logged as wattbench.cli.collect, a command's name, though the demo and the tests run it too.
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    cfg = CollectorConfig(
+        store=str(tmp_path / "wb.sqlite"),
+        state_dir=str(tmp_path),
+        spool_dir=str(blocker / "spool"),
+        id="named",
+    )
+    with caplog.at_level(logging.INFO, logger="wattbench"), pytest.raises(CollectorError) as failed:
+        Collector(cfg).start()
+    assert failed.value.exit_code == 4
+    starting = [r.name for r in caplog.records if r.getMessage().startswith("collector named starting")]
+    assert starting == ["wattbench.ingest.collector"]
 
 
 def test_sigterm_drains_and_exits_zero(tmp_path: Path) -> None:

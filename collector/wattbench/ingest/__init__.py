@@ -1,8 +1,8 @@
 """Ingest: MQTT messages in, validated and accounted records out.
 
 Pure parts (validate, accounting, pipeline, records) have no I/O. writer (store, spool, dead letters,
-replay) reaches storage only through the store and spools it is given; mqtt, state and collector do
-the rest of the I/O.
+replay) reaches storage only through the store and spools it is given; mqtt, state, checks (the
+checking processes) and collector with its threads (intake, handover) do the rest of the I/O.
 In-process use, as the demo does it:
 
     from wattbench.ingest import Collector, CollectorConfig
