@@ -179,10 +179,10 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
         collector.wait_for(lambda c: c.get("stored_samples", 0) > 0 or c.get("samples", 0) > 0, timeout=15)
 
         # 4. the sweep
-        from ..core.compliance import Limits
         from ..core.plan import Timing, specpower_plan
         from ..sweep.driver import new_run_id
         from ..sweep.progress import LogDisplay, RichDisplay
+        from ..sweep.scoring import ScoringOptions
         from ..sweep.session import MqttSettings, SweepSetup, run_sweep
         from ..workloads.builtin.workers import BuiltinWorkload
         from .sweep import emit_outputs
@@ -215,8 +215,7 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
             workload=BuiltinWorkload(workers=args.workers, nice=args.nice),
             store=store,
             mqtt=MqttSettings(broker_url),
-            limits=Limits(require_inlet=False),
-            options={"--no-inlet-required": True},  # the same scoring as that option gives
+            scoring=ScoringOptions(no_inlet_required=True),
             display=LogDisplay() if args.quiet or not sys.stderr.isatty() else RichDisplay(),
             wait_data_s=15.0,
             announce=lambda line: console.print(f"[bold]sweep[/]: {line}"),

@@ -20,6 +20,8 @@ from ..exits import Exit
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from ..sweep.scoring import ScoringOptions
+
 T = TypeVar("T")
 
 
@@ -374,12 +376,15 @@ def add_output_options(
         g.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
-# Scoring limits, channels, clock offsets and cost: the same group for `sweep` and `report`.
+# Scoring limits, channels, clock offsets and cost: the same group for `sweep`, `suite` and `report`.
+# Their defaults are ScoringOptions' (sweep/scoring.py), which are the core's own.
 
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
     from ..sweep.channels import parse_channel, parse_offset
+    from ..sweep.scoring import ScoringOptions
 
+    d = ScoringOptions()
     g = parser.add_argument_group("scoring and checks")
     g.add_argument(
         "--channel",
@@ -408,15 +413,19 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--load-tolerance",
         type=number(),
-        default=0.02,
+        default=d.load_tolerance,
         metavar="F",
-        help="actual vs target load (0.02)",
+        help=f"actual vs target load ({d.load_tolerance:g})",
     )
     g.add_argument(
-        "--load-mode", choices=["relative", "points"], default="relative", help="how the tolerance applies"
+        "--load-mode", choices=["relative", "points"], default=d.load_mode, help="how the tolerance applies"
     )
     g.add_argument(
-        "--min-inlet", type=number(), default=20.0, metavar="C", help="minimum inlet temperature (20)"
+        "--min-inlet",
+        type=number(),
+        default=d.min_inlet,
+        metavar="C",
+        help=f"minimum inlet temperature ({d.min_inlet:g})",
     )
     g.add_argument(
         "--no-inlet-required", action="store_true", help="do not fail a run without an inlet probe"
@@ -424,7 +433,7 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--max-uncertainty",
         type=number(),
-        default=None,
+        default=d.max_uncertainty,
         metavar="F",
         help="fail a window whose power uncertainty is above F (e.g. 0.01); by default the report states "
         "which standard the accuracy meets instead",
@@ -432,20 +441,31 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--require",
         choices=["none", "eehpc-l1", "eehpc-l2", "eehpc-l3", "spec"],
-        default="none",
-        help="fail the run unless its measurement meets this standard (default: none, only stated)",
+        default=d.require,
+        help=f"fail the run unless its measurement meets this standard (default: {d.require}, only stated)",
     )
-    g.add_argument("--max-skew", type=number(), default=400.0, metavar="MS", help="clock skew limit (400)")
+    g.add_argument(
+        "--max-skew",
+        type=number(),
+        default=d.max_skew,
+        metavar="MS",
+        help=f"clock skew limit ({d.max_skew:g})",
+    )
     g.add_argument(
         "--system-nodes",
         type=whole(),
+        default=d.system_nodes,
         metavar="N",
         help="nodes in the system measured: the standard statement then judges the share metered "
         "(EE HPC WG); by default that share is left to you",
     )
-    g.add_argument("--price", type=number(), help="system price, for ops per currency unit")
-    g.add_argument("--tariff", type=number(), metavar="PER_KWH", help="electricity price per kWh")
-    g.add_argument("--years", type=number(), default=4.0, help="years of service for lifetime cost (4)")
+    g.add_argument("--price", type=number(), default=d.price, help="system price, for ops per currency unit")
+    g.add_argument(
+        "--tariff", type=number(), default=d.tariff, metavar="PER_KWH", help="electricity price per kWh"
+    )
+    g.add_argument(
+        "--years", type=number(), default=d.years, help=f"years of service for lifetime cost ({d.years:g})"
+    )
 
 
 def as_given(options: Mapping[str, str], build: Callable[[], T]) -> T:
@@ -473,70 +493,8 @@ LIMIT_OPTIONS = {
 COST_OPTIONS = {"price": "--price", "tariff_kwh": "--tariff", "years": "--years"}
 
 
-def limits_from_args(args: argparse.Namespace) -> Any:
-    from ..core.compliance import Limits
+def scoring_from_args(args: argparse.Namespace) -> ScoringOptions:
+    """The command's ScoringOptions; a value the core refuses is named by its option."""
+    from ..sweep.scoring import ScoringOptions
 
-    return as_given(
-        LIMIT_OPTIONS,
-        lambda: Limits(
-            load_tolerance=args.load_tolerance,
-            load_mode=args.load_mode,
-            min_inlet_c=args.min_inlet,
-            require_inlet=not args.no_inlet_required,
-            max_uncertainty=args.max_uncertainty,
-            max_skew_ms=args.max_skew,
-            require=args.require,
-            system_nodes=args.system_nodes,
-        ),
-    )
-
-
-def cost_from_args(args: argparse.Namespace) -> Any:
-    from ..core.score import CostInputs
-
-    if args.price is None and args.tariff is None:
-        return None
-    return as_given(
-        COST_OPTIONS, lambda: CostInputs(price=args.price, tariff_kwh=args.tariff, years=args.years)
-    )
-
-
-def _scoring_defaults() -> dict[str, Any]:
-    parser = argparse.ArgumentParser(add_help=False)
-    add_scoring_arguments(parser)
-    return vars(parser.parse_args([]))
-
-
-def scoring_record(args: argparse.Namespace) -> dict[str, Any]:
-    """The scoring options given other values than their defaults, as the user wrote them, keyed by
-    option name: what a result records as the options it was scored with ({} for all defaults)."""
-    given = vars(args)
-    return {
-        "--" + dest.replace("_", "-"): given[dest]
-        for dest, default in _scoring_defaults().items()
-        if dest in given and given[dest] != default
-    }
-
-
-def changed_scoring(args: argparse.Namespace, recorded: Mapping[str, Any] | None = None) -> list[str]:
-    """The scoring options given here that a stored result was not scored with. recorded is the
-    result's own record of its options; a result without one (stored by an older version, or rebuilt
-    from points) counts as scored with the defaults. An option left out here changes nothing: the
-    stored result is shown as scored, with the options it names."""
-    was = dict(recorded or {})
-    return [opt for opt, value in scoring_record(args).items() if was.get(opt) != value]
-
-
-def channels_from_args(args: argparse.Namespace) -> list[Any] | None:
-    from ..sweep.channels import parse_channel
-
-    specs = [parse_channel(c) for c in args.channel] + [parse_channel(c, "inlet") for c in args.inlet]
-    return specs or None
-
-
-def offsets_from_args(args: argparse.Namespace) -> dict[str, float] | None:
-    from ..sweep.channels import parse_offset
-
-    if not args.clock_offset:
-        return None
-    return dict(parse_offset(x) for x in args.clock_offset)
+    return as_given({**LIMIT_OPTIONS, **COST_OPTIONS}, lambda: ScoringOptions.from_args(args))

@@ -4,7 +4,8 @@ A run that has a stored result is shown as it was scored. A finished run without
 your own script, which only published phase events) is scored here, and its result is stored and,
 with --broker, published retained on the run's result topic, as `wattbench sweep` does; reporting it
 again shows, stores and publishes the same result. --rescore aligns and scores the stored samples
-again with the checks' limits given here, and only shows the outcome. RUN_ID "latest" is the newest
+again with the scoring options the result records, those given here in their place, and only shows
+the outcome. RUN_ID "latest" is the newest
 run in the store.
 
 Exit codes: 0 shown, 2 bad arguments or no such run, 3 broker or store unreachable (also when the
@@ -18,9 +19,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from ..core.clocktrack import OffsetSource
+    from ..core.evaluate import Evaluation
     from ..store.base import Store
 
 
@@ -35,36 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_broker_options(parser, help_broker="publish the result here, retained (as wattbench sweep does)")
 
 
-def _channels(args: argparse.Namespace, store: Store, events: list[dict[str, Any]]) -> Any:
-    """The run's channels (a sweep.channels.Choice): those named here, else those the run named, else
-    the power channels the stored metadata gives for the run; roles always from the stored metadata."""
-    from ..core.evaluate import run_span
-    from ..sweep import channels as chans
-    from .options import channels_from_args
-
-    span = run_span(events)
-    if span is None:
-        return chans.Choice()
-    explicit = channels_from_args(args)
-    if explicit:
-        return chans.apply_roles(explicit, chans.stored_roles(store, span[0], span[1]))
-    named = next(
-        (e.get("channels") for e in events if e.get("event") == "run_start" and e.get("channels")), None
-    )
-    return chans.from_store(store, span[0], span[1], named)
-
-
-def load(args: argparse.Namespace, store: Store) -> tuple[Any, str] | str:
+def load(args: argparse.Namespace, store: Store) -> tuple[Evaluation, str] | str:
     """(evaluation, run id), or an error message."""
-    from ..core.evaluate import clock_figures, evaluate, from_stored, run_span
-    from ..sweep import channels as chans
-    from .options import (
-        changed_scoring,
-        cost_from_args,
-        limits_from_args,
-        offsets_from_args,
-        scoring_record,
-    )
+    from ..sweep.scoring import ScoringOptions, score_run, stored_run
+    from .options import scoring_from_args
 
     run = args.run_id
     if run == "latest":
@@ -77,15 +50,10 @@ def load(args: argparse.Namespace, store: Store) -> tuple[Any, str] | str:
     if not events and stored is None:
         recent = ", ".join(store.runs()[:10]) or "none"
         return f"no run {run!r} in the store (recent runs: {recent})"
-    choice = _channels(args, store, events) if events else chans.Choice()
-    specs = choice.specs
-    offsets: Mapping[str, OffsetSource] | None = offsets_from_args(args)
-    deadband = 0.0
-    if offsets is None:
-        span = run_span(events) or (None, None)
-        offsets = chans.offsets_from_store(store, sorted({s.dev for s in specs}), *span)
-        deadband = chans.DEFAULT_DEADBAND_MS
-    changed = changed_scoring(args, stored.get("options")) if stored is not None and not args.rescore else []
+    given = scoring_from_args(args)
+    if stored is None:
+        return score_run(store, run, given), run
+    changed = given.changed_from(stored.get("options")) if not args.rescore else []
     if changed:
         # Showing the stored result would silently ignore what the user asked for (another channel,
         # another limit): score again, and keep the stored result as it is.
@@ -95,26 +63,12 @@ def load(args: argparse.Namespace, store: Store) -> tuple[Any, str] | str:
             "so it is scored again here (as --rescore)",
             file=sys.stderr,
         )
-    if stored is not None and not args.rescore:
-        ev = from_stored(stored, events, specs)
-        ev.clock, ev.measured_offsets_ms, ev.offsets_ms = clock_figures(offsets, deadband)
-        return ev, run
-    ev = evaluate(
-        run,
-        events,
-        store.series,
-        specs,
-        offsets,
-        limits_from_args(args),
-        cost_from_args(args),
-        # The result is stamped with the run's end, not the time of reporting, so scoring the same
-        # run twice gives the same message: storing and publishing it again changes nothing.
-        now_ms=max(int(e["t"]) for e in events),
-        deadband_ms=deadband,
-        channel_problems=choice.problems,
-        options=scoring_record(args),
-    )
-    return ev, run
+    # The options the run was scored with, but for those given here: a re-score changes only what
+    # was asked for.
+    options = given.over(ScoringOptions.from_result(stored))
+    if args.rescore:
+        return score_run(store, run, options), run
+    return stored_run(store, stored, events, options), run
 
 
 def finished(events: list[dict[str, Any]]) -> bool:
@@ -122,7 +76,7 @@ def finished(events: list[dict[str, Any]]) -> bool:
     return any(e.get("event") in ("run_end", "run_abort") for e in events)
 
 
-def keep_result(args: argparse.Namespace, store: Store, ev: Any, sink: Any) -> tuple[str | None, bool]:
+def keep_result(args: argparse.Namespace, store: Store, ev: Evaluation, sink: Any) -> tuple[str | None, bool]:
     """Store a result scored here and publish it (sink: an MqttSink or None), the way a sweep does.
     A stored result is published again as it is. Returns what the user should be told, if anything,
     and whether storing or publishing failed."""
@@ -168,12 +122,11 @@ def run(args: argparse.Namespace) -> int:
     from ..report.jsonreport import to_json
     from ..report.table import print_evaluation
     from ..sweep.publish import SinkError
-    from .options import cost_from_args, limits_from_args, open_store_from_args, output_console
+    from .options import open_store_from_args, output_console, scoring_from_args
 
     try:
         # out-of-range limits are refused before the store is opened, not after a re-score has begun
-        limits_from_args(args)
-        cost_from_args(args)
+        scoring_from_args(args)
     except ValueError as exc:
         print(f"wattbench report: {exc}", file=sys.stderr)
         return 2

@@ -119,13 +119,9 @@ def run(args: argparse.Namespace) -> int:
     from ..workloads.base import WorkloadError
     from .options import (
         as_given,
-        channels_from_args,
-        cost_from_args,
-        limits_from_args,
         mqtt_password,
         mqtt_user,
-        offsets_from_args,
-        scoring_record,
+        scoring_from_args,
     )
     from .sweep import NOTHING_STORED, PLAN_OPTIONS, ended_early_code, sweep_store
 
@@ -154,10 +150,7 @@ def run(args: argparse.Namespace) -> int:
                 for i, e in enumerate(suite.entries)
             },
         )
-        limits = limits_from_args(args)
-        cost = cost_from_args(args)
-        specs = channels_from_args(args)
-        offsets = offsets_from_args(args)
+        scoring = scoring_from_args(args)
     except (ValueError, WorkloadError) as exc:
         print(f"wattbench suite: {exc}", file=sys.stderr)
         return Exit.CONFIG
@@ -180,14 +173,10 @@ def run(args: argparse.Namespace) -> int:
         workload=None,
         store=store,
         mqtt=mqtt,
-        channels=specs,
-        offsets_ms=offsets,
-        limits=limits,
-        cost=cost,
+        scoring=scoring,
         display=LogDisplay() if args.quiet or not sys.stderr.isatty() else RichDisplay(),
         wait_data_s=args.wait_data,
         announce=lambda line: print(f"wattbench suite: {line}", file=sys.stderr),
-        options=scoring_record(args),
     )
     try:
         done = run_suite(

@@ -20,15 +20,7 @@ import argparse
 from typing import Any
 
 from ..exits import Exit
-from .options import (
-    add_scoring_arguments,
-    channels_from_args,
-    cost_from_args,
-    limits_from_args,
-    offsets_from_args,
-    output_console,
-    scoring_record,
-)
+from .options import add_scoring_arguments, output_console, scoring_from_args
 
 # The plan's fields -> the options that give them, for a value the plan refuses.
 PLAN_OPTIONS = {
@@ -318,10 +310,7 @@ def run(args: argparse.Namespace) -> int:
         if name == "slurm" and args.system_nodes is None:
             # EE HPC WG judges the share of the system metered: the system is the partition swept.
             args.system_nodes = len(workload.cluster)
-        limits = limits_from_args(args)
-        cost = cost_from_args(args)
-        specs = channels_from_args(args)
-        offsets = offsets_from_args(args)
+        scoring = scoring_from_args(args)
     except (ValueError, WorkloadError) as exc:
         print(f"wattbench sweep: {exc}", file=sys.stderr)
         return Exit.CONFIG
@@ -338,14 +327,10 @@ def run(args: argparse.Namespace) -> int:
         workload=workload,
         store=store,
         mqtt=mqtt,
-        channels=specs,
-        offsets_ms=offsets,
-        limits=limits,
-        cost=cost,
+        scoring=scoring,
         display=display,
         wait_data_s=args.wait_data,
         announce=lambda line: print(f"wattbench sweep: {line}", file=sys.stderr),
-        options=scoring_record(args),
         nodes=[n.name for n in workload.cluster] if name == "slurm" else None,
     )
     try:

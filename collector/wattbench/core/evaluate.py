@@ -267,8 +267,13 @@ def from_stored(
     result: Mapping[str, Any],
     events: Sequence[Mapping[str, Any]] = (),
     channels: Sequence[al.ChannelSpec] = (),
+    offsets_ms: Mapping[str, ct.OffsetSource] | None = None,
+    deadband_ms: float = 0.0,
 ) -> Evaluation:
-    """An Evaluation for rendering a stored result as it was scored (no re-alignment)."""
+    """An Evaluation for rendering a stored result as it was scored (no re-alignment). offsets_ms and
+    deadband_ms are the run's clock offsets as evaluate takes them: the result does not keep them, and
+    the report shows them beside it."""
+    tracks, measured, offsets = clock_figures(offsets_ms or {}, deadband_ms)
     summ = result.get("summary", {})
     summary = sc.Summary(
         overall=float(result["overall"]),
@@ -294,7 +299,10 @@ def from_stored(
         summary=summary,
         calibrated=calibrated,
         channels=list(channels),
+        offsets_ms=offsets,
         events=[dict(e) for e in events],
+        measured_offsets_ms=measured,
+        clock=tracks,
         calibration_missing=missing,
     )
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..core.clocktrack import OffsetSource, window_offset
+from ..core.clocktrack import ClockTrack, OffsetSource, window_offset
 from ..core.score import LevelScore, concurrency_figures
 from . import measured as ms
 from .jsonreport import clock_stretches
@@ -210,7 +210,7 @@ def _clock_time(ms: float) -> str:
     return time.strftime("%H:%M:%S", time.gmtime(ms / 1000)) + f".{int(ms % 1000):03d}"
 
 
-def _clocks_html(clock: Mapping[str, Any]) -> str:
+def _clocks_html(clock: Mapping[str, ClockTrack]) -> str:
     """Devices whose clock stepped: each stretch of steady clock, from when, and its offset."""
 
     rows = []
@@ -384,7 +384,7 @@ def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None) -> str
             ]
     parts.append(_measured_html(evaluation))
     parts += ["<h2>Compliance</h2>", _checks_html(evaluation.checks)]
-    clocks = _clocks_html(getattr(evaluation, "clock", {}))
+    clocks = _clocks_html(evaluation.clock)
     if clocks:
         parts.append(clocks)
     channels = _channels_html(result.get("channels") or [])

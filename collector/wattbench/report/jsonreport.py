@@ -46,7 +46,7 @@ def report_dict(evaluation: Any, detail: bool = True) -> dict[str, Any]:
         "clock_offsets_ms": evaluation.measured_offsets_ms,
         "applied_offsets_ms": evaluation.offsets_ms,
     }
-    if any(t.steps for t in getattr(evaluation, "clock", {}).values()):
+    if any(t.steps for t in evaluation.clock.values()):
         # Which offset each window was moved by only varies when a clock stepped: then show both.
         out["detail"]["clock_stretches"] = {
             dev: clock_stretches(track) for dev, track in evaluation.clock.items() if track.steps

@@ -9,11 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import compliance as cp
-from ..core import score as sc
 from ..core.align import ChannelSpec
-from ..core.clocktrack import OffsetSource
-from ..core.evaluate import Evaluation, evaluate
+from ..core.evaluate import Evaluation
 from ..core.plan import Plan
 from ..mqttconn import AddressError, BrokerError, Settings, open_client
 from ..store.base import Store, StoreError
@@ -21,6 +18,7 @@ from . import channels as chans
 from .driver import Driver, RunRecord
 from .progress import Display
 from .publish import Fanout, MqttSink, Sink, SinkError, StoreSink
+from .scoring import RunFacts, ScoringOptions, score_run
 
 log = logging.getLogger(__name__)
 
@@ -50,18 +48,15 @@ class SweepSetup:
     store: Store | None = None
     mqtt: MqttSettings | None = None
     channels: Sequence[ChannelSpec] | None = None
-    offsets_ms: dict[str, float] | None = None
-    limits: cp.Limits = field(default_factory=cp.Limits)
-    cost: sc.CostInputs | None = None
+    # The scoring options: limits, cost, clock offsets given, and the channels named (the sweep binds
+    # to `channels` when given, else to these, else to those it finds).
+    scoring: ScoringOptions = field(default_factory=ScoringOptions)
     display: Display | None = None
     wait_data_s: float = 20.0
-    deadband_ms: float = chans.DEFAULT_DEADBAND_MS
     extra_sinks: Sequence[Sink] = ()
     # Told the chosen channels (and those left out, with why) before the run begins.
     announce: Callable[[str], None] | None = None
     listen_s: float = 5.0  # how long to listen for appliances publishing power when none is named
-    # The scoring options as the command line took them, recorded in the result (None: not recorded).
-    options: dict[str, Any] | None = None
     # A cluster sweep's nodes: without named channels, the appliances of all of them are summed.
     nodes: Sequence[str] | None = None
 
@@ -89,8 +84,9 @@ def bind_channels(setup: SweepSetup) -> chans.Choice:
     metadata), or else the power channels of the one appliance online and publishing power, seen on the
     broker or, without one, in the store. Raises ChannelError when that cannot be done without a
     guess; with neither broker nor store the run measures ops only."""
-    if setup.channels:
-        return _check_named(setup, setup.channels)
+    named = setup.channels or setup.scoring.named_channels
+    if named:
+        return _check_named(setup, named)
     if setup.mqtt is not None:
         seen = chans.survey(_meta_client(setup), listen_s=setup.listen_s)
     elif setup.store is not None:
@@ -207,20 +203,7 @@ def run_sweep(setup: SweepSetup) -> Outcome:
             # has no power, and `wattbench report RUN --rescore` scores it once the store is back.
             store_error = f"the store could not be read after the run: {exc}"
             log.error("%s", store_error)
-            evaluation = evaluate(
-                record.run,
-                record.events,
-                None,
-                [],
-                {},
-                setup.limits,
-                setup.cost,
-                planned=record.planned,
-                interrupted=record.interrupted or store_error,
-                calibration_use=setup.plan.calibration_use,
-                calibrations=[p.name for p in setup.plan.calibrations],
-                options=setup.options,
-            )
+            evaluation = score_run(None, record.run, setup.scoring, facts(setup, record, [], store_error))
             specs, complete = list(specs or []), False
         fanout.result(evaluation.result)
     finally:
@@ -231,48 +214,31 @@ def run_sweep(setup: SweepSetup) -> Outcome:
 def score_record(
     setup: SweepSetup, record: RunRecord, specs: list[ChannelSpec] | None
 ) -> tuple[Evaluation, list[ChannelSpec], bool]:
+    """The run scored (scoring.score_run) once its last window's samples are in the store, or
+    setup.wait_data_s has passed: the evaluation, the channels summed, and whether the data came."""
     store = setup.store
-    measured: dict[str, OffsetSource] = dict(setup.offsets_ms or {})
-    # Offsets given by the operator are taken as exact; estimated ones pass through the deadband.
-    deadband = 0.0 if setup.offsets_ms is not None else setup.deadband_ms
-    complete = True
-    fetch = None
-    problems: list[str] = []
     specs = list(specs or [])
-    if store is not None and record.start_ms is not None:
-        end = record.end_ms or record.start_ms
-        # The roles the stored metadata gave during the run: a channel bound as power whose device
-        # changed its role meanwhile is not summed.
-        if specs:
-            choice = chans.apply_roles(specs, chans.stored_roles(store, record.start_ms, end))
-        else:
-            choice = chans.from_store(store, record.start_ms, end)
-        specs, problems = choice.specs, choice.problems
-        devices = sorted({s.dev for s in specs})
-        last_end = max((e["t"] for e in record.events if e["event"] == "measure_end"), default=None)
-        if last_end is not None and specs:
-            # The offset for the wait is only a guess at where the last window's samples lie.
-            guess = measured if setup.offsets_ms is not None else chans.offsets_from_store(store, devices)
-            complete = chans.wait_for_data(store, specs, last_end, guess, setup.wait_data_s)
-        if setup.offsets_ms is None:
-            # Read after the wait: the health points that saw the last window's batches are in by now.
-            span = (record.start_ms, record.end_ms or last_end or record.start_ms)
-            measured = chans.offsets_from_store(store, devices, *span)
-        fetch = store.series
-    evaluation = evaluate(
-        record.run,
+    complete = True
+    last_end = max((e["t"] for e in record.events if e["event"] == "measure_end"), default=None)
+    if store is not None and last_end is not None and specs:
+        # The offset for the wait is only a guess at where the last window's samples lie.
+        given = setup.scoring.offsets
+        guess = (
+            given if given is not None else chans.offsets_from_store(store, sorted({s.dev for s in specs}))
+        )
+        complete = chans.wait_for_data(store, specs, last_end, guess, setup.wait_data_s)
+    evaluation = score_run(store, record.run, setup.scoring, facts(setup, record, specs))
+    return evaluation, evaluation.channels, complete
+
+
+def facts(setup: SweepSetup, record: RunRecord, bound: list[ChannelSpec], why: str | None = None) -> RunFacts:
+    """What this sweep knows of its run that the store does not (why: why it could not be scored
+    from the store)."""
+    return RunFacts(
         record.events,
-        fetch,
-        specs,
-        measured,
-        setup.limits,
-        setup.cost,
         planned=record.planned,
-        interrupted=record.interrupted,
-        calibration_use=setup.plan.calibration_use,
+        interrupted=record.interrupted or why,
         calibrations=[p.name for p in setup.plan.calibrations],
-        deadband_ms=deadband,
-        channel_problems=problems,
-        options=setup.options,
+        calibration_use=setup.plan.calibration_use,
+        bound=bound,
     )
-    return evaluation, specs, complete
