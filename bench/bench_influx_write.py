@@ -76,14 +76,14 @@ def main() -> int:
         store.flush()  # learns the version and creates the database
         client = InfluxDBClient(url=influx.url, token=None, org="-")  # type: ignore[arg-type]
         client_post = client.write_api(write_options=SYNCHRONOUS).write
-        bucket = store.bucket
+        bucket = store.http.bucket
 
         def with_client(body: str) -> None:
             client_post(bucket, None, body, write_precision=WritePrecision.US)
 
         ways: dict[str, Callable[[str], None]] = {
             "influxdb-client write API": with_client,
-            "urllib3 POST (InfluxStore)": store._post,
+            "urllib3 POST (InfluxStore)": store.http._post,
         }
         first = 0  # the point written above is at T0_US - 1, not counted
         print(

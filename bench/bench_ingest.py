@@ -293,7 +293,7 @@ def stream_lines(messages: list[tuple[str, bytes]]) -> list[str]:
     import orjson
 
     from wattbench.ingest.validate import Validator
-    from wattbench.store.lineproto import sample_lines
+    from wattbench.store.influx.lineproto import sample_lines
 
     validator = Validator()
     recv_ms = int(time.time() * 1000)

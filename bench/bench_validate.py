@@ -28,9 +28,9 @@ import msgspec
 import orjson
 
 import wattbench_schema as contract
-from wattbench.ingest.fastcheck import compile_fast, compile_fast_decode
+from wattbench.core.fastcheck import compile_fast, compile_fast_decode
 from wattbench.ingest.validate import Accepted, Validator
-from wattbench.store.lineproto import sample_block
+from wattbench.store.influx.lineproto import sample_block
 
 
 def batches(samples: int, batch: int) -> list[tuple[str, bytes]]:

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import wattbench_schema as contract
-from wattbench.ingest.fastcheck import SURROGATE_ESCAPE, compile_fast, compile_fast_decode, count_keys
+from wattbench.core.fastcheck import SURROGATE_ESCAPE, compile_fast, compile_fast_decode, count_keys
 from wattbench.ingest.validate import Validator, decode
 
 REFERENCE = {name: fastjsonschema.compile(contract.inline_refs(name)) for name in contract.SCHEMA_NAMES}

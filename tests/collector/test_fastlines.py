@@ -17,9 +17,10 @@ import pytest
 from hypothesis import given, settings
 
 import wattbench_schema as contract
-from wattbench.ingest.fastlines import compile_sample_lines
 from wattbench.ingest.validate import Accepted, Validator
-from wattbench.store import lineproto
+from wattbench.store import layout
+from wattbench.store.influx import LineEncoder, lineproto
+from wattbench.store.influx.fastlines import compile_sample_lines
 
 from .test_fastcheck import BATCH, mutated_batches
 
@@ -71,7 +72,7 @@ def one_pass(raw: bytes, dev: str = "bench-a") -> str | None:
     """The one-pass lines, held to the complete check and the row-by-row points whenever it answers."""
     assert LINES is not None
     found = LINES(raw, dev, LATEST)
-    text = None if found is None else found.lines.decode()
+    text = None if found is None else found.data.decode()
     if text is not None:
         assert complete_check(raw, contract.topic_for("samples", dev=dev)), raw[:300]
         assert same_bits(points(text), row_by_row(raw)), (text[:300], raw[:300])
@@ -140,7 +141,7 @@ def test_whitespace_key_order_and_integers_in_number_fields() -> None:
 def test_generated_rows_are_written_as_the_row_by_row_points() -> None:
     """Every batch the complete check accepts, with no flags and a reading in every row, is answered."""
     rnd = random.Random(7)
-    floats = sorted(lineproto.SAMPLE_FLOATS)
+    floats = sorted(layout.SAMPLE_FLOATS)
     # within every number field's bounds: awkward doubles, integers, the signed zero
     values = [0.0, -0.0, 1, 0.1, 1e-7, 5e-324, 2.5e-308, 0.30000000000000004, 0.5, 0.999999999999]
     for _ in range(300):
@@ -215,7 +216,7 @@ def test_a_row_with_only_an_integer_reading_is_written_and_one_without_any_is_no
 
 
 def test_more_devices_than_the_kept_row_types_are_still_written_right(monkeypatch: Any) -> None:
-    from wattbench.ingest import fastlines
+    from wattbench.store.influx import fastlines
 
     monkeypatch.setattr(fastlines, "OUT_TYPES_KEPT", 2)
     lines = compile_sample_lines(contract.inline_refs("samples"))
@@ -223,7 +224,7 @@ def test_more_devices_than_the_kept_row_types_are_still_written_right(monkeypatc
     for round_ in range(2):
         for dev in ("dev-a", "dev-b", "dev-c", "dev-a"):
             found = lines(raw_of(dict(BATCH, dev=dev)), dev, LATEST)
-            assert found is not None and found.lines.count(f",dev={dev} ".encode()) == 2, (round_, dev)
+            assert found is not None and found.data.count(f",dev={dev} ".encode()) == 2, (round_, dev)
 
 
 def test_rows_over_the_limit_go_the_complete_way() -> None:
@@ -236,11 +237,17 @@ def test_the_validator_leaves_signed_fleets_and_other_topics_to_the_complete_che
     from wattbench.ingest.auth import Verifier
 
     raw = raw_of(BATCH)
-    assert Validator().sample_lines(TOPIC, raw, RECV) is not None
-    assert Validator(verifier=Verifier({}, require=True)).sample_lines(TOPIC, raw, RECV) is None
-    assert Validator().sample_lines(contract.topic_for("status", dev="bench-a"), raw, RECV) is None
-    assert Validator().sample_lines("not/a/topic", raw, RECV) is None
-    assert Validator(max_payload_bytes=len(raw) - 1).sample_lines(TOPIC, raw, RECV) is None
+    assert Validator(encoder=LineEncoder()).encoded(TOPIC, raw, RECV) is not None
+    assert (
+        Validator(verifier=Verifier({}, require=True), encoder=LineEncoder()).encoded(TOPIC, raw, RECV)
+        is None
+    )
+    assert (
+        Validator(encoder=LineEncoder()).encoded(contract.topic_for("status", dev="bench-a"), raw, RECV)
+        is None
+    )
+    assert Validator(encoder=LineEncoder()).encoded("not/a/topic", raw, RECV) is None
+    assert Validator(max_payload_bytes=len(raw) - 1, encoder=LineEncoder()).encoded(TOPIC, raw, RECV) is None
 
 
 @settings(max_examples=600, deadline=None, derandomize=True)

@@ -14,8 +14,8 @@ from wattbench.ingest import records as rec
 from wattbench.ingest.parallel import CheckPool
 from wattbench.ingest.pipeline import Pipeline
 from wattbench.ingest.validate import Validator
-from wattbench.store import lineproto
-from wattbench.store.influx import InfluxStore
+from wattbench.store import layout
+from wattbench.store.influx import InfluxStore, LineEncoder, lineproto
 
 from .test_fastlines import points
 
@@ -29,7 +29,7 @@ def reference(dev: str, rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _value(key: str, rnd: random.Random) -> Any:
-    if key in lineproto.SAMPLE_INTS:
+    if key in layout.SAMPLE_INTS:
         # JSON integers, and the integral floats a JSON Schema also calls integers
         return rnd.choice([0, 7, 2**40, -3, 5.0, -0.0, 1e15])
     return rnd.choice([0.0, -0.0, 230, 0.1, 1e-7, 1e16, 123456.789, -0.5, 2.5e-308, 1.7976931348623157e308])
@@ -37,7 +37,7 @@ def _value(key: str, rnd: random.Random) -> Any:
 
 def corpus(n: int, seed: int = 19) -> list[dict[str, Any]]:
     rnd = random.Random(seed)
-    keys = sorted(lineproto.SAMPLE_FLOATS | lineproto.SAMPLE_INTS)
+    keys = sorted(layout.SAMPLE_FLOATS | layout.SAMPLE_INTS)
     out = []
     for i in range(n):
         chosen = rnd.sample(keys, rnd.randint(0, 5))
@@ -91,7 +91,7 @@ def test_request_bodies_hold_whole_blocks() -> None:
         store.write_samples("d", rows)
     store.write_lines(["wb_reject,reason=x,collector=c size=1i 1"])
     assert store.pending() == 29
-    bodies = store._bodies(store._pending)
+    bodies = store.http._bodies(store._pending)
     assert [b.count(b"\n") + 1 for b in bodies] == [12, 12, 5], "blocks of 4 lines, never cut"
     assert b"\n".join(bodies).split(b"\n") == [
         line for text, _ in store._pending for line in text.split(b"\n")
@@ -114,24 +114,24 @@ def test_lines_made_elsewhere_are_used_only_when_every_row_is_kept() -> None:
     topic, first = _batch("bench-a", [0, 1, 2])
     _, again = _batch("bench-a", [2, 3])  # s=2 is a duplicate and is dropped
     block = lineproto.sample_block("bench-a", contract.strict_loads(first)["samples"]).encode()
-    p.handle_checked(topic, first, RECV, None, block)
-    p.handle_checked(topic, again, RECV, None, b"not these")
+    p.handle(topic, first, RECV, (None, block, None))
+    p.handle(topic, again, RECV, (None, b"not these", None))
     whole, part = p.take()[0].records
-    assert whole[1]["lines"] == block
-    assert "lines" not in part[1] and [r["s"] for r in part[1]["rows"]] == [3]
-    # The spool keeps the rows only: lines are made again when it is replayed.
+    assert whole[1]["encoded"] == block
+    assert "encoded" not in part[1] and [r["s"] for r in part[1]["rows"]] == [3]
+    # The spool keeps the rows only: the encoded form is made again when it is replayed.
     assert rec.decode(rec.encode([whole])) == [("samples", {"dev": "bench-a", "rows": whole[1]["rows"]})]
 
 
 def test_the_checking_process_returns_each_batch_as_lines() -> None:
     topic, good = _batch("bench-a", [0, 1])
-    pool = CheckPool(1, lines=True)
+    pool = CheckPool(1, encoder=LineEncoder())
     try:
         verdicts = pool.submit([(topic, good, RECV), (topic, b"{", RECV)]).result(timeout=60)
     finally:
         pool.close()
     (ok, lines, plain), (bad, none, no_plain) = verdicts
-    # read in one pass (ingest.fastlines): the points of the row-by-row formatter, in the layout's order
+    # read in one pass (store/influx/fastlines.py): the points of the row-by-row formatter, in the layout's order
     assert ok is None and lines is not None
     assert points(lines.decode()) == points(
         lineproto.sample_block("bench-a", contract.strict_loads(good)["samples"])
@@ -148,20 +148,19 @@ def test_a_fault_in_the_one_pass_way_leaves_the_batch_to_the_complete_check(
     from wattbench.ingest import parallel
 
     topic, good = _batch("bench-a", [0, 1])
-    validator = Validator()
+    validator = Validator(encoder=LineEncoder())
 
     def broken(*_: Any) -> bytes | None:
         raise IndexError("a fault in the one-pass way")
 
-    monkeypatch.setattr(validator, "_fast_lines", broken)
+    monkeypatch.setattr(validator, "_one_pass", broken)
     # what the worker's initializer sets, without its signal handling
     monkeypatch.setattr(parallel, "_validator", validator)
-    monkeypatch.setattr(parallel, "_lines", True)
     [(verdict, lines, plain)] = parallel._check([(topic, good, RECV)])
     assert verdict is None and plain is None
     # and in the collector's own process (no checking process: the low-latency profile)
     p = Pipeline("c1", validator=validator)
-    p.handle_lines(topic, good, RECV)
+    p.handle(topic, good, RECV)
     ((kind, body),) = p.take()[0].records
-    assert kind == "samples" and "lines" not in body and len(body["rows"]) == 2 and p.rejected == 0
+    assert kind == "samples" and "encoded" not in body and len(body["rows"]) == 2 and p.rejected == 0
     assert lines == lineproto.sample_block("bench-a", contract.strict_loads(good)["samples"]).encode()

@@ -13,6 +13,7 @@ import pytest
 import wattbench_schema as contract
 from wattbench.ingest import parallel
 from wattbench.ingest.parallel import SLOT_HALF, Arena, CheckPool, Item, Verdict
+from wattbench.store.influx import LineEncoder
 
 T0 = 1_763_760_000_000
 RECV = T0 + 60_000
@@ -54,7 +55,7 @@ def _run(pool: CheckPool, items: list[Item], chunk: int) -> list[Verdict]:
 
 
 def _piped(items: list[Item], chunk: int) -> list[Verdict]:
-    pool = CheckPool(1, lines=True)
+    pool = CheckPool(1, encoder=LineEncoder())
     try:
         assert not pool.shared
         return _run(pool, items, chunk)
@@ -63,7 +64,7 @@ def _piped(items: list[Item], chunk: int) -> list[Verdict]:
 
 
 def _one_chunk_in_one_slot(items: list[Item]) -> list[Verdict]:
-    pool = CheckPool(1, lines=True, slots=1)
+    pool = CheckPool(1, encoder=LineEncoder(), slots=1)
     try:
         got = pool.submit(items).result(timeout=120)
         assert pool.shared
@@ -75,7 +76,7 @@ def _one_chunk_in_one_slot(items: list[Item]) -> list[Verdict]:
 def test_chunks_in_shared_memory_come_back_as_through_the_pipes() -> None:
     items = _mixed()
     assert len(items) > 20
-    pool = CheckPool(1, lines=True, slots=2)
+    pool = CheckPool(1, encoder=LineEncoder(), slots=2)
     try:
         assert pool.shared
         # more chunks than slots at once: the rest go the pipes' way, in the same order
@@ -121,7 +122,7 @@ def test_a_worker_that_cannot_map_the_memory_leaves_every_chunk_to_the_pipes(
 
     monkeypatch.setattr(CheckPool, "_arena", staticmethod(unreachable))
     items = _mixed()
-    pool = CheckPool(1, lines=True, slots=2)
+    pool = CheckPool(1, encoder=LineEncoder(), slots=2)
     try:
         assert pool.shared
         got = _run(pool, items, 4)
@@ -132,7 +133,7 @@ def test_a_worker_that_cannot_map_the_memory_leaves_every_chunk_to_the_pipes(
 
 
 def test_lines_left_in_a_closed_pool_are_an_error_not_nothing() -> None:
-    pool = CheckPool(1, lines=True, slots=1)
+    pool = CheckPool(1, encoder=LineEncoder(), slots=1)
     checking = pool.submit([_batch("bench-a", 0, 5)])
     assert checking._future.result(timeout=60) is not None  # the worker has written the lines
     pool.close()

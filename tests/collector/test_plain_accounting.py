@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 import wattbench_schema as contract
 from wattbench.ingest import records as rec
 from wattbench.ingest.accounting import ENERGY_SLACK_WH, DeviceAccount, PlainBatch, plain_batch
-from wattbench.ingest.fastlines import compile_sample_lines
 from wattbench.ingest.pipeline import Pipeline
 from wattbench.ingest.validate import Rejected, Validator
+from wattbench.store.influx import LineEncoder
+from wattbench.store.influx.fastlines import compile_sample_lines
 
 T0 = 1_763_760_000_000
 CHANNELS = ("psu1", "psu2", "gpu")
@@ -141,23 +142,24 @@ TOPIC = contract.topic_for("samples", dev="d")
 @settings(max_examples=150, deadline=None)
 @given(streams())
 def test_the_pipeline_stores_and_counts_the_same_from_the_digest(docs: list[dict[str, Any]]) -> None:
-    """The collector's path with checking processes (lines and digest from the one pass), and its
-    one-pass path in its own process (handle_lines), against the complete check in its own process:
-    the same records, spooled alike, and the same counters."""
+    """The collector's path with checking processes (encoded rows and digest from the one pass), and its
+    one-pass path in its own process (a pipeline with the store's encoder), against the complete
+    check in its own process: the same records, spooled alike, and the same counters."""
     assert LINES is not None
     validator = Validator()
-    ref, fast, here = Pipeline("c1"), Pipeline("c1"), Pipeline("c1")
+    ref, fast = Pipeline("c1"), Pipeline("c1")
+    here = Pipeline("c1", Validator(encoder=LineEncoder()))
     for i, doc in enumerate(docs):
         raw = contract.dumps(doc)
         recv = T0 + 1000 * i
         ref.handle(TOPIC, raw, recv)
-        here.handle_lines(TOPIC, raw, recv)
+        here.handle(TOPIC, raw, recv)
         one = LINES(raw, "d", recv + validator.future_tolerance_ms)
         if one is None:  # the complete check decides, as in a checking process
             res = validator.check(TOPIC, raw, recv)
-            fast.handle_checked(TOPIC, raw, recv, res if isinstance(res, Rejected) else None)
+            fast.handle(TOPIC, raw, recv, (res if isinstance(res, Rejected) else None, None, None))
         else:
-            fast.handle_checked(TOPIC, raw, recv, None, one.lines, one.plain)
+            fast.handle(TOPIC, raw, recv, (None, one.data, plain_batch(*one.columns)))
     want = ref.take()[0].records
     for p in (fast, here):
         got = p.take()[0].records
@@ -178,7 +180,7 @@ def test_rows_are_read_from_the_payload_only_when_asked_for() -> None:
     rows = rec.PayloadRows(contract.dumps(doc), 1)
     assert len(rows) == 1 and rows._rows is None
     assert rows == doc["samples"] and rows[0] == doc["samples"][0] and list(rows) == doc["samples"]
-    assert rec.decode(rec.encode([rec.samples("d", rows, "lines")])) == [
+    assert rec.decode(rec.encode([rec.samples("d", rows, b"encoded")])) == [
         ("samples", {"dev": "d", "rows": doc["samples"]})
     ]
 

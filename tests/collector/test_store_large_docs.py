@@ -18,8 +18,9 @@ import pytest
 
 import wattbench_schema as schema
 from wattbench.core import contract
-from wattbench.store import lineproto
+from wattbench.store import layout
 from wattbench.store.base import StoreError
+from wattbench.store.influx import lineproto
 
 VALID = Path(__file__).resolve().parents[2] / "schema" / "vectors" / "valid"
 T0 = 1_763_760_000_000
@@ -111,52 +112,52 @@ def _field_values(line: str) -> dict[str, str]:
     [
         "",
         "{}",
-        "x" * lineproto.MAX_DOC_CHARS,
-        "x" * (lineproto.MAX_DOC_CHARS + 1),
-        '"' * (3 * lineproto.MAX_DOC_CHARS + 7),
-        "\\" * (lineproto.MAX_DOC_CHARS // 2 + 1) + '"a' * lineproto.MAX_DOC_CHARS,
+        "x" * layout.MAX_DOC_CHARS,
+        "x" * (layout.MAX_DOC_CHARS + 1),
+        '"' * (3 * layout.MAX_DOC_CHARS + 7),
+        "\\" * (layout.MAX_DOC_CHARS // 2 + 1) + '"a' * layout.MAX_DOC_CHARS,
         ('{"k":"a\\"b\\\\"}' * 20_000),
     ],
 )
 def test_doc_parts_join_to_the_text_and_each_fits_when_escaped(text: str) -> None:
-    parts = lineproto.split_doc(text)
+    parts = layout.split_doc(text)
     assert "".join(parts) == text
-    assert all(_escaped_len(p) <= lineproto.MAX_DOC_CHARS for p in parts)
+    assert all(_escaped_len(p) <= layout.MAX_DOC_CHARS for p in parts)
     assert all(parts) or parts == [""]
-    fields = lineproto.doc_fields(text)
+    fields = layout.doc_fields(text)
     assert fields["doc_parts"] == len(parts)
-    assert lineproto.joined_doc(fields) == text
+    assert layout.joined_doc(fields) == text
 
 
 def test_a_short_document_is_one_part() -> None:
-    assert lineproto.doc_fields('{"v":1}') == {"doc": '{"v":1}', "doc_parts": 1}
+    assert layout.doc_fields('{"v":1}') == {"doc": '{"v":1}', "doc_parts": 1}
 
 
 def test_a_document_with_a_part_missing_is_refused() -> None:
     text = json.dumps(_measure_end_with_jobs(2000), separators=(",", ":"))
-    fields = lineproto.doc_fields(text)
+    fields = layout.doc_fields(text)
     assert fields["doc_parts"] >= 3
     for gone in ("doc", "doc1", f"doc{fields['doc_parts'] - 1}"):
         broken = {k: v for k, v in fields.items() if k != gone}
         with pytest.raises(StoreError, match="incomplete"):
-            lineproto.joined_doc(broken)
+            layout.joined_doc(broken)
     with pytest.raises(StoreError, match="incomplete"):
-        lineproto.joined_doc({**fields, "doc_parts": fields["doc_parts"] + 1})
+        layout.joined_doc({**fields, "doc_parts": fields["doc_parts"] + 1})
     # A point rewritten with a shorter document keeps the old trailing fields: the count decides.
-    stale = {**lineproto.doc_fields('{"v":1}'), "doc1": fields["doc1"]}
-    assert lineproto.joined_doc(stale) == '{"v":1}'
+    stale = {**layout.doc_fields('{"v":1}'), "doc1": fields["doc1"]}
+    assert layout.joined_doc(stale) == '{"v":1}'
 
 
 def test_a_stored_document_that_is_not_an_object_is_refused() -> None:
     for text in ('{"v":1', "[1]"):
         with pytest.raises(StoreError, match=r"^run r, result: the stored document is not a JSON object$"):
-            lineproto.loaded_doc(lineproto.doc_fields(text), "run r, result")
-    assert lineproto.loaded_doc({"n": 3}, "run r, result") is None
+            layout.loaded_doc(layout.doc_fields(text), "run r, result")
+    assert layout.loaded_doc({"n": 3}, "run r, result") is None
 
 
 def test_points_without_a_part_count_read_as_before() -> None:
-    assert lineproto.joined_doc({"doc": '{"v":1}'}) == '{"v":1}'  # written before doc_parts existed
-    assert lineproto.joined_doc({"n": 3}) is None  # written by Telegraf, which writes no doc
+    assert layout.joined_doc({"doc": '{"v":1}'}) == '{"v":1}'  # written before doc_parts existed
+    assert layout.joined_doc({"n": 3}) is None  # written by Telegraf, which writes no doc
 
 
 def test_a_cluster_phase_event_keeps_every_job_on_its_line() -> None:
@@ -164,29 +165,29 @@ def test_a_cluster_phase_event_keeps_every_job_on_its_line() -> None:
     line = lineproto.phase_line(event)
     assert line is not None
     values = _field_values(line)
-    assert all(len(v) <= lineproto.MAX_DOC_CHARS for v in values.values()), "escaped as sent"
-    fields = lineproto.phase_fields(event)
-    text = lineproto.joined_doc(fields)
+    assert all(len(v) <= layout.MAX_DOC_CHARS for v in values.values()), "escaped as sent"
+    fields = layout.phase_fields(event)
+    text = layout.joined_doc(fields)
     assert text is not None and json.loads(text) == event
 
 
 def test_a_result_of_4096_channels_keeps_its_document() -> None:
     result = _result_with_channels(4096)
-    (*_, (tags, overall)) = lineproto.result_points(result)
+    (*_, (tags, overall)) = layout.result_points(result)
     assert tags["phase"] == "overall" and overall["doc_parts"] > 1
-    text = lineproto.joined_doc(overall)
+    text = layout.joined_doc(overall)
     assert text is not None and json.loads(text) == result
     for line in lineproto.result_lines(result):
-        assert all(len(v) <= lineproto.MAX_DOC_CHARS for v in _field_values(line).values())
+        assert all(len(v) <= layout.MAX_DOC_CHARS for v in _field_values(line).values())
 
 
 def test_the_layout_names_the_doc_parts() -> None:
-    layout = schema.influx_layout()["measurements"]
+    measurements = schema.influx_layout()["measurements"]
     for measurement in ("wb_phase", "wb_result", "wb_meta"):
-        spec = layout[measurement]
+        spec = measurements[measurement]
         assert spec["fields"]["doc"] == "string" and spec["fields"]["doc_parts"] == "int"
-        assert lineproto.layout_field_type(measurement, "doc7") == "string"
-        assert lineproto.layout_field_type(measurement, "docx") is None
+        assert layout.layout_field_type(measurement, "doc7") == "string"
+        assert layout.layout_field_type(measurement, "docx") is None
 
 
 # ------------------------------------------------------------------ through the stores
@@ -237,13 +238,13 @@ def test_influx_keeps_a_cluster_run_whole_as_sqlite_does(influxdb, tmp_path: Pat
     (row,) = rows
     assert row["doc_parts"] >= 3
     parts = [row["doc"], *(row[f"doc{i}"] for i in range(1, row["doc_parts"]))]
-    assert all(len(p) <= lineproto.MAX_DOC_CHARS for p in parts)
+    assert all(len(p) <= layout.MAX_DOC_CHARS for p in parts)
     kinds = {"string": "string", "int": "integer"}
     for measurement in ("wb_phase", "wb_result", "wb_meta"):
         got = {r["fieldKey"]: r["fieldType"] for r in influxdb.query(f'SHOW FIELD KEYS FROM "{measurement}"')}
         assert "doc1" in got or measurement == "wb_meta"
         for key in ("doc", "doc_parts", *(k for k in got if k.startswith("doc"))):
-            assert kinds[lineproto.layout_field_type(measurement, key) or "?"] == got[key], (measurement, key)
+            assert kinds[layout.layout_field_type(measurement, key) or "?"] == got[key], (measurement, key)
     influx.close()
     sqlite.close()
 

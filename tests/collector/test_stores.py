@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import wattbench_schema as contract
-from wattbench.store.lineproto import layout_field_type, sample_lines
+from wattbench.store.influx.lineproto import sample_lines
+from wattbench.store.layout import layout_field_type
 
 T0 = 1_763_760_000_000
 
@@ -212,7 +213,7 @@ def test_influx_credentials_never_show(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WATTBENCH_INFLUX_PASSWORD", "s3cret-pass")
     store = InfluxStore("http://127.0.0.1:1", user="u")
     assert "s3cret" not in repr(store) and "s3cret" not in str(vars(store).get("url"))
-    assert store._token_value() == "s3cret-token"
+    assert store.http._token_value() == "s3cret-token"
 
 
 def test_overlap_after_a_backward_clock_step_does_not_overwrite(tmp_path: Path) -> None:

@@ -5,11 +5,19 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from wattbench.store.base import OffsetPoint, SequenceCheck, Series, StoredReject, in_effect
+from wattbench.store.base import (
+    OffsetPoint,
+    SampleEncoder,
+    SequenceCheck,
+    Series,
+    StoredReject,
+    StoreMissing,
+    in_effect,
+)
 
 RUN = "20260101T000000Z-test"
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -70,9 +78,19 @@ class SeriesFetch:
 
 class MemoryStore:
     """The Store protocol in memory, for tests of code that reads and writes through a store. Writes
-    take effect at once (nothing is ever pending)."""
+    take effect at once (nothing is ever pending).
 
-    line_protocol = False
+    It is also a third backend: registered as one row (store.register), `memory://<name>` opens the
+    store of that name, the same one each time within a process."""
+
+    named: ClassVar[dict[str, MemoryStore]] = {}
+
+    @classmethod
+    def open(cls, spec: str | None, must_exist: bool, options: dict[str, Any]) -> MemoryStore:
+        name = str(spec).split("://", 1)[-1]
+        if must_exist and name not in cls.named:
+            raise StoreMissing(f"no in-memory store {name!r}")
+        return cls.named.setdefault(name, cls())
 
     def __init__(self) -> None:
         self.rows: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
@@ -82,7 +100,12 @@ class MemoryStore:
         self.healths: dict[tuple[str, str, int], dict[str, Any]] = {}
         self.rejected: dict[tuple[str, str, int], StoredReject] = {}
 
-    def write_samples(self, dev: str, samples: Sequence[dict[str, Any]], lines: bytes | None = None) -> None:
+    def start_writing(self) -> SampleEncoder | None:
+        return None
+
+    def write_samples(
+        self, dev: str, samples: Sequence[dict[str, Any]], encoded: bytes | None = None
+    ) -> None:
         for s in samples:
             self.rows.setdefault((dev, s["c"]), {})[int(s["t"])] = dict(s)
 

@@ -215,7 +215,9 @@ def tcp_port(text: str) -> int:
 def store_path(text: str) -> str:
     if not text:
         raise argparse.ArgumentTypeError("empty path")
-    if "://" in text and not text.startswith(("sqlite://", "http://", "https://")):
+    from ..store import known_spec
+
+    if not known_spec(text):
         raise argparse.ArgumentTypeError(
             f"{text!r}: give a file path or sqlite:///path (InfluxDB: --influx http(s)://host:port)"
         )

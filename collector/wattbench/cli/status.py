@@ -106,20 +106,18 @@ def gather(args: argparse.Namespace) -> dict[str, Any]:
         spec = str(default_db) if default_db.exists() else None
     if spec:
         from ..config import redact_url
-        from ..store import open_store
+        from ..store import open_reader
 
         out["store"] = redact_url(spec)
-        import sqlite3
-
-        opts: dict[str, Any] = {}
-        if spec.startswith(("http://", "https://")):
-            opts = {k: v for k, v in cfg.resolved().store_options().items() if k != "batch_lines"}
+        # What the configuration says about the store's connection; how much to write at once is not
+        # for a reader.
+        opts = {k: v for k, v in cfg.resolved().store_options().items() if k != "batch_lines"}
         try:
             # A reader: a store that is not there is reported, never created empty.
-            store = open_store(spec, must_exist=True, **opts)
+            store = open_reader(spec, **opts)
         except ValueError as exc:  # not a store address at all
             raise ConfigError(str(exc)) from None
-        except (OSError, RuntimeError, sqlite3.Error) as exc:  # StoreError is a RuntimeError
+        except (OSError, RuntimeError) as exc:  # StoreError is a RuntimeError
             raise StoreUnreachable(f"store {out['store']}: {exc}") from None
         try:
             try:
@@ -128,7 +126,7 @@ def gather(args: argparse.Namespace) -> dict[str, Any]:
                     out["verify"] = store.sequence_check()
             finally:
                 store.close()
-        except (OSError, RuntimeError, ValueError, sqlite3.Error) as exc:
+        except (OSError, RuntimeError, ValueError) as exc:
             # InfluxDB down or refusing the query (StoreUnavailable is a RuntimeError), an unreadable file
             raise StoreUnreachable(f"store {out['store']}: {exc}") from None
     return out

@@ -11,6 +11,7 @@ import logging
 from collections import deque
 
 from ..config import CollectorConfig
+from ..store import SampleEncoder
 from .parallel import Checking, CheckPool, Verdict, default_workers
 
 log = logging.getLogger(__name__)
@@ -32,9 +33,9 @@ class Checks:
         self.chunk = 64
         self.depth = 1
 
-    def start_pool(self, config: CollectorConfig, lines: bool) -> None:
-        """Start the checking processes the configuration asks for. lines: the store takes line
-        protocol, which the processes then write too."""
+    def start_pool(self, config: CollectorConfig, encoder: SampleEncoder | None) -> None:
+        """Start the checking processes the configuration asks for. encoder: the store's, which the
+        processes then run in the same pass as the check."""
         workers = config.validate_workers
         if workers < 0:
             workers = default_workers()
@@ -47,7 +48,7 @@ class Checks:
             self.pool = CheckPool(
                 workers,
                 verifier_args,
-                lines=lines,
+                encoder=encoder,
                 slots=PENDING_PER_WORKER * workers if config.validate_shared_memory else 0,
             )
         except Exception as exc:  # no processes allowed here: validate in this process instead

@@ -32,7 +32,7 @@ from ..bridge import Bridge, PlugConfigError, load_plugs
 from ..config import CollectorConfig, ConfigError, split_metrics_address
 from ..exits import Exit
 from ..spool import Spool, SpoolError
-from ..store import lineproto, open_store
+from ..store import SampleEncoder, open_store
 from .auth import Verifier
 from .checks import Checks, Message
 from .handover import Handover
@@ -59,8 +59,6 @@ class CollectorError(RuntimeError):
         self.exit_code = exit_code
 
 
-
-
 class Collector:
     """Run with start() / stop(), or use as a context manager. Thread-safe figures: counters(), devices()."""
 
@@ -80,12 +78,8 @@ class Collector:
         self.deadletter: Spool | None = None
         self.writer: Writer | None = None
         self.link: Any = None
-        self.pipeline = Pipeline(
-            self.config.id,
-            Validator(verifier=self._verifier()),
-            track_gaps=not self.config.share or self.config.share_by_topic,
-            keep_latest=bool(self.config.metrics),
-        )
+        self.pipeline = self._pipeline(None)
+        self._encoder: SampleEncoder | None = None
         self.error: CollectorError | None = None
         self.started_ms = 0
         # (connection generation, packet id, qos, topic, payload, receive time ms)
@@ -113,6 +107,15 @@ class Collector:
                 raise ConfigError(str(exc)) from None
         self.state_file = StateFile(self.config.state_dir, self.config.id)
         self.state_path = self.state_file.path
+
+    def _pipeline(self, encoder: SampleEncoder | None) -> Pipeline:
+        """encoder: the store's; until the store is open there is none."""
+        return Pipeline(
+            self.config.id,
+            Validator(verifier=self._verifier(), encoder=encoder),
+            track_gaps=not self.config.share or self.config.share_by_topic,
+            keep_latest=bool(self.config.metrics),
+        )
 
     def _verifier(self) -> Any:
 
@@ -153,11 +156,14 @@ class Collector:
         except CollectorError:
             self._close_storage()  # and /metrics, which is already served
             raise
-        if self.store.line_protocol:
-            lineproto.load_point_writer()
+        self._encoder = self.store.start_writing()
+        if self._encoder is not None:
+            # Nothing has gone into the first pipeline yet: state is restored into this one.
+            with self._pipeline_lock:
+                self.pipeline = self._pipeline(self._encoder)
         self.writer = Writer(self.store, spool, deadletter, retry_s=cfg.retry_s)
         self._restore_state()
-        self._checks.start_pool(cfg, lines=self.store.line_protocol)
+        self._checks.start_pool(cfg, encoder=self._encoder)
         self.started_ms = now_ms()
         self._health.start()
         protocol = cfg.protocol
@@ -347,7 +353,6 @@ class Collector:
             health=self._health,
             link=self.link,
             bridge=self.bridge,
-            lines=self.store.line_protocol,
             spool_figures=self._spool_figures,
             stopping=self._stopping,
             wake=self._wake,

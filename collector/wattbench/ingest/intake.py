@@ -126,7 +126,6 @@ class Intake:
         health: HealthReport,
         link: Any,
         bridge: Bridge | None,
-        lines: bool,
         spool_figures: Callable[[], tuple[int, float]],
         stopping: threading.Event,
         wake: threading.Event,
@@ -141,8 +140,6 @@ class Intake:
         self._health = health
         self._link = link
         self._bridge = bridge
-        # Checked here (no pool, or a broken one): the one pass serves a line-protocol store here too.
-        self._in_lines = lines
         self._spool_figures = spool_figures
         self._stopping = stopping
         self._wake = wake
@@ -204,9 +201,8 @@ class Intake:
                 self._pipeline.handle(t, raw, recv_ms)
             if out.reject_detail is not None:
                 excerpt = payload[:64].decode("utf-8", "replace")
-                self._pipeline.process(
-                    Rejected("plug", out.reject_detail, topic, len(payload), out.dev, excerpt), recv_ms
-                )
+                rejected = Rejected("plug", out.reject_detail, topic, len(payload), out.dev, excerpt)
+                self._pipeline.handle(topic, payload, recv_ms, (rejected, None, None))
         self._acks.held.append((gen, mid, qos))
         return True
 
@@ -232,16 +228,13 @@ class Intake:
     def _into_pipeline(self, items: list[Message], verdicts: list[Verdict] | None) -> None:
         """A chunk of messages into the pipeline, whose records join its batch; verdicts None: the
         stateless check too runs here."""
-        pipeline, in_lines = self._pipeline, self._in_lines
+        pipeline = self._pipeline
         acks = self._acks.held
         with self._pipeline_lock:
+            # Without verdicts (no pool, or a broken one) the pipeline checks here, with the store's
+            # one pass too.
             for k, m in enumerate(items):
-                if verdicts is None and in_lines:
-                    pipeline.handle_lines(m[3], m[4], m[5])
-                elif verdicts is None:
-                    pipeline.handle(m[3], m[4], m[5])
-                else:
-                    pipeline.handle_checked(m[3], m[4], m[5], *verdicts[k])
+                pipeline.handle(m[3], m[4], m[5], None if verdicts is None else verdicts[k])
                 acks.append((m[0], m[1], m[2]))
 
     # ------------------------------------------------------------------ 3. hand over

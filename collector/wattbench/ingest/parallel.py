@@ -6,20 +6,22 @@ the check (Validator.check: topic, size, JSON, version, schema, cross-field rule
 runs in a small pool of processes; the collector keeps the stateful part (accounting, dedup) and
 decodes the accepted payloads again with the fast decoder, which is cheap.
 
-For a store that writes InfluxDB line protocol the workers also format an accepted sample batch's rows:
-formatting is stateless, and it was the collector's largest cost under its interpreter lock. A batch
-is read, checked and formatted in one pass where ingest.fastlines can vouch for it, else checked
-completely and formatted row by row (lineproto.sample_block). The collector uses those lines when it
-keeps every row of the batch. The one pass also digests plain rows for accounting
-(accounting.plain_batch): the collector then accounts for the batch without reading it again.
+For a store that hands out an encoder (SampleSink.start_writing; the InfluxDB store's writes line
+protocol) the workers also encode an accepted sample batch's rows: encoding is stateless, and it was
+the collector's largest cost under its interpreter lock. A batch is read, checked and encoded in one
+pass where the encoder's one pass can vouch for it, else checked completely and encoded row by row
+(encoder.encode). The collector uses those bytes when it keeps every row of the batch. The one pass
+also gives the rows as columns, which the worker digests for accounting (accounting.plain_batch): the
+collector then accounts for the batch without reading it again. What the bytes are is the store's
+business: nothing here reads them.
 
 Results come back in submission order, so the stream keeps its order.
 
-On Linux the messages and the lines do not travel through the pool's pipes: both sides map the same
+On Linux the messages and the encoded rows do not travel through the pool's pipes: both sides map the same
 memory (a memfd, which the workers open through /proc), the collector copies each chunk's payloads
-into a slot of it and sends only their places, and a worker writes the lines into the slot's other
-half. Pickling the payloads and the lines and pushing them through 64 KiB pipes cost about 0.2 us per
-sample in all (docs/collector.md, Performance). A chunk or a batch of lines too large for its slot, a
+into a slot of it and sends only their places, and a worker writes the bytes into the slot's other
+half. Pickling the payloads and the bytes and pushing them through 64 KiB pipes cost about 0.2 us per
+sample in all (docs/collector.md, Performance). A chunk or an encoded batch too large for its slot, a
 worker that cannot map the memory, or a system without memfd goes the pipes' way, with the same
 verdicts.
 """
@@ -33,24 +35,20 @@ import sys
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, NamedTuple
 
-from ..store.lineproto import sample_block
+from ..store.base import SampleEncoder
 from .accounting import PlainBatch
 from .auth import Verifier
-from .validate import Accepted, Rejected, Validator
+from .validate import Accepted, Rejected, Validator, Verdict
 
 Item = tuple[str, bytes, int]  # topic, payload, receive time (ms)
-# A message's rejection (None: it passed) and, for an accepted sample batch, its rows as line protocol
-# (UTF-8, as they go to the store) and, when they are plain, what accounting needs of them
-# (accounting.plain_batch).
-Verdict = tuple[Rejected | None, bytes | None, PlainBatch | None]
 # A message in shared memory: topic, offset and length of its payload, receive time (ms).
 Placed = tuple[str, int, int, int]
-# A verdict whose lines may be in shared memory: the lines inline (None when they are in memory or there
-# are none), then the offset and length of the lines in memory (length -1: not there).
+# A verdict whose encoded rows may be in shared memory: the bytes inline (None when they are in memory or
+# there are none), then their offset and length in memory (length -1: not there).
 SharedVerdict = tuple[Rejected | None, bytes | None, PlainBatch | None, int, int]
 
-# Each slot holds one chunk: its payloads, then as much room again for its lines. Lines take about as
-# many bytes as the JSON rows they come from (73 and 70 bytes a sample in bench_ingest's stream); a
+# Each slot holds one chunk: its payloads, then as much room again for its encoded rows. Line protocol
+# takes about as many bytes as the JSON rows it comes from (73 and 70 bytes a sample in bench_ingest's stream); a
 # chunk of 48 messages of 200 rows is 0.7 MB.
 SLOT_HALF = 2 << 20
 
@@ -64,13 +62,15 @@ class Arena(NamedTuple):
 
 
 _validator: Validator | None = None
-_lines = False
 _memory: mmap.mmap | None = None
 
 
-def _init(verifier_args: tuple[str, bool] | None, lines: bool = False, arena: Arena | None = None) -> None:
-    global _validator, _lines, _memory
-    _lines = lines
+def _init(
+    verifier_args: tuple[str, bool] | None,
+    encoder: SampleEncoder | None = None,
+    arena: Arena | None = None,
+) -> None:
+    global _validator, _memory
     if arena is not None:
         _memory = _attach(arena)
     import signal
@@ -84,7 +84,7 @@ def _init(verifier_args: tuple[str, bool] | None, lines: bool = False, arena: Ar
     if verifier_args is not None:
         path, require = verifier_args
         verifier = Verifier.from_file(path, require=require) if path else Verifier({}, require=True)
-    _validator = Validator(verifier=verifier)
+    _validator = Validator(verifier=verifier, encoder=encoder)
 
 
 def _attach(arena: Arena) -> mmap.mmap | None:
@@ -122,44 +122,46 @@ def _exit_with_parent() -> None:
 
 
 def _check(items: list[Item]) -> list[Verdict]:
-    assert _validator is not None
+    validator = _validator
+    assert validator is not None
+    encoder = validator.encoder
     out: list[Verdict] = []
     for topic, raw, recv_ms in items:
         try:
-            if _lines:
-                one = _validator.sample_lines(topic, raw, recv_ms)
+            if encoder is not None:
+                one = validator.encoded(topic, raw, recv_ms)
                 if one is not None:
-                    out.append((None, one.lines, one.plain))
+                    out.append((None, *one))
                     continue
-            res = _validator.check(topic, raw, recv_ms)
-            lines = None
-            if isinstance(res, Accepted) and _lines and res.kind == "samples":
-                lines = sample_block(res.payload["dev"], res.payload["samples"]).encode()
+            res = validator.check(topic, raw, recv_ms)
+            data = None
+            if isinstance(res, Accepted) and encoder is not None and res.kind == "samples":
+                data = encoder.encode(res.payload["dev"], res.payload["samples"])
         except Exception as exc:  # never lose the whole chunk to one odd message
             res = Rejected(
                 "schema", f"could not be checked ({exc.__class__.__name__}: {exc})", topic, len(raw)
             )
-        out.append((None, lines, None) if isinstance(res, Accepted) else (res, None, None))
+        out.append((None, data, None) if isinstance(res, Accepted) else (res, None, None))
     return out
 
 
 def _check_placed(out_at: int, placed: list[Placed]) -> list[SharedVerdict] | None:
-    """_check for messages in shared memory, writing the lines from out_at on, as far as the slot
-    goes. None when this process has no shared memory."""
+    """_check for messages in shared memory, writing the encoded rows from out_at on, as far as the
+    slot goes. None when this process has no shared memory."""
     memory = _memory
     if memory is None:
         return None
     items = [(topic, memory[at : at + n], recv_ms) for topic, at, n, recv_ms in placed]
     out: list[SharedVerdict] = []
     at, end = out_at, out_at + SLOT_HALF
-    for verdict, lines, plain in _check(items):
-        if lines is not None:
-            if at + len(lines) <= end:
-                memory[at : at + len(lines)] = lines
-                out.append((verdict, None, plain, at, len(lines)))
-                at += len(lines)
+    for verdict, data, plain in _check(items):
+        if data is not None:
+            if at + len(data) <= end:
+                memory[at : at + len(data)] = data
+                out.append((verdict, None, plain, at, len(data)))
+                at += len(data)
                 continue
-        out.append((verdict, lines, plain, 0, -1))
+        out.append((verdict, data, plain, 0, -1))
     return out
 
 
@@ -196,7 +198,7 @@ class Checking:
                 self._pool.unshare()
                 self._verdicts = self._pool.piped(self._items).result()
             else:
-                self._verdicts = [self._pool.lines_at(v) for v in answer]
+                self._verdicts = [self._pool.encoded_at(v) for v in answer]
         finally:
             self._release()
         return self._verdicts
@@ -209,7 +211,7 @@ class Checking:
 
 class CheckPool:
     """A process pool running Validator.check. submit() a chunk and read its Checking's result().
-    lines: also format accepted sample batches as line protocol. slots: chunks that may be in the
+    encoder: the store's, to encode accepted sample batches with (None: rows only). slots: chunks that may be in the
     shared memory at once (the caller's most pending); 0 for none. submit, result and close are for
     one thread."""
 
@@ -217,7 +219,7 @@ class CheckPool:
         self,
         workers: int,
         verifier_args: tuple[str, bool] | None = None,
-        lines: bool = False,
+        encoder: SampleEncoder | None = None,
         slots: int = 0,
     ) -> None:
         # spawn: the child starts clean, with no copy of the collector's threads or locks.
@@ -230,7 +232,7 @@ class CheckPool:
         self._sharing = self._memory is not None
         try:
             self._pool = ProcessPoolExecutor(
-                workers, mp_context=ctx, initializer=_init, initargs=(verifier_args, lines, arena)
+                workers, mp_context=ctx, initializer=_init, initargs=(verifier_args, encoder, arena)
             )
             # Start the workers now (schema compilation included) rather than on the first message.
             for f in [self._pool.submit(_check, []) for _ in range(workers)]:
@@ -293,13 +295,13 @@ class CheckPool:
     def piped(self, items: list[Item]) -> Future[list[Verdict]]:
         return self._pool.submit(_check, items)
 
-    def lines_at(self, verdict: SharedVerdict) -> Verdict:
-        rejected, lines, plain, at, n = verdict
+    def encoded_at(self, verdict: SharedVerdict) -> Verdict:
+        rejected, data, plain, at, n = verdict
         if n >= 0:
             if self._view is None:
-                raise RuntimeError("the checking pool was closed before its lines were read")
-            lines = bytes(self._view[at : at + n])
-        return rejected, lines, plain
+                raise RuntimeError("the checking pool was closed before its encoded rows were read")
+            data = bytes(self._view[at : at + n])
+        return rejected, data, plain
 
     def free(self, slot: int) -> None:
         if self._sharing:

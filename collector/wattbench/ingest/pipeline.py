@@ -11,8 +11,8 @@ from typing import Any
 import wattbench_schema as contract
 
 from . import records as rec
-from .accounting import Accounts, PlainBatch
-from .validate import Accepted, Rejected, Validator
+from .accounting import Accounts
+from .validate import Accepted, Rejected, Validator, Verdict
 
 DEVICE_ID = re.compile(contract.load_schema("common")["$defs"]["device_id"]["pattern"])
 
@@ -74,60 +74,49 @@ class Pipeline:
 
     # ------------------------------------------------------------------ messages
 
-    def handle(self, topic: str, raw: bytes, recv_ms: int) -> Accepted | Rejected:
-        """Check and process one message; its records join the current batch."""
-        try:
-            outcome = self.validator.check(topic, raw, recv_ms)
-        except Exception as exc:  # a validator bug must not take the collector down: refuse the message
-            outcome = _unchecked(topic, raw, exc)
-        return self.process(outcome, recv_ms)
+    def handle(
+        self, topic: str, raw: bytes, recv_ms: int, checked: Verdict | None = None
+    ) -> Accepted | Rejected | None:
+        """Process one message; its records join the current batch. checked: the verdict of its
+        stateless check when that ran elsewhere (ingest.parallel), else None and it runs here. For a
+        store with an encoder (the validator's), a sample batch the one pass vouches for comes with
+        the store's bytes and its digest, as from a checking process.
 
-    def handle_lines(self, topic: str, raw: bytes, recv_ms: int) -> None:
-        """handle(), for a store that takes line protocol: a sample batch that the one pass vouches
-        for (Validator.sample_lines) comes with its lines and its digest, as from a checking process."""
-        one = self.validator.sample_lines(topic, raw, recv_ms)
-        if one is None:
-            self.handle(topic, raw, recv_ms)
-        else:
-            self.handle_checked(topic, raw, recv_ms, None, one.lines, one.plain)
-
-    def handle_checked(
-        self,
-        topic: str,
-        raw: bytes,
-        recv_ms: int,
-        verdict: Rejected | None,
-        lines: bytes | None = None,
-        plain: PlainBatch | None = None,
-    ) -> None:
-        """Process a message whose stateless check ran elsewhere (ingest.parallel): verdict is its
-        rejection, or None when it passed; for a sample batch, lines are its rows as line protocol
-        (UTF-8) and plain what accounting needs of them, when they are plain (accounting.plain_batch)."""
+        Returns the outcome, or None for a sample batch accepted whole from its digest (never read)."""
+        if checked is None:
+            one = self.validator.encoded(topic, raw, recv_ms)
+            if one is None:
+                try:
+                    outcome = self.validator.check(topic, raw, recv_ms)
+                except Exception as exc:  # a validator bug must not take the collector down
+                    outcome = _unchecked(topic, raw, exc)
+                return self._process(outcome, recv_ms)
+            checked = (None, *one)
+        verdict, encoded, plain = checked
         if verdict is not None:
-            self.process(verdict, recv_ms)
-            return
-        if plain is not None and lines is not None and not self.keep_latest:
+            return self._process(verdict, recv_ms)
+        if plain is not None and encoded is not None and not self.keep_latest:
             found = self.validator.match(topic)
             dev = found[1].get("dev") if found is not None and found[0] == "samples" else None
             if dev is not None and self.accounts.get(dev).admit_plain(plain, recv_ms):
-                # Every row kept: the store gets the lines, and the rows only if it asks (the spool).
+                # Every row kept: the store gets its bytes, and the rows only if it asks (the spool).
                 self.messages += 1
                 self.batch.messages += 1
                 self.accepted += 1
-                self.batch.records.append(rec.samples(dev, rec.PayloadRows(raw, plain.count), lines))
+                self.batch.records.append(rec.samples(dev, rec.PayloadRows(raw, plain.count), encoded))
                 self.batch.samples += plain.count
-                return
+                return None
         try:
             outcome = self.validator.accept_checked(topic, raw, recv_ms)
         except Exception as exc:
             outcome = _unchecked(topic, raw, exc)
-        self.process(outcome, recv_ms, lines)
+        return self._process(outcome, recv_ms, encoded)
 
-    def process(
-        self, outcome: Accepted | Rejected, recv_ms: int, lines: bytes | None = None
+    def _process(
+        self, outcome: Accepted | Rejected, recv_ms: int, encoded: bytes | None = None
     ) -> Accepted | Rejected:
-        """Account for a checked message; its records join the current batch. lines: a sample
-        batch's rows as line protocol, used when every row is kept."""
+        """Account for a checked message; its records join the current batch. encoded: a sample
+        batch's rows as the store's encoder made them, used when every row is kept."""
         self.messages += 1
         self.batch.messages += 1
         if isinstance(outcome, Rejected):
@@ -139,8 +128,8 @@ class Pipeline:
             acct = self.accounts.get(doc["dev"])
             rows, steps = acct.admit(doc, recv_ms)
             if rows:
-                # Kept rows are the batch's rows in order, so all of them kept means the lines fit.
-                whole = lines if len(rows) == len(doc["samples"]) else None
+                # Kept rows are the batch's rows in order, so all of them kept means the bytes fit.
+                whole = encoded if len(rows) == len(doc["samples"]) else None
                 self.batch.records.append(rec.samples(doc["dev"], rows, whole))
                 self.batch.samples += len(rows)
             if rows and self.keep_latest:

@@ -9,16 +9,16 @@ from typing import TYPE_CHECKING, Any, overload
 from .validate import dumps, loads
 
 if TYPE_CHECKING:
-    from ..store.base import Store
+    from ..store.base import SampleSink
 
 Record = tuple[str, Any]
 
 
 class PayloadRows(Sequence[dict[str, Any]]):
     """The rows of a valid sample batch, read from its payload only when something asks for them.
-    The collector's checking processes hand over a batch's lines and what accounting needs, so a
-    store that takes lines never makes the collector read the rows again; the spool and other stores
-    still get them as the complete check reads them."""
+    The collector's checking processes hand over a batch encoded for the store and what accounting
+    needs, so a store with an encoder never makes the collector read the rows again; the spool and
+    other stores still get them as the complete check reads them."""
 
     __slots__ = ("_count", "_raw", "_rows")
 
@@ -51,11 +51,11 @@ class PayloadRows(Sequence[dict[str, Any]]):
     __hash__ = None  # type: ignore[assignment]
 
 
-def samples(dev: str, rows: Sequence[dict[str, Any]], lines: bytes | None = None) -> Record:
-    """lines: the rows already as line protocol, UTF-8 (Store.write_samples), or None."""
-    if lines is None:
+def samples(dev: str, rows: Sequence[dict[str, Any]], encoded: bytes | None = None) -> Record:
+    """encoded: the rows already as the store's encoder made them (SampleSink.write_samples), or None."""
+    if encoded is None:
         return ("samples", {"dev": dev, "rows": rows})
-    return ("samples", {"dev": dev, "rows": rows, "lines": lines})
+    return ("samples", {"dev": dev, "rows": rows, "encoded": encoded})
 
 
 def status(doc: dict[str, Any], t_ms: int) -> Record:
@@ -82,12 +82,12 @@ def reject(collector: str, notice: dict[str, Any]) -> Record:
     return ("reject", {"collector": collector, "notice": notice})
 
 
-def apply(store: Store, records: list[Record]) -> int:
+def apply(store: SampleSink, records: list[Record]) -> int:
     """Hand the records to the store's write methods (not flushed); return the sample rows written."""
     n = 0
     for kind, body in records:
         if kind == "samples":
-            store.write_samples(body["dev"], body["rows"], body.get("lines"))
+            store.write_samples(body["dev"], body["rows"], body.get("encoded"))
             n += len(body["rows"])
         elif kind == "status":
             store.write_status(body["doc"], body["t"])
@@ -107,7 +107,7 @@ def apply(store: Store, records: list[Record]) -> int:
 
 
 def _spooled(kind: str, body: Any) -> Any:
-    # The rows are the record; lines are only their InfluxDB form, made again when the spool is replayed.
+    # The rows are the record; the encoded form is only the store's, made again when the spool is replayed.
     if kind == "samples":
         return {"dev": body["dev"], "rows": list(body["rows"])}
     return body

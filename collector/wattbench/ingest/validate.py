@@ -15,9 +15,10 @@ import orjson  # several times faster than json for the sample batches
 
 import wattbench_schema as contract
 
+from ..core.fastcheck import SURROGATE_ESCAPE, compile_fast, compile_fast_decode, count_keys
+from ..store.base import SampleEncoder
+from .accounting import PlainBatch, plain_batch
 from .auth import AuthError
-from .fastcheck import SURROGATE_ESCAPE, compile_fast, compile_fast_decode, count_keys
-from .fastlines import OnePass, compile_sample_lines
 
 CONSUMED = ("samples", "status", "meta", "phase", "result")
 EXCERPT_CHARS = 120
@@ -61,6 +62,12 @@ class Rejected:
         if self.excerpt:
             out["excerpt"] = self.excerpt[:EXCERPT_CHARS]
         return out
+
+
+# A message's stateless check: its rejection (None: it passed) and, for an accepted sample batch of a
+# store with an encoder, its rows as the encoder made them and, when they are plain, what accounting
+# needs of them (accounting.plain_batch).
+Verdict = tuple[Rejected | None, bytes | None, PlainBatch | None]
 
 
 def excerpt(raw: bytes) -> str:
@@ -150,6 +157,8 @@ class Validator:
     has a key, its HMAC signature.
 
     future_tolerance_ms: how far a timestamp may be ahead of the receive time (topics.json limits).
+    encoder: the store's, when it has one: accepted sample batches are then also encoded for it, in
+    one pass with the check where its one pass can vouch for them (encoded()).
     """
 
     def __init__(
@@ -157,6 +166,7 @@ class Validator:
         future_tolerance_ms: int | None = None,
         max_payload_bytes: int | None = None,
         verifier: Any = None,
+        encoder: SampleEncoder | None = None,
     ) -> None:
         import fastjsonschema
 
@@ -180,7 +190,8 @@ class Validator:
         # Sample batches are read and checked in one pass when they can be. Only they: elsewhere an
         # integer in a number field would come out as a float, and the other kinds are rare.
         self._fast_decode = compile_fast_decode(schemas["samples"])
-        self._fast_lines = compile_sample_lines(schemas["samples"])
+        self.encoder = encoder
+        self._one_pass = encoder.one_pass(schemas["samples"]) if encoder is not None else None
         self._topic_cache: dict[str, tuple[str, dict[str, str]] | None] = {}
 
     def match(self, topic: str) -> tuple[str, dict[str, str]] | None:
@@ -193,12 +204,12 @@ class Validator:
             self._topic_cache[topic] = found
         return found
 
-    def sample_lines(self, topic: str, raw: bytes, recv_ms: int) -> OnePass | None:
-        """A sample batch's rows as InfluxDB line protocol (and their digest for accounting) when the
-        message passes every check that check() makes, read in one pass (ingest.fastlines); None when
-        this way cannot vouch for it, and check() then decides. Batches of devices that must sign go
-        the complete way."""
-        if self._fast_lines is None or self.verifier is not None or len(raw) > self.max_payload_bytes:
+    def encoded(self, topic: str, raw: bytes, recv_ms: int) -> tuple[bytes, PlainBatch | None] | None:
+        """A sample batch's rows as the store's encoder writes them, and their digest for accounting
+        when they are plain, when the message passes every check that check() makes, read in one pass
+        (the encoder's one_pass); None when this way cannot vouch for it, and check() then decides.
+        Batches of devices that must sign go the complete way."""
+        if self._one_pass is None or self.verifier is not None or len(raw) > self.max_payload_bytes:
             return None
         found = self.match(topic)
         if found is None or found[0] != "samples":
@@ -207,9 +218,12 @@ class Validator:
         if dev is None:
             return None
         try:
-            return self._fast_lines(raw, dev, recv_ms + self.future_tolerance_ms)
+            one = self._one_pass(raw, dev, recv_ms + self.future_tolerance_ms)
         except Exception:  # this way only ever says "valid": even a fault in it leaves it to check()
             return None
+        if one is None:
+            return None
+        return one.data, plain_batch(*one.columns)
 
     def check(self, topic: str, raw: bytes, recv_ms: int) -> Accepted | Rejected:
         size = len(raw)

@@ -28,7 +28,7 @@ from . import records as rec
 from .pipeline import Batch
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store import SampleSink
 
 log = logging.getLogger("wattbench.cli.collect")
 
@@ -97,7 +97,7 @@ class Writer:
 
     def __init__(
         self,
-        store: Store,
+        store: SampleSink,
         spool: Spool,
         deadletter: Spool,
         *,

@@ -1,16 +1,21 @@
-"""What every sample store offers. The collector writes through it; alignment, scoring, reports and
-`wattbench status` read through it, so they work the same on the embedded SQLite store and on InfluxDB.
+"""What every sample store offers, in two halves. The collector writes through a `SampleSink`;
+alignment, scoring, reports and `wattbench status` read through a `StoreReader`, so they work the same
+on the embedded SQLite store, on InfluxDB and on any backend registered in `store/__init__.py`.
 
-`Store` is the whole contract: code that holds a store calls these methods and no others, never asks
-which kind of store it holds, and both stores implement every one of them (a test checks both with
-mypy). Times are epoch milliseconds of the clock that stamped them (samples: the device's; health,
-rejects, status: the collector's). Every time range is inclusive at both ends.
+`Store` is both halves, and the whole contract: code that holds a store calls these methods and no
+others, never asks which kind of store it holds, and every backend implements every one of them (a
+test checks them with mypy). What a backend stores sample rows as is its own business: a sink may
+hand the collector a `SampleEncoder`, which its checking processes run on accepted batches, and the
+collector passes what it made back to write_samples without knowing what it is.
+
+Times are epoch milliseconds of the clock that stamped them (samples: the device's; health, rejects,
+status: the collector's). Every time range is inclusive at both ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol, TypedDict
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Protocol, TypedDict
 
 from ..core.series import Series
 
@@ -60,21 +65,61 @@ class StoredReject(TypedDict):
     size: int | None  # payload bytes
 
 
-class Store(Protocol):
-    """A sample store. Writes are buffered until flush() and idempotent: the same (measurement, tags,
-    time) written twice is stored once. Reads see what has been flushed, by this or any other writer.
-    A read that the store cannot answer (down, refused, damaged, unreadable) raises StoreError."""
+class BatchColumns(NamedTuple):
+    """A sample batch as a one-pass encoder read it, in columns: what the collector's accounting
+    digests (ingest.accounting.plain_batch) without reading the rows again. wh holds `absent` for a
+    row without an energy counter."""
 
-    # True when the store writes InfluxDB line protocol: write_samples then takes the rows' lines made
-    # elsewhere (the collector formats them in its checking processes, off its main process).
-    line_protocol: bool
+    boot: int
+    clk: dict[str, Any]
+    s: list[int]
+    c: list[str]
+    t: list[int]
+    wh: list[Any]
+    absent: object
+
+
+class Encoded(NamedTuple):
+    """A valid sample batch read, checked and encoded in one pass: the sink's bytes for its rows, and
+    the rows in columns."""
+
+    data: bytes
+    columns: BatchColumns
+
+
+# (payload, the topic's device, latest acceptable sample time in ms) -> the batch, or None when this
+# way cannot vouch for it (the complete check then decides, and encode() writes the rows).
+OnePass = Callable[[bytes, str, int], Encoded | None]
+
+
+class SampleEncoder(Protocol):
+    """How a sink wants accepted sample batches made into its bytes, off the collector's main process.
+    It is pickled into the collector's checking processes, so it holds no connection and no lock."""
+
+    def encode(self, dev: str, rows: Sequence[dict[str, Any]]) -> bytes:
+        """The rows of a validated batch of device dev, as write_samples takes them."""
+
+    def one_pass(self, schema: dict[str, Any]) -> OnePass | None:
+        """For the sample-batch schema (refs inlined), a function that reads, checks and encodes a
+        batch in one pass, saying only "valid" or "cannot vouch"; None when there is none for it."""
+
+
+class SampleSink(Protocol):
+    """The write side of a store. Writes are buffered until flush() and idempotent: the same
+    (measurement, tags, time) written twice is stored once."""
+
+    def start_writing(self) -> SampleEncoder | None:
+        """Called once by a long-running writer (the collector) before its first write: the sink loads
+        what its writes need now rather than at the first write, and gives the encoder that makes
+        write_samples' `encoded` argument, or None when it takes rows only."""
 
     # ------------------------------------------------------------------ writes (buffered)
 
-    def write_samples(self, dev: str, samples: Sequence[dict[str, Any]], lines: bytes | None = None) -> None:
+    def write_samples(
+        self, dev: str, samples: Sequence[dict[str, Any]], encoded: bytes | None = None
+    ) -> None:
         """Rows of a validated sample batch of device dev (the `samples` array of the contract).
-        lines: the same rows as `lineproto.sample_block(dev, samples)` made them, UTF-8 encoded (the
-        form they are sent in), or None; a store without line_protocol ignores it."""
+        encoded: the same rows as this sink's encoder made them, or None (the sink encodes the rows)."""
 
     def write_phase(self, event: dict[str, Any]) -> None:
         """A validated phase event."""
@@ -113,7 +158,14 @@ class Store(Protocol):
     def ping(self) -> bool:
         """Whether the store answers now: False, not an exception, when it does not."""
 
-    # ------------------------------------------------------------------ reads
+    def close(self) -> None:
+        """Flush what is buffered, as far as the store can take it, and release the store. InfluxDB
+        logs what it could not send; the SQLite file raises as flush() does."""
+
+
+class StoreReader(Protocol):
+    """The query side of a store. Reads see what has been flushed, by this or any other writer. A
+    read that the store cannot answer (down, refused, damaged, unreadable) raises StoreError."""
 
     def series(
         self, dev: str, ch: str, start_ms: int, end_ms: int, fields: tuple[str, ...] = ("W",)
@@ -159,8 +211,11 @@ class Store(Protocol):
         """The newest `limit` stored rejects, newest first."""
 
     def close(self) -> None:
-        """Flush what is buffered, as far as the store can take it, and release the store. InfluxDB
-        logs what it could not send; the SQLite file raises as flush() does."""
+        """Release the store (a reader that also writes flushes first, as SampleSink.close)."""
+
+
+class Store(SampleSink, StoreReader, Protocol):
+    """A whole store, both halves: what a backend implements and open_store gives."""
 
 
 def in_effect(rows: list[tuple[int, dict[str, Any]]], start_ms: int) -> list[tuple[int, dict[str, Any]]]:

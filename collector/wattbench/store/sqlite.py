@@ -17,8 +17,17 @@ from typing import Any
 
 import numpy as np
 
-from . import lineproto
-from .base import OffsetPoint, SequenceCheck, Series, StoredReject, StoreError, StoreMissing, in_effect
+from . import layout
+from .base import (
+    OffsetPoint,
+    SampleEncoder,
+    SequenceCheck,
+    Series,
+    StoredReject,
+    StoreError,
+    StoreMissing,
+    in_effect,
+)
 
 SAMPLE_FLOATS = ("W", "V", "A", "PF", "Hz", "Wh", "T", "RH", "u", "Wmin", "Wmax")
 SAMPLE_COLS = ("dev", "ch", "time", "sub", "s", "f", "n", *SAMPLE_FLOATS)
@@ -35,12 +44,12 @@ STATUS_COLS = (
     "clk_err",
     "rssi",
 )
-HEALTH_COLS = tuple(lineproto.LAYOUT["wb_health"]["fields"])
+HEALTH_COLS = tuple(layout.LAYOUT["wb_health"]["fields"])
 # The layout's doc field is the doc column every table here has; a column holds the whole document,
 # however long, so InfluxDB's parts and their count (doc_parts) have no column.
-DOC_FIELDS = ("doc", lineproto.DOC_PARTS)
-PHASE_COLS = tuple(c for c in lineproto.LAYOUT["wb_phase"]["fields"] if c not in DOC_FIELDS)
-RESULT_COLS = tuple(c for c in lineproto.LAYOUT["wb_result"]["fields"] if c not in DOC_FIELDS)
+DOC_FIELDS = ("doc", layout.DOC_PARTS)
+PHASE_COLS = tuple(c for c in layout.LAYOUT["wb_phase"]["fields"] if c not in DOC_FIELDS)
+RESULT_COLS = tuple(c for c in layout.LAYOUT["wb_result"]["fields"] if c not in DOC_FIELDS)
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS wb_sample (
@@ -100,7 +109,11 @@ class SqliteStore:
     """synchronous: "FULL" (default) makes each flush survive power loss, "NORMAL" only a crash of
     this process, which is cheaper on slow storage."""
 
-    line_protocol = False
+    @classmethod
+    def open(cls, spec: str | None, must_exist: bool, options: dict[str, Any]) -> SqliteStore:
+        """None, a path or sqlite:///path."""
+        path = spec[len("sqlite://") :] if spec and spec.startswith("sqlite://") else spec
+        return cls(path or "wattbench.sqlite", must_exist=must_exist, **options)
 
     def __init__(
         self,
@@ -131,7 +144,7 @@ class SqliteStore:
             self._add_missing_columns("wb_health", HEALTH_COLS)
             self._add_missing_columns("wb_phase", PHASE_COLS)
             self._add_missing_columns("wb_result", RESULT_COLS)
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.Error as exc:  # a reader sees StoreError only, whatever the backend
             raise StoreError(f"store {self.path}: {exc}") from None
         self._lock = threading.RLock()
         self._pending: list[tuple[str, list[tuple[Any, ...]]]] = []
@@ -163,13 +176,19 @@ class SqliteStore:
 
     # ------------------------------------------------------------------ writes
 
-    def write_samples(self, dev: str, samples: Sequence[dict[str, Any]], lines: bytes | None = None) -> None:
+    def start_writing(self) -> SampleEncoder | None:
+        """Rows are what this store takes: no encoder."""
+        return None
+
+    def write_samples(
+        self, dev: str, samples: Sequence[dict[str, Any]], encoded: bytes | None = None
+    ) -> None:
         rows = [
             (
                 dev,
                 r["c"],
                 int(r["t"]),
-                lineproto.sub_us(r),
+                layout.sub_us(r),
                 _int(r.get("s")),
                 _int(r.get("f")),
                 _int(r.get("n")),
@@ -185,7 +204,7 @@ class SqliteStore:
             self._pending.append((sql, [row]))
 
     def write_phase(self, event: dict[str, Any]) -> None:
-        fields = lineproto.phase_fields(event)
+        fields = layout.phase_fields(event)
         self._queue(
             INSERT_PHASE,
             (
@@ -199,7 +218,7 @@ class SqliteStore:
         )
 
     def write_result(self, result: dict[str, Any]) -> None:
-        for tags, fields in lineproto.result_points(result):
+        for tags, fields in layout.result_points(result):
             doc = json.dumps(result) if tags["phase"] == "overall" else None
             self._queue(
                 INSERT_RESULT,
@@ -207,7 +226,7 @@ class SqliteStore:
             )
 
     def write_status(self, status: dict[str, Any], t_ms: int) -> None:
-        fields = lineproto.status_fields(status)
+        fields = layout.status_fields(status)
         self._queue(
             INSERT_STATUS, (status["dev"], int(t_ms), *(fields[c] for c in STATUS_COLS), json.dumps(status))
         )
@@ -230,8 +249,8 @@ class SqliteStore:
         )
 
     def write_meta(self, meta: dict[str, Any], t_ms: int) -> None:
-        f = lineproto.meta_fields(meta)
-        doc = lineproto.meta_doc(meta)
+        f = layout.meta_fields(meta)
+        doc = layout.meta_doc(meta)
         self._queue(INSERT_META, (meta["dev"], int(t_ms), f["fw"], f["board"], f["channels"], doc))
 
     def pending(self) -> int:

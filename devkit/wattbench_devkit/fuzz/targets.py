@@ -280,7 +280,7 @@ def gen_pipeline(src: Source) -> tuple[list[tuple[str, bytes]], int]:
 
 @functools.cache
 def _lines_for() -> dict[str, Callable[[Any], Any]]:
-    from wattbench.store import lineproto
+    from wattbench.store.influx import lineproto
 
     return {
         "samples": lambda body: lineproto.sample_lines(body["dev"], body["rows"], []),

@@ -1,6 +1,7 @@
 """A sample batch read, checked and written as InfluxDB line protocol in one pass.
 
-In a checking process (ingest.parallel) a valid sample batch was decoded into dicts and then formatted
+The InfluxDB store's one pass (lineproto.LineEncoder), run in the collector's checking processes.
+In a checking process a valid sample batch was decoded into dicts and then formatted
 row by row; formatting was the larger half of that process's work, most of it Python's float repr.
 Here the batch is decoded by msgspec into Structs, checked against the same schema translation as
 fastcheck, and written back out by msgspec's encoder, which writes floats in their shortest round-trip
@@ -33,7 +34,7 @@ Like fastcheck, this path may only say "valid". It answers None, and the caller 
 check, for anything it cannot vouch for: a refusal by msgspec, a surrogate escape, a key count that
 does not match the ':' bytes of the text (a duplicate key, or a marker sent by a device), a row
 with only the required keys (minProperties), a row with flags (f; a clock-step flag moves the
-time, see lineproto.sub_us), a payload dev other than the topic's, or a sample from the future.
+time, see layout.sub_us), a payload dev other than the topic's, or a sample from the future.
 tests/collector/test_fastlines.py holds its lines to the points the row-by-row formatter writes and
 its acceptance to the reference check's.
 """
@@ -41,14 +42,18 @@ its acceptance to the reference check's.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import msgspec
 
-from ..store.lineproto import PRECISION, SAMPLE_FLOATS, SAMPLE_INTS
-from .accounting import PlainBatch, plain_batch
-from .fastcheck import REFUSED, SURROGATE_ESCAPE, Translator, Untranslatable, translate_pattern
+from ...core.fastcheck import REFUSED, SURROGATE_ESCAPE, Translator, Untranslatable, translate_pattern
+from ..base import BatchColumns, Encoded, OnePass
+from ..layout import SAMPLE_FLOATS, SAMPLE_INTS
+
+# Lines carry microseconds so that a sample stamped inside the overlap after a backward clock step can
+# sit beside the earlier sample of the same millisecond instead of overwriting it (see layout.sub_us).
+# The one pass writes the time as the sample's ms and "000".
+PRECISION = "us"
 
 MARKER = "_d"  # the field that becomes the device tag; no contract key starts with "_"
 CLOSER = "_i"  # the field that ends the integers with their "i"
@@ -58,19 +63,6 @@ TAG, FIRST_INT, TIME = "c", "s", "t"  # the channel tag, the required integer, t
 OUT_TYPES_KEPT = 2048
 FLAGS = "f"  # an integer whose clock-step bit moves the time: rows with it go the row-by-row way
 ENERGY = "Wh"  # the energy counter, which accounting follows per channel
-
-
-class OnePass(NamedTuple):
-    """A valid sample batch as this module reads it: its rows as line protocol (ASCII bytes, as they go
-    to the store), and what accounting needs of them when they are plain (accounting.plain_batch), so
-    that the collector need not read the rows again."""
-
-    lines: bytes
-    plain: PlainBatch | None
-
-
-# (raw, topic's device, latest acceptable sample time in ms) -> the batch read in one pass, or None
-SampleLines = Callable[[bytes, str, int], OnePass | None]
 
 
 def _count_set(obj: Any) -> int:
@@ -166,7 +158,7 @@ def _same_after_retype(row_type: Any, out_type: Any, ints: list[str]) -> bool:
     return all(getattr(row, name) == value for name, value in values.items())
 
 
-def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample") -> SampleLines | None:
+def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample") -> OnePass | None:
     """lines(raw, dev, latest_ms) for a sample-batch schema (refs inlined), or None when the schema is
     not one this module can translate."""
     translator = Translator(schema)
@@ -244,7 +236,7 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
     ).search
     surrogate = SURROGATE_ESCAPE.search
 
-    def lines(raw: bytes, dev: str, latest_ms: int) -> OnePass | None:
+    def lines(raw: bytes, dev: str, latest_ms: int) -> Encoded | None:
         # A batch without a backslash holds no escape at all: one memchr instead of the pattern's scan.
         if b"\\" in raw and surrogate(raw):
             return None
@@ -286,7 +278,7 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
         # time gets its own.
         block = body[4:] + b"000"
         energy = [r.Wh for r in rows] if has_energy else [msgspec.UNSET] * len(rows)
-        plain = plain_batch(
+        columns = BatchColumns(
             batch.boot,
             msgspec.to_builtins(batch.clk),
             [r.s for r in rows],
@@ -295,6 +287,6 @@ def compile_sample_lines(schema: dict[str, Any], measurement: str = "wb_sample")
             energy,
             msgspec.UNSET,
         )
-        return OnePass(block, plain)
+        return Encoded(block, columns)
 
     return lines
