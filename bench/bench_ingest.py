@@ -293,15 +293,15 @@ def stream_lines(messages: list[tuple[str, bytes]]) -> list[str]:
     import orjson
 
     from wattbench.ingest.validate import Validator
-    from wattbench.store.influx.lineproto import sample_lines
+    from wattbench.store.influx.lineproto import LineEncoder, sample_lines
 
-    validator = Validator()
+    validator = Validator(encoder=LineEncoder())
     recv_ms = int(time.time() * 1000)
     out: list[str] = []
     for topic, raw in messages:
-        one = validator.sample_lines(topic, raw, recv_ms)
+        one = validator.encoded(topic, raw, recv_ms)
         if one is not None:
-            out.extend(one.lines.decode().split("\n"))
+            out.extend(one[0].decode().split("\n"))
             continue
         doc = orjson.loads(raw)
         sample_lines(doc["dev"], doc["samples"], out)

@@ -4,13 +4,13 @@
 
 Each row is a way to decode a batch and check it against schema/v1/samples.schema.json; every row
 accepts the same batches. The collector reads a batch with msgspec against TypedDicts derived from
-the schema in one pass (ingest/fastcheck.py); a batch that pass cannot vouch for is decoded strictly
+the schema in one pass (core/fastcheck.py); a batch that pass cannot vouch for is decoded strictly
 with orjson and checked against msgspec Structs, and fastjsonschema decides and words any refusal.
 The best of --repeat passes is printed, with each row's time as a ratio to the first.
 
 A second table is the work of a checking process when the store is InfluxDB: the whole check and
 the batch's line protocol, row by row after the check (lineproto.sample_block) against the one pass
-of ingest/fastlines.py, which decodes, checks and writes the lines in one go.
+of store/influx/fastlines.py (the InfluxDB store's encoder), which decodes, checks and writes the lines in one go.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import orjson
 import wattbench_schema as contract
 from wattbench.core.fastcheck import compile_fast, compile_fast_decode
 from wattbench.ingest.validate import Accepted, Validator
-from wattbench.store.influx.lineproto import sample_block
+from wattbench.store.influx.lineproto import LineEncoder, sample_block
 
 
 def batches(samples: int, batch: int) -> list[tuple[str, bytes]]:
@@ -76,7 +76,7 @@ def main() -> int:
     fast = compile_fast(schema)
     fast_decode = compile_fast_decode(schema)
     assert fast is not None and fast_decode is not None
-    validator = Validator()
+    validator = Validator(encoder=LineEncoder())
     now = int(time.time() * 1000)
 
     def json_fjs(raw: bytes) -> Any:
@@ -116,7 +116,7 @@ def main() -> int:
         return sample_block(res.payload["dev"], res.payload["samples"])
 
     def one_pass_lines(topic: str, raw: bytes) -> Any:
-        one = validator.sample_lines(topic, raw, now)
+        one = validator.encoded(topic, raw, now)
         if one is None:
             raise AssertionError("the one-pass way left a valid batch to the complete check")
         return one
@@ -126,7 +126,7 @@ def main() -> int:
         + [("Validator.check (the collector's whole stateless check)", check)],
         [
             ("Validator.check, then lines row by row", check_then_rows),
-            ("Validator.sample_lines, one pass (ingest/fastlines.py)", one_pass_lines),
+            ("Validator.encoded, one pass (store/influx/fastlines.py)", one_pass_lines),
         ],
     ]
     best: dict[str, float] = {}
