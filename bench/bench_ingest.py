@@ -403,7 +403,7 @@ def main() -> int:
     from wattbench.store.influx import InfluxStore
 
     collector_batch = CollectorConfig().influx_batch_lines
-    connections = InfluxStore("http://127.0.0.1:1").parallel_writes
+    connections = InfluxStore("http://127.0.0.1:1").http.parallel_writes
     sizes = sorted({collector_batch, *args.ceiling_batches})
 
     stream = Stream(
