@@ -209,11 +209,33 @@ def test_influx_store_reports_an_outage_and_recovers(influxdb) -> None:  # type:
 def test_influx_credentials_never_show(monkeypatch: pytest.MonkeyPatch) -> None:
     from wattbench.store.influx import InfluxStore
 
-    monkeypatch.setenv("WATTBENCH_INFLUX_TOKEN", "s3cret-token")
-    monkeypatch.setenv("WATTBENCH_INFLUX_PASSWORD", "s3cret-pass")
-    store = InfluxStore("http://127.0.0.1:1", user="u")
+    store = InfluxStore("http://127.0.0.1:1", user="u", token="s3cret-token", password="s3cret-pass")
     assert "s3cret" not in repr(store) and "s3cret" not in str(vars(store).get("url"))
     assert store.http._token_value() == "s3cret-token"
+
+
+def test_the_influx_backend_takes_values_and_the_settings_read_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The store reads no environment variable itself: one resolver (the settings) gives the one order
+    of precedence, and an option on the command line beats the environment."""
+    import argparse
+
+    from wattbench.cli.options import add_store_options, open_store_from_args
+    from wattbench.store.influx import InfluxStore
+
+    monkeypatch.setenv("WATTBENCH_INFLUX_DB", "envdb")
+    monkeypatch.setenv("WATTBENCH_INFLUX_TOKEN", "env-token")
+    assert InfluxStore("http://127.0.0.1:1").db == "wattbench"
+    assert InfluxStore("http://127.0.0.1:1").http._token_value() == ""
+    parser = argparse.ArgumentParser()
+    add_store_options(parser)
+    store = open_store_from_args(parser.parse_args(["--influx", "http://127.0.0.1:1"]), must_exist=False)
+    assert store.db == "envdb" and store.http._token_value() == "env-token"
+    store = open_store_from_args(
+        parser.parse_args(["--influx", "http://127.0.0.1:1", "--db", "given"]), must_exist=False
+    )
+    assert store.db == "given"
 
 
 def test_overlap_after_a_backward_clock_step_does_not_overwrite(tmp_path: Path) -> None:

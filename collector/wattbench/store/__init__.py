@@ -80,7 +80,8 @@ def open_store(spec: str | None, *, must_exist: bool = False, **options: object)
     """Open a store from its address.
 
     None, a path or sqlite:///path: the embedded file store. http(s)://host:port: InfluxDB, with
-    database/bucket, org and credentials from options or WATTBENCH_INFLUX_* environment variables.
+    database/bucket, org and credentials from options (the settings resolve them; no backend reads the
+    environment).
 
     must_exist is for readers: a SQLite file that is not there raises StoreMissing instead of being
     created empty, and InfluxDB must answer now (StoreUnavailable) rather than at the first query.

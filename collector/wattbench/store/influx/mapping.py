@@ -3,15 +3,14 @@ and fields. Writes become line protocol (lineproto.py), buffered by the caller's
 by flush() through the transport (http.py) synchronously, so that flush() returning means InfluxDB has
 the points: the collector acknowledges MQTT messages only then. Reads are InfluxQL.
 
-Credentials come from the options or the environment (WATTBENCH_INFLUX_TOKEN, _USER, _PASSWORD, _ORG,
-_DB) and are never logged or shown in repr().
+Credentials come as options, resolved by the settings (config.py) from the command line, the
+environment or the file, and are never logged or shown in repr().
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -59,16 +58,17 @@ class InfluxStore:
         parallel_writes: int = 4,
         **_ignored: Any,
     ) -> None:
-        env = os.environ
+        # The values come resolved (config.py's settings: options, environment, file); a backend that
+        # read the environment itself would give it a second order of precedence.
         self.http = InfluxHttp(
             url,
-            db=db or env.get("WATTBENCH_INFLUX_DB") or "wattbench",
-            rp=rp or env.get("WATTBENCH_INFLUX_RP") or "",
-            bucket=bucket or env.get("WATTBENCH_INFLUX_BUCKET") or "",
-            org=org or env.get("WATTBENCH_INFLUX_ORG") or "",
-            token=token if token is not None else env.get("WATTBENCH_INFLUX_TOKEN", ""),
-            user=user if user is not None else env.get("WATTBENCH_INFLUX_USER", ""),
-            password=password if password is not None else env.get("WATTBENCH_INFLUX_PASSWORD", ""),
+            db=db or "wattbench",
+            rp=rp or "",
+            bucket=bucket or "",
+            org=org or "",
+            token=token or "",
+            user=user or "",
+            password=password or "",
             batch_lines=batch_lines,
             timeout_s=timeout_s,
             create_db=create_db,
