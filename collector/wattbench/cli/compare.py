@@ -163,10 +163,14 @@ def from_suite(name: str, source: str, doc: dict[str, Any]) -> Any:
 
 def from_table(name: str, source: str, path: Path) -> Any:
     from ..core.compare import Candidate, Curve, Point
-    from .score import TableError, comparability, read_table
+    from ..core.leveltable import TableError, comparability
+    from ..core.published import parse_table
 
     try:
-        table = read_table(path)
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            table = parse_table(f, is_json=path.suffix.lower() == ".json")
+    except OSError as exc:
+        raise CliError(f"{source}: cannot read {path}: {exc.strerror or exc}") from None
     except TableError as exc:
         raise CliError(f"{source}: {exc}") from None
     levels = [table.level(i) for i in range(len(table))]
