@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import wattbench_schema as contract
-from wattbench.ingest.accounting import MAX_HOLES, DeviceAccount, SeqTracker
+from wattbench.ingest.accounting import DeviceAccount
 from wattbench.ingest.pipeline import Pipeline
+from wattbench.ingest.seqtrack import MAX_HOLES, SeqTracker
 
 T0 = 1_763_760_000_000
 

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 import wattbench_schema as contract
 from wattbench.ingest import records as rec
-from wattbench.ingest.accounting import ENERGY_SLACK_WH, DeviceAccount, PlainBatch, plain_batch
+from wattbench.ingest.accounting import DeviceAccount
 from wattbench.ingest.pipeline import Pipeline
+from wattbench.ingest.plainbatch import ENERGY_SLACK_WH, PlainBatch, plain_batch
 from wattbench.ingest.validate import Rejected, Validator
 from wattbench.store.influx import LineEncoder
 from wattbench.store.influx.fastlines import compile_sample_lines

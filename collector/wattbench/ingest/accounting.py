@@ -8,224 +8,25 @@ highest number and in no hole has been seen before and is dropped. Dropping is o
 that knowledge: anything the tracker cannot vouch for is kept, because the store is idempotent anyway.
 
 Numbers a device never handed out are no loss: at a clean restart the firmware jumps to its next
-reserved block, and the numbers skipped are taken out of the holes (see DeviceAccount). Rates come
+reserved block, and the numbers skipped are taken out of the holes (restarts.py). Rates come
 from the device's own sample times and sequence numbers, never from when batches arrived.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections import deque
-from dataclasses import dataclass
-from operator import ge, gt
-from typing import Any, NamedTuple
+from typing import Any
 
-from wattbench_schema import FLAG_CLOCK_STEP
+from .continuity import EnergyStep, check_rows, follow_plain, plain_repeats
+from .plainbatch import PlainBatch, plain_batch
+from .restarts import Restarts
+from .seqtrack import SeqTracker
 
-MAX_HOLES = 10_000  # per device in memory; a status file keeps the newest 1 000
+# The ingest modules take the digest of a plain batch from here, beside the account it feeds.
+__all__ = ["COUNTERS", "Accounts", "DeviceAccount", "EnergyStep", "PlainBatch", "plain_batch"]
+
 OFFSET_WINDOW = 32
 RATE_WINDOW_MS = 10_000
-ENERGY_SLACK_WH = 1e-9
-
-
-class SeqTracker:
-    """The highest sequence number seen and the holes (inclusive ranges) below it.
-
-    Each hole remembers the gap it is part of (the first number of the jump that opened it), because
-    a sample that lands in the middle of a gap splits it: the gap is filled only once no piece of it
-    is left.
-    """
-
-    __slots__ = ("ends", "floor", "high", "origins", "starts")
-
-    def __init__(self) -> None:
-        self.high = -1
-        self.floor = -1  # numbers below it are no longer tracked: never called duplicate
-        self.starts: list[int] = []
-        self.ends: list[int] = []
-        self.origins: list[int] = []
-
-    def hole_count(self) -> int:
-        return len(self.starts)
-
-    def gap_count(self) -> int:
-        """Gaps with a number still missing (a split gap counts once)."""
-        return len(set(self.origins))
-
-    def add_hole(self, start: int, end: int) -> None:
-        self.starts.append(start)
-        self.ends.append(end)
-        self.origins.append(start)
-        if len(self.starts) > MAX_HOLES:
-            # Forget the oldest holes; a late sample from them is then kept without question.
-            drop = len(self.starts) - MAX_HOLES
-            self.floor = self.ends[drop - 1] + 1
-            del self.starts[:drop]
-            del self.ends[:drop]
-            del self.origins[:drop]
-
-    def _closed(self, origin: int, i: int) -> bool:
-        """True when the gap `origin` has no piece left next to index i (pieces of one gap are
-        neighbours) and none of it was forgotten (then it is never called filled)."""
-        for j in (i - 1, i):
-            if 0 <= j < len(self.origins) and self.origins[j] == origin:
-                return False
-        return origin >= self.floor
-
-    def fill(self, s: int) -> int:
-        """Remove s from the holes: 0 when s was not missing (a duplicate), 1 when it filled part of a
-        gap, 2 when it was the gap's last missing number."""
-        i = bisect_right(self.starts, s) - 1
-        if i < 0 or s > self.ends[i]:
-            return 0
-        a, b, o = self.starts[i], self.ends[i], self.origins[i]
-        if a == b:
-            del self.starts[i]
-            del self.ends[i]
-            del self.origins[i]
-            return 2 if self._closed(o, i) else 1
-        if s == a:
-            self.starts[i] = a + 1
-        elif s == b:
-            self.ends[i] = b - 1
-        else:
-            self.ends[i] = s - 1
-            self.starts.insert(i + 1, s + 1)
-            self.ends.insert(i + 1, b)
-            self.origins.insert(i + 1, o)
-        return 1
-
-    def remove_range(self, lo: int, hi: int) -> tuple[int, list[int]]:
-        """Take [lo, hi] out of the holes (numbers known never to have been handed out).
-
-        Returns how many missing numbers that removed and the gaps left with no piece at all."""
-        if hi < lo:
-            return 0, []
-        removed = 0
-        touched: set[int] = set()
-        starts: list[int] = []
-        ends: list[int] = []
-        origins: list[int] = []
-        for a, b, o in zip(self.starts, self.ends, self.origins, strict=True):
-            if b < lo or a > hi:
-                starts.append(a)
-                ends.append(b)
-                origins.append(o)
-                continue
-            touched.add(o)
-            removed += min(b, hi) - max(a, lo) + 1
-            if a < lo:
-                starts.append(a)
-                ends.append(lo - 1)
-                origins.append(o)
-            if b > hi:
-                starts.append(hi + 1)
-                ends.append(b)
-                origins.append(o)
-        self.starts, self.ends, self.origins = starts, ends, origins
-        left = set(origins)
-        return removed, sorted(o for o in touched if o not in left)
-
-    def state(self, max_holes: int = 1000) -> dict[str, Any]:
-        """The newest max_holes holes; older ones are forgotten (the floor moves past them), which
-        only means a late sample from them would be kept rather than judged."""
-        drop = max(0, len(self.starts) - max_holes)
-        floor = self.ends[drop - 1] + 1 if drop else self.floor
-        return {
-            "high": self.high,
-            "floor": floor,
-            "holes": [
-                [a, b, o]
-                for a, b, o in zip(self.starts[drop:], self.ends[drop:], self.origins[drop:], strict=True)
-            ],
-        }
-
-    @classmethod
-    def from_state(cls, doc: dict[str, Any]) -> SeqTracker:
-        out = cls()
-        out.high = int(doc.get("high", -1))
-        out.floor = int(doc.get("floor", -1))
-        for hole in doc.get("holes", [])[-MAX_HOLES:]:
-            # [start, end] from older state files: each hole is then its own gap
-            out.starts.append(int(hole[0]))
-            out.ends.append(int(hole[1]))
-            out.origins.append(int(hole[2]) if len(hole) > 2 else int(hole[0]))
-        return out
-
-
-@dataclass(slots=True)
-class EnergyStep:
-    """An energy counter that went down between two samples of one channel, in sequence order."""
-
-    dev: str
-    ch: str
-    seq: int
-    before: float
-    after: float
-
-    def detail(self) -> str:
-        return (
-            f"energy counter of channel {self.ch!r} went back from {self.before:g} Wh to {self.after:g} Wh "
-            f"at s={self.seq}"
-        )
-
-
-class PlainBatch(NamedTuple):
-    """A sample batch as accounting needs it when its rows are plain (see plain_batch)."""
-
-    boot: int
-    clk: dict[str, Any]
-    first_s: int  # the rows' numbers are first_s, first_s + 1, ... in row order
-    count: int
-    newest_t: int  # the last row's time
-    # Per channel: name, first and last time, first and last energy (None: no row has one), last number
-    chans: tuple[tuple[str, int, int, float | None, int, float | None], ...]
-
-
-def plain_batch(
-    boot: int,
-    clk: dict[str, Any],
-    s: list[int],
-    c: list[str],
-    t: list[int],
-    wh: list[Any],
-    absent: object = None,
-) -> PlainBatch | None:
-    """The digest of a sample batch, its rows given as columns (number, channel, time, energy or
-    `absent`), when they are plain: numbered one after another, the channels in the same turn
-    throughout, each channel's time rising, and its energy counter given in every row or in none and
-    never going back. None otherwise. Made in a checking process (ingest.parallel), so that the
-    collector can account for the batch without reading its rows again (DeviceAccount.admit_plain).
-    Flags are not looked at: the caller gives only rows without any."""
-    n = len(s)
-    if not n or s != list(range(s[0], s[0] + n)):
-        return None
-    k = len(set(c))
-    if len(set(c[:k])) != k or c[k:] != c[: n - k]:
-        return None
-    chans = []
-    for j in range(k):
-        times = t[j::k]
-        if not all(map(gt, times[1:], times)):
-            return None
-        energy = wh[j::k]
-        try:
-            # Rising outright, else within the slack that admit() allows. Every value is compared (by
-            # the first when it passes, else by the second's list), so a missing one always raises.
-            rising = all(map(ge, energy[1:], energy)) or all(
-                map(ge, energy[1:], [w - ENERGY_SLACK_WH for w in energy])
-            )
-        except TypeError:  # a row without energy: fine only if no row of the channel has it
-            if energy.count(absent) != len(energy):
-                return None
-            rising = True
-        if not rising:
-            return None
-        last = j + (n - 1 - j) // k * k
-        first_wh = None if wh[j] is absent else wh[j]
-        last_wh = None if wh[last] is absent else wh[last]
-        chans.append((c[j], t[j], t[last], first_wh, s[last], last_wh))
-    return PlainBatch(boot, clk, s[0], n, t[-1], tuple(chans))
 
 
 COUNTERS = (
@@ -239,19 +40,15 @@ COUNTERS = (
     "out_of_order",
     "rejects",
 )
-BOOTS_KEPT = 8  # boots whose announced end and first number are remembered
-SKIPPED_KEPT = 256  # ranges judged never handed out, remembered in case a number from one turns up
 
 
 class DeviceAccount:
     """Everything the collector knows about one appliance's stream.
 
-    A restart is not a loss. The firmware reserves sequence numbers in blocks and a new boot starts at
-    the next reservation, so the numbers between where a boot stopped and where the next one starts
-    were never handed out. A clean stop says where it stopped: its `shutdown` status carries `seq`, the
-    next number it would have used. The numbers from there up to the first one seen from a later boot
-    are `unassigned`, neither missing nor a gap. A power cut announces nothing, so its jump stays
-    missing: an upper bound, since what was only in RAM is lost but the rest of the block never existed.
+    A restart is not a loss: the numbers between where a boot stopped cleanly and where the next one
+    started were never handed out (restarts.py) and are `unassigned`, neither missing nor a gap. A power
+    cut announces nothing, so its jump stays missing: an upper bound, since what was only in RAM is lost
+    but the rest of the block never existed.
     """
 
     def __init__(self, dev: str, track_gaps: bool = True) -> None:
@@ -285,12 +82,10 @@ class DeviceAccount:
         self.last_seq: int | None = None
         self.seq = SeqTracker()
         self.space_boot: int | None = None  # the boot that started the current sequence space
-        self.ends: dict[int, int] = {}  # boot -> next number it would have used, from its shutdown status
-        self.firsts: dict[int, int] = {}  # boot -> lowest number seen from it
-        self.skipped: list[list[int]] = []  # [lo, hi] ranges judged never handed out
+        self.restarts = Restarts()
         self._lags: deque[int] = deque(maxlen=OFFSET_WINDOW)
         self._rate: deque[tuple[int, int]] = deque()  # (device time, sequence number), in sequence order
-        self._chans: dict[str, list[Any]] = {}  # channel -> [last seq, its t, last energy]
+        self._chans: dict[str, list[Any]] = {}  # channel -> [last seq, its t, last energy, clock step flag]
 
     # ------------------------------------------------------------------ ingest
 
@@ -304,23 +99,17 @@ class DeviceAccount:
         boot = int(doc["boot"])
         if self.space_boot is not None and boot < self.space_boot:
             return  # a boot of an older sequence space
-        self.ends[boot] = int(doc["seq"])
-        _trim(self.ends)
+        self.restarts.note_end(boot, int(doc["seq"]))
         self._apply_ends()
 
     def _apply_ends(self) -> None:
         """Take the numbers between each announced end and the next boot's first one out of the holes."""
-        for boot, end in self.ends.items():
-            later = [s for b, s in self.firsts.items() if b > boot]
-            if not later:
-                continue
-            first = min(later)
-            removed, gone = self.seq.remove_range(end, first - 1)
+        for end, last in self.restarts.between():
+            removed, gone = self.seq.remove_range(end, last)
             if not removed:
                 continue
             self.unassigned += removed
-            self.skipped.append([end, first - 1])
-            del self.skipped[:-SKIPPED_KEPT]
+            self.restarts.skip(end, last)
             if self.track_gaps:
                 self.missing -= removed
                 for origin in gone:
@@ -328,17 +117,6 @@ class DeviceAccount:
                         self.gaps -= 1  # the whole jump was never handed out: it was no gap
                     else:
                         self.gaps_filled += 1  # what was really missing of it had arrived
-
-    def _turned_up(self, s: int) -> bool:
-        """True when s lies in a range judged never handed out: it was, after all. Kept and counted
-        as neither unassigned nor duplicate."""
-        for i, (lo, hi) in enumerate(self.skipped):
-            if lo <= s <= hi:
-                pieces = [p for p in ([lo, s - 1], [s + 1, hi]) if p[0] <= p[1]]
-                self.skipped[i : i + 1] = pieces
-                self.unassigned -= 1
-                return True
-        return False
 
     def _begin(self, boot: int, clk: dict[str, Any], count: int, recv_ms: int) -> bool:
         """The batch-level part of admitting a batch of count rows; True when the device's own count
@@ -377,11 +155,8 @@ class DeviceAccount:
         self.last_seq = seq.high
         self.energy_steps += energy_steps
         self.stored += kept
-        if first is not None and first < self.firsts.get(boot, first + 1):
-            self.firsts[boot] = first
-            _trim(self.firsts)
-            if self.ends:
-                self._apply_ends()
+        if first is not None and self.restarts.note_first(boot, first) and self.restarts.ends:
+            self._apply_ends()
         if stepped and not old_boot:
             # Delays measured on the old clock say nothing about the new one; keeping them would hold
             # the estimate at the old offset for a whole window after a step back.
@@ -408,29 +183,12 @@ class DeviceAccount:
         boot = rows.boot
         if boot != self.boot or seq.high < 0 or rows.first_s != seq.high + 1:
             return False
-        chans = self._chans
-        repeats = 0
-        for ch, t0, _t1, wh0, _s1, _wh1 in rows.chans:
-            last = chans.get(ch)
-            if last is not None:
-                if last[0] >= rows.first_s:  # a late row of an older sequence space came last
-                    return False
-                if wh0 is not None and last[2] is not None and wh0 < last[2] - ENERGY_SLACK_WH:
-                    return False
-                if t0 <= last[1]:
-                    repeats += 1
+        repeats = plain_repeats(self._chans, rows)
+        if repeats is None:
+            return False
         stepped = self._begin(boot, rows.clk, rows.count, recv_ms)
         self.t_repeats += repeats
-        for ch, _t0, t1, _wh0, s1, wh1 in rows.chans:
-            last = chans.get(ch)
-            if last is None:
-                chans[ch] = [s1, t1, wh1, 0]
-            else:
-                last[0] = s1
-                last[1] = t1
-                if wh1 is not None:
-                    last[2] = wh1
-                last[3] = 0
+        follow_plain(self._chans, rows)
         top = rows.first_s + rows.count - 1
         seq.high = top
         self._end(boot, rows.first_s, stepped, False, rows.count, rows.newest_t, top, 0, recv_ms)
@@ -441,33 +199,45 @@ class DeviceAccount:
         rows: list[dict[str, Any]] = doc["samples"]
         boot = int(doc["boot"])
         stepped = self._begin(boot, doc["clk"], len(rows), recv_ms)
+        old_boot, other_space = self._place_boot(boot, int(rows[0]["s"]))
+        keep, first = self._judge_sequence(rows, old_boot, other_space)
+        steps, repeats, flagged = check_rows(self._chans, self.dev, keep)
+        self.t_repeats += repeats
+        newest, top = (int(keep[-1]["t"]), int(keep[-1]["s"])) if keep else (0, 0)
+        self._end(boot, first, stepped or flagged, old_boot, len(keep), newest, top, len(steps), recv_ms)
+        return keep, steps
 
-        seq = self.seq
-        old_boot = False  # from a boot before the newest: fills holes, but moves nothing on
-        other_space = False  # from before the sequence was restarted: kept, decides nothing
+    def _place_boot(self, boot: int, first_s: int) -> tuple[bool, bool]:
+        """Where the batch's boot stands against the newest one: the same, a new one (a reboot, after
+        which a sequence that started again opens a new space), or an older one. Returns old_boot (from
+        a boot before the newest: fills holes, but moves nothing on) and other_space (from before the
+        sequence was restarted: kept, decides nothing)."""
         if self.boot is None:
             self.boot = boot
         elif boot > self.boot:
             self.reboots += 1
             self.boot = boot
             self._rate.clear()  # the numbers jump at a reboot; rate is measured within one boot
-            if int(rows[0]["s"]) <= seq.high:
+            if first_s <= self.seq.high:
                 # The device did not keep its sequence over the reboot: start a new space rather
                 # than call everything from now on a duplicate.
                 self.seq_resets += 1
-                seq = self.seq = SeqTracker()
+                self.seq = SeqTracker()
                 self._chans.clear()
                 self.space_boot = boot
-                self.ends.clear()
-                self.firsts.clear()
-                self.skipped.clear()
+                self.restarts.clear()
         elif boot < self.boot:
-            old_boot = True
-            other_space = self.space_boot is not None and boot < self.space_boot
+            return True, self.space_boot is not None and boot < self.space_boot
+        return False, False
 
+    def _judge_sequence(
+        self, rows: list[dict[str, Any]], old_boot: bool, other_space: bool
+    ) -> tuple[list[dict[str, Any]], int | None]:
+        """Each row's number against the sequence: the next ones (opening a gap when numbers were
+        skipped), late ones that fill a hole, and duplicates, which are dropped. Returns the rows kept
+        and the lowest number kept that counts (None: none)."""
+        seq = self.seq
         keep: list[dict[str, Any]] = []
-        steps: list[EnergyStep] = []
-        chans = self._chans
         high = seq.high
         first = None
         for row in rows:
@@ -477,54 +247,48 @@ class DeviceAccount:
             elif s > high and not old_boot:
                 if high < 0:
                     seq.floor = s  # what came before the first sample seen is unknown, not duplicate
-                elif s > high + 1 and self.track_gaps:
-                    self.gaps += 1
-                    self.missing += s - high - 1
-                if high >= 0 and s > high + 1:
-                    seq.add_hole(high + 1, s - 1)
+                elif s > high + 1:
+                    self._open_gap(high, s)
                 high = seq.high = s
             elif s > high or s < seq.floor:
                 self.out_of_order += 1
-            elif filled := seq.fill(s):
-                self.out_of_order += 1
-                if self.track_gaps:
-                    self.missing -= 1
-                    if filled == 2:
-                        self.gaps_filled += 1
-            elif (self.skipped and self._turned_up(s)) or old_boot:
-                # An older boot's sample that fills no hole is kept unjudged: nothing says for sure
-                # that its boot numbered in the same space.
-                self.out_of_order += 1
-            else:
+            elif not self._late(s, old_boot):
                 self.duplicates += 1
                 continue
             if not other_space and (first is None or s < first):
                 first = s
             keep.append(row)
-            # Per channel, in sequence order: time must move on (the store keys a sample by device,
-            # channel and ms, so a repeated ms overwrites) and the energy counter must not go back.
-            ch = row["c"]
-            last = chans.get(ch)
-            wh = row.get("Wh")
-            if last is None:
-                chans[ch] = [s, row["t"], wh, row.get("f", 0) & FLAG_CLOCK_STEP]
-            elif s > last[0]:
-                t = row["t"]
-                step_flag = row.get("f", 0) & FLAG_CLOCK_STEP
-                if step_flag and not last[3]:
-                    stepped = True  # a device that does not count its steps still flags them
-                last[3] = step_flag
-                if t <= last[1]:
-                    self.t_repeats += 1
-                if wh is not None:
-                    if last[2] is not None and wh < last[2] - ENERGY_SLACK_WH:
-                        steps.append(EnergyStep(self.dev, ch, s, last[2], wh))
-                    last[2] = wh
-                last[0] = s
-                last[1] = t
-        newest, top = (int(keep[-1]["t"]), int(keep[-1]["s"])) if keep else (0, 0)
-        self._end(boot, first, stepped, old_boot, len(keep), newest, top, len(steps), recv_ms)
-        return keep, steps
+        return keep, first
+
+    def _open_gap(self, high: int, s: int) -> None:
+        """s came after high with numbers between them missing."""
+        if self.track_gaps:
+            self.gaps += 1
+            self.missing += s - high - 1
+        self.seq.add_hole(high + 1, s - 1)
+
+    def _late(self, s: int, old_boot: bool) -> bool:
+        """A number at or below the highest seen: True (kept, out of order) when it fills a hole, was
+        judged never handed out, or comes from an older boot; False when it is a duplicate."""
+        filled = self.seq.fill(s)
+        if filled:
+            self.out_of_order += 1
+            if self.track_gaps:
+                self.missing -= 1
+                if filled == 2:
+                    self.gaps_filled += 1
+            return True
+        if self.restarts.skipped and self.restarts.turned_up(s):
+            # It was handed out after all: kept, and counted as neither unassigned nor duplicate.
+            self.unassigned -= 1
+            self.out_of_order += 1
+            return True
+        if old_boot:
+            # An older boot's sample that fills no hole is kept unjudged: nothing says for sure that
+            # its boot numbered in the same space.
+            self.out_of_order += 1
+            return True
+        return False
 
     def note_reject(self) -> None:
         self._saved = None
@@ -609,9 +373,7 @@ class DeviceAccount:
         doc["channels"] = {ch: list(v) for ch, v in self._chans.items()}
         doc["dev_steps"] = self._dev_steps
         doc["space_boot"] = self.space_boot
-        doc["ends"] = [[b, e] for b, e in self.ends.items()]
-        doc["firsts"] = [[b, f] for b, f in self.firsts.items()]
-        doc["skipped"] = [list(r) for r in self.skipped]
+        doc.update(self.restarts.state())
         self._saved = doc
         return doc
 
@@ -636,20 +398,12 @@ class DeviceAccount:
             out._dev_steps = doc["dev_steps"]
         if isinstance(doc.get("space_boot"), int):
             out.space_boot = doc["space_boot"]
-        out.ends = {int(b): int(e) for b, e in doc.get("ends") or []}
-        out.firsts = {int(b): int(f) for b, f in doc.get("firsts") or []}
-        out.skipped = [[int(lo), int(hi)] for lo, hi in (doc.get("skipped") or [])[-SKIPPED_KEPT:]]
+        out.restarts = Restarts.from_state(doc)
         for ch, last in (doc.get("channels") or {}).items():
             # [seq, t, Wh] from older state files, [seq, t, Wh, clock_step flag] now
             if isinstance(last, list) and len(last) in (3, 4):
                 out._chans[str(ch)] = [int(last[0]), last[1], last[2], int(last[3]) if len(last) == 4 else 0]
         return out
-
-
-def _trim(by_boot: dict[int, int]) -> None:
-    """Keep the newest BOOTS_KEPT boots."""
-    for boot in sorted(by_boot)[:-BOOTS_KEPT]:
-        del by_boot[boot]
 
 
 class Accounts:
