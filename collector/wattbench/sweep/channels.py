@@ -1,4 +1,4 @@
-"""Which device channels a run uses, and how far each device's clock is from the sweep host's.
+"""Which device channels a run uses.
 
 Only channels whose role is server power (`power`) are summed; `inlet` channels give the inlet
 temperature. A role comes from the device's metadata (meta topic, kept in the store by the collector as
@@ -9,40 +9,55 @@ publishing power (bind_from_survey). A named channel must be one its device's me
 run takes the channels the run named, or else the power channels the stored metadata gives for the
 run's span (from_store). A channel with no known role is not summed; when it carries power the run
 fails the `channels` check with the reason.
+
+What the appliances say about themselves is survey.py; how far each device's clock is from the sweep
+host's is offsets.py.
 """
 
 from __future__ import annotations
 
 import difflib
-import logging
-import math
 import re
-import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from wattbench_schema import jsonschema_validator, match_topic, strict_loads, subscription
-
 from ..core.align import ChannelSpec
-from ..core.clocktrack import ClockTrack, OffsetSource, device_minus_host, window_offset
+from .offsets import DEFAULT_DEADBAND_MS, offsets_from_store, wait_for_data
+from .survey import RECENT_MS, Survey, has_power, survey, survey_store
 
 if TYPE_CHECKING:
     from ..store.base import Store
 
-log = logging.getLogger(__name__)
+# The sweep and the report reach the survey and the clock offsets through this module, with the
+# channels they go with.
+__all__ = [
+    "DEFAULT_DEADBAND_MS",
+    "OPTION",
+    "RECENT_MS",
+    "ChannelError",
+    "Choice",
+    "KnownRole",
+    "Survey",
+    "apply_roles",
+    "bind_from_survey",
+    "from_store",
+    "known_channels",
+    "offsets_from_store",
+    "parse_channel",
+    "parse_offset",
+    "roles_from_metas",
+    "stored_roles",
+    "survey",
+    "survey_store",
+    "unknown_named",
+    "wait_for_data",
+    "with_meta",
+]
 
 _ARG = re.compile(
     r"^([a-z0-9][a-z0-9_-]{0,31})/([a-z0-9][a-z0-9_.-]{0,23})(?:@([A-Za-z0-9][A-Za-z0-9_.-]{0,31}))?$"
 )
-# The collector's offset estimate is receive time minus sample time, minimum over recent batches: it
-# includes the network delay and how long the newest sample of a batch waited for the batch to close
-# (about one sample period). Estimates this small say nothing certain about the clock, so alignment
-# does not shift by them; the clock_skew check still sees them.
-DEFAULT_DEADBAND_MS = 250.0
-# Health points this far either side of a run still describe its clock: the estimate just before the
-# first window and just after the last one are the ones that see those windows' batches.
-RUN_MARGIN_MS = 60_000
 
 
 def parse_channel(text: str, role: str = "power") -> ChannelSpec:
@@ -237,122 +252,13 @@ def from_store(store: Store, start_ms: int, end_ms: int, named: Sequence[str] | 
             out.specs.append(with_meta(ChannelSpec(dev, ch, known.role), known))
         elif known is not None and known.role is not None:
             out.notes.append(f"{key}: role {known.role}, not summed")
-        elif _has_power(store, dev, ch, start_ms, end_ms):
+        elif has_power(store, dev, ch, start_ms, end_ms):
             why = known.problem if known is not None else "no metadata of its device is stored for the run"
             out.problems.append(
                 f"{key} carries power but {why}: not summed (name the server's channels with --channel)"
             )
     if not any(s.role == "power" for s in out.specs) and not out.problems:
         out.problems.append("no channel with role power has samples in the run")
-    return out
-
-
-def _has_power(store: Store, dev: str, ch: str, start_ms: int, end_ms: int) -> bool:
-    s = store.series(dev, ch, start_ms, end_ms, ("W",))
-    return bool(s.values["W"].size) and bool((~_nan(s.values["W"])).any())
-
-
-@dataclass
-class Survey:
-    """What the broker says about the appliances: retained metadata and status, and which channels
-    published power while it listened."""
-
-    metas: dict[str, dict[str, Any]] = field(default_factory=dict)
-    states: dict[str, str] = field(default_factory=dict)
-    publishing: set[tuple[str, str]] = field(default_factory=set)
-    listened_s: float = 0.0
-
-
-def survey(
-    client_factory: Any, listen_s: float = 5.0, quiet: float = 0.5, wanted: Collection[str] | None = None
-) -> Survey:
-    """Retained metadata and status of every appliance, and the channels that publish W within
-    listen_s (less once every online appliance's power channels have been heard). wanted: the devices
-    whose metadata is all that is asked for (named channels need no power heard): listening ends once
-    theirs has come. client_factory() returns a connected paho client with its network loop running; it
-    is disconnected here."""
-    import threading
-
-    validators = {k: jsonschema_validator(k) for k in ("meta", "status")}
-    out = Survey()
-    last = [time.monotonic()]
-    lock = threading.Lock()
-
-    def on_message(client: Any, userdata: Any, msg: Any) -> None:
-        kind = match_topic(msg.topic)
-        if kind is None or kind[0] not in ("meta", "status", "samples"):
-            return  # some brokers deliver more than the filter asked for
-        try:
-            doc = strict_loads(msg.payload)
-            if kind[0] in validators:
-                validators[kind[0]].validate(doc)
-        except Exception as exc:
-            log.warning("ignoring %s on %s: %s", kind[0], msg.topic, getattr(exc, "message", exc))
-            return
-        if not isinstance(doc, dict):
-            return
-        with lock:
-            if kind[0] == "meta":
-                out.metas[doc["dev"]] = doc
-                last[0] = time.monotonic()
-            elif kind[0] == "status":
-                out.states[doc["dev"]] = doc["state"]
-                last[0] = time.monotonic()
-            else:
-                dev = doc.get("dev")
-                for row in doc.get("samples") or []:
-                    if isinstance(row, dict) and isinstance(row.get("W"), (int, float)):
-                        out.publishing.add((str(dev), str(row.get("c"))))
-
-    def heard_all() -> bool:
-        if wanted is not None:
-            return set(wanted) <= set(out.metas)
-        for dev, meta in out.metas.items():
-            if out.states.get(dev) != "online":
-                continue
-            for ch in meta.get("channels", []):
-                if ch.get("role") == "power" and (dev, ch.get("c")) not in out.publishing:
-                    return False
-        return bool(out.metas)
-
-    client = client_factory()
-    t0 = time.monotonic()
-    try:
-        client.on_message = on_message
-        for kind in ("meta", "status", "samples"):
-            client.subscribe(subscription(kind), qos=1)
-        deadline = t0 + listen_s
-        while time.monotonic() < deadline:
-            with lock:
-                if time.monotonic() - last[0] > quiet and heard_all():
-                    break
-            time.sleep(0.05)
-    finally:
-        client.disconnect()
-        client.loop_stop()
-    out.listened_s = time.monotonic() - t0
-    return out
-
-
-# A device whose samples reach the store within this much of now (either way: its clock may be off) is
-# taken as publishing.
-RECENT_MS = 30_000
-
-
-def survey_store(store: Store, now_ms: int) -> Survey:
-    """The same survey from the store, for a sweep without a broker: the latest stored metadata, and
-    as online the devices whose power channels have samples around now."""
-    out = Survey(listened_s=RECENT_MS / 1000)
-    for _, doc in store.meta_history(now_ms, now_ms):
-        out.metas[str(doc["dev"])] = doc
-    for dev, meta in out.metas.items():
-        for ch in meta.get("channels", []):
-            if ch.get("role") == "power" and _has_power(
-                store, dev, str(ch["c"]), now_ms - RECENT_MS, now_ms + RECENT_MS
-            ):
-                out.publishing.add((dev, str(ch["c"])))
-                out.states[dev] = "online"
-        out.states.setdefault(dev, "silent")
     return out
 
 
@@ -401,90 +307,6 @@ def bind_from_survey(s: Survey, nodes: Sequence[str] | None = None) -> Choice:
     for specs in taken.values():
         out.specs.extend(specs)
     return out
-
-
-def _nan(a: Any) -> Any:
-    import numpy as np
-
-    return np.isnan(a)
-
-
-def offsets_from_health(rows: Iterable[Mapping[str, Any]], devices: Sequence[str]) -> dict[str, float]:
-    """Device-minus-host clock offsets from the collector's health rows. The largest estimate per device
-    wins when several collectors report it."""
-    out: dict[str, float] = {}
-    wanted = set(devices)
-    for row in rows:
-        dev = row.get("dev")
-        off = row.get("offset_ms")
-        if dev not in wanted or off is None or not math.isfinite(float(off)):
-            continue
-        dev_minus_host = device_minus_host(off)
-        if dev not in out or abs(dev_minus_host) > abs(out[dev]):
-            out[dev] = dev_minus_host
-    return out
-
-
-def offsets_from_store(
-    store: Store, devices: Sequence[str], start_ms: int | None = None, end_ms: int | None = None
-) -> dict[str, OffsetSource]:
-    """Each device's clock offset during a run: a ClockTrack from the health points of the run's span
-    (one offset per stretch between clock steps). Without a span, or for a device with no health point
-    in it, one offset per device from its latest health point."""
-    out: dict[str, OffsetSource] = {}
-    if start_ms is not None and end_ms is not None:
-        try:
-            rows = store.offset_history(list(devices), start_ms - RUN_MARGIN_MS, end_ms + RUN_MARGIN_MS)
-        except Exception as exc:
-            log.warning("could not read clock offsets from the store: %s", exc)
-            rows = []
-        by_dev: dict[str, list[Mapping[str, Any]]] = {}
-        for row in rows:
-            by_dev.setdefault(str(row.get("dev")), []).append(row)
-        for dev in devices:
-            if by_dev.get(dev):
-                out[dev] = ClockTrack.from_health(by_dev[dev])
-        if len(out) == len(set(devices)):
-            return out
-    try:
-        latest = offsets_from_health(store.health(), [d for d in devices if d not in out])
-    except Exception as exc:
-        log.warning("could not read clock offsets from the store: %s", exc)
-        return out
-    out.update(latest)
-    return out
-
-
-def wait_for_data(
-    store: Store,
-    specs: Sequence[ChannelSpec],
-    until_ms: int,
-    offsets: Mapping[str, OffsetSource],
-    timeout_s: float,
-) -> bool:
-    """Wait until every power channel has a sample past until_ms (on its own clock), so the last
-    window is complete in the store before it is scored. False on timeout (the gaps will show)."""
-    deadline = time.monotonic() + timeout_s
-    pending = [s for s in specs if s.role == "power"]
-    while True:
-        still = []
-        for s in pending:
-            off = window_offset(offsets.get(s.dev), until_ms, until_ms)
-            lo = int(until_ms + off)
-            try:
-                got = len(store.series(s.dev, s.ch, lo, lo + 3_600_000, ("W",))) > 0
-            except Exception as exc:
-                log.warning("store read failed while waiting for data: %s", exc)
-                got = False
-            if not got:
-                still.append(s)
-        pending = still
-        if not pending:
-            return True
-        if time.monotonic() >= deadline:
-            log.warning("no samples after the run's end yet from %s", ", ".join(s.key for s in pending))
-            return False
-        time.sleep(0.25)
 
 
 def _announced(dev: str, ch: Mapping[str, Any]) -> tuple[str, KnownRole]:
