@@ -17,8 +17,10 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from .continuity import EnergyStep, check_rows, follow_plain, plain_repeats
-from .plainbatch import PlainBatch, plain_batch
+from wattbench_schema import FLAG_CLOCK_STEP
+
+from .continuity import EnergyStep, follow_plain, plain_repeats
+from .plainbatch import ENERGY_SLACK_WH, PlainBatch, plain_batch
 from .restarts import Restarts
 from .seqtrack import SeqTracker
 
@@ -200,9 +202,7 @@ class DeviceAccount:
         boot = int(doc["boot"])
         stepped = self._begin(boot, doc["clk"], len(rows), recv_ms)
         old_boot, other_space = self._place_boot(boot, int(rows[0]["s"]))
-        keep, first = self._judge_sequence(rows, old_boot, other_space)
-        steps, repeats, flagged = check_rows(self._chans, self.dev, keep)
-        self.t_repeats += repeats
+        keep, first, steps, flagged = self._take_rows(rows, old_boot, other_space)
         newest, top = (int(keep[-1]["t"]), int(keep[-1]["s"])) if keep else (0, 0)
         self._end(boot, first, stepped or flagged, old_boot, len(keep), newest, top, len(steps), recv_ms)
         return keep, steps
@@ -230,14 +230,21 @@ class DeviceAccount:
             return True, self.space_boot is not None and boot < self.space_boot
         return False, False
 
-    def _judge_sequence(
+    def _take_rows(
         self, rows: list[dict[str, Any]], old_boot: bool, other_space: bool
-    ) -> tuple[list[dict[str, Any]], int | None]:
-        """Each row's number against the sequence: the next ones (opening a gap when numbers were
-        skipped), late ones that fill a hole, and duplicates, which are dropped. Returns the rows kept
-        and the lowest number kept that counts (None: none)."""
+    ) -> tuple[list[dict[str, Any]], int | None, list[EnergyStep], bool]:
+        """Each row's number against the sequence (the next ones, opening a gap when numbers were
+        skipped; late ones that fill a hole; duplicates, which are dropped), then each row kept against
+        its channel's last one. Returns the rows kept, the lowest number kept that counts (None: none),
+        the energy steps, and whether a row's flag shows a clock step its channel had not shown.
+
+        One pass over the rows for both, since this runs for every sample the collector receives: a
+        second pass for the channels cost a tenth more."""
         seq = self.seq
+        chans = self._chans
         keep: list[dict[str, Any]] = []
+        steps: list[EnergyStep] = []
+        flagged = False
         high = seq.high
         first = None
         for row in rows:
@@ -258,7 +265,28 @@ class DeviceAccount:
             if not other_space and (first is None or s < first):
                 first = s
             keep.append(row)
-        return keep, first
+            # The channel, in sequence order: time must move on (the store keys a sample by device,
+            # channel and ms, so a repeated ms overwrites) and the energy counter must not go back.
+            ch = row["c"]
+            last = chans.get(ch)
+            wh = row.get("Wh")
+            if last is None:
+                chans[ch] = [s, row["t"], wh, row.get("f", 0) & FLAG_CLOCK_STEP]
+            elif s > last[0]:
+                t = row["t"]
+                step_flag = row.get("f", 0) & FLAG_CLOCK_STEP
+                if step_flag and not last[3]:
+                    flagged = True  # a device that does not count its steps still flags them
+                last[3] = step_flag
+                if t <= last[1]:
+                    self.t_repeats += 1
+                if wh is not None:
+                    if last[2] is not None and wh < last[2] - ENERGY_SLACK_WH:
+                        steps.append(EnergyStep(self.dev, ch, s, last[2], wh))
+                    last[2] = wh
+                last[0] = s
+                last[1] = t
+        return keep, first, steps, flagged
 
     def _open_gap(self, high: int, s: int) -> None:
         """s came after high with numbers between them missing."""

@@ -1,15 +1,15 @@
 """Each channel of a device's stream, in sequence order: its time must move on (the store keys a
 sample by device, channel and ms, so a repeated ms overwrites) and its energy counter must not go
-back. The state is one list per channel, [last number, its time, last energy, its clock-step flag],
-kept by DeviceAccount (accounting.py) and saved with it.
+back (EnergyStep). The state is one list per channel, [last number, its time, last energy, its
+clock-step flag], kept by DeviceAccount (accounting.py) and saved with it. Here is what a plain
+batch's digest does to it; a batch's rows are held to the same rule by DeviceAccount, in the one pass
+it makes over them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-
-from wattbench_schema import FLAG_CLOCK_STEP
 
 from .plainbatch import ENERGY_SLACK_WH, PlainBatch
 
@@ -31,37 +31,6 @@ class EnergyStep:
             f"energy counter of channel {self.ch!r} went back from {self.before:g} Wh to {self.after:g} Wh "
             f"at s={self.seq}"
         )
-
-
-def check_rows(chans: Channels, dev: str, rows: list[dict[str, Any]]) -> tuple[list[EnergyStep], int, bool]:
-    """Move each channel on over the rows kept of a batch. Returns the energy steps, how many rows
-    were not later than their channel's previous one, and whether a row's flag shows a clock step the
-    channel had not shown."""
-    steps: list[EnergyStep] = []
-    repeats = 0
-    flagged = False
-    for row in rows:
-        s = int(row["s"])
-        ch = row["c"]
-        last = chans.get(ch)
-        wh = row.get("Wh")
-        if last is None:
-            chans[ch] = [s, row["t"], wh, row.get("f", 0) & FLAG_CLOCK_STEP]
-        elif s > last[0]:
-            t = row["t"]
-            step_flag = row.get("f", 0) & FLAG_CLOCK_STEP
-            if step_flag and not last[3]:
-                flagged = True  # a device that does not count its steps still flags them
-            last[3] = step_flag
-            if t <= last[1]:
-                repeats += 1
-            if wh is not None:
-                if last[2] is not None and wh < last[2] - ENERGY_SLACK_WH:
-                    steps.append(EnergyStep(dev, ch, s, last[2], wh))
-                last[2] = wh
-            last[0] = s
-            last[1] = t
-    return steps, repeats, flagged
 
 
 def plain_repeats(chans: Channels, rows: PlainBatch) -> int | None:
