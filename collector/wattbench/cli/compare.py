@@ -174,7 +174,11 @@ def from_table(name: str, source: str, path: Path) -> Any:
     except TableError as exc:
         raise CliError(f"{source}: {exc}") from None
     levels = [table.level(i) for i in range(len(table))]
-    points = tuple(Point(float(lv.target), lv.ops, lv.W) for lv in levels if lv.kind == "target")
+    points = tuple(
+        Point(float(lv.target), lv.ops, lv.W)
+        for lv in levels
+        if lv.kind == "target" and lv.target is not None
+    )
     idle = [lv.W for lv in levels if lv.kind == "idle"]
     comp = comparability(table)
     notes = ["a published table: as printed, not measured here"]
