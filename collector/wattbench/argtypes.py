@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["number", "whole"]
+__all__ = ["checked_by", "number", "whole"]
 
 
 def number(*, at_least: float | None = None, above: float | None = None, at_most: float | None = None) -> Any:
@@ -26,6 +26,24 @@ def number(*, at_least: float | None = None, above: float | None = None, at_most
 def whole(*, at_least: int | None = None, at_most: int | None = None) -> Any:
     """An argparse type: an integer within the bounds given (see number)."""
     return _bounded(int, "a whole number", at_least, None, at_most)
+
+
+def checked_by(parse: Any, what: str) -> Any:
+    """An argparse type that runs a parser only to check the text (a ValueError becomes a usage
+    error) and keeps the text, so the command parses it as before."""
+
+    def check(text: str) -> str:
+        try:
+            parse(text)
+        except ValueError as exc:
+            message = str(exc)
+            if "could not convert" in message or "invalid literal" in message:
+                message = f"{text!r} is not a list of numbers"
+            raise argparse.ArgumentTypeError(message) from None
+        return text
+
+    check.__name__ = what  # argparse names the type in its own messages
+    return check
 
 
 def _bounded(

@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from ..argtypes import number, whole
+from ..argtypes import checked_by, number, whole
 from ..exits import Exit
 
 if TYPE_CHECKING:
@@ -159,24 +159,6 @@ def run_id(text: str) -> str:
             f"{text!r} is not a valid run id: 1 to 64 of A-Z a-z 0-9 _ . -, starting with a letter or digit"
         )
     return text
-
-
-def checked_by(parse: Any, what: str) -> Any:
-    """An argparse type that runs a parser only to check the text (a ValueError becomes a usage
-    error) and keeps the text, so the command parses it as before."""
-
-    def check(text: str) -> str:
-        try:
-            parse(text)
-        except ValueError as exc:
-            message = str(exc)
-            if "could not convert" in message or "invalid literal" in message:
-                message = f"{text!r} is not a list of numbers"
-            raise argparse.ArgumentTypeError(message) from None
-        return text
-
-    check.__name__ = what  # argparse names the type in its own messages
-    return check
 
 
 def ca_file(text: str) -> str:

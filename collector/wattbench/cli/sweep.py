@@ -20,7 +20,7 @@ import argparse
 from typing import Any
 
 from ..exits import Exit
-from .options import add_scoring_arguments, output_console, scoring_from_args
+from .options import CliError, add_scoring_arguments, as_given, output_console, scoring_from_args
 
 # The plan's fields -> the options that give them, for a value the plan refuses.
 PLAN_OPTIONS = {
@@ -74,48 +74,13 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..core.plan import parse_copies, parse_fractions
-    from ..workloads import NAMES
-    from .options import checked_by, whole
+    from .. import workloads
 
     g = parser.add_argument_group("workload")
-    g.add_argument("--workload", choices=NAMES, help="default builtin")
+    g.add_argument("--workload", choices=tuple(workloads.REGISTRY), help=f"default {workloads.DEFAULT}")
     g.add_argument("--workload-config", metavar="FILE", help="TOML settings (see the workload's sample.toml)")
-    g.add_argument(
-        "--workers", type=whole(at_least=1), metavar="N", help="builtin: worker processes (one per core)"
-    )
-    g.add_argument(
-        "--cmd", metavar="TEMPLATE", help="command workload: command line with {load} {rate} {level} …"
-    )
-    g.add_argument("--ops-report", choices=["stream", "total"], help="command workload: how ops come back")
-    g.add_argument("--ops-file", metavar="PATH", help="command workload: read ops from this file")
-    g.add_argument(
-        "--job",
-        metavar="JOB",
-        help="concurrency, slurm: command per copy or task, builtin:N or worklet:NAME:N (builtin:20000)",
-    )
-    g.add_argument(
-        "--placement",
-        choices=["compact", "spread"],
-        help="slurm: each job on one node (compact), or its tasks spread over the nodes",
-    )
-    g.add_argument(
-        "--cluster-unit",
-        choices=["nodes", "slots"],
-        help="slurm: levels count the partition's nodes (a node's work per job) or its CPUs (one task per job)",
-    )
-    g.add_argument(
-        "--cluster-levels",
-        metavar="LIST",
-        type=checked_by(parse_fractions, "cluster levels"),
-        help="slurm: levels as fractions of the partition's nodes or CPUs (1/8,1/4,1/2,3/4,1)",
-    )
-    g.add_argument(
-        "--copies",
-        metavar="LIST",
-        type=checked_by(parse_copies, "copies"),
-        help="concurrency: copy counts (1,2,4,6,8)",
-    )
+    # Each workload's own options, declared in its folder (workloads/<name>/, its registry row).
+    workloads.add_arguments(g)
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
@@ -155,34 +120,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no live display")
 
 
-def plan_from_args(
-    args: argparse.Namespace, workload_name: str, config: dict[str, Any], workload: Any = None
-) -> Any:
-    from ..core.plan import (
-        Timing,
-        concurrency_plan,
-        parse_copies,
-        parse_levels,
-        specpower_plan,
-        with_idle_timing,
-    )
-    from .options import as_given
+def plan_from_args(args: argparse.Namespace, workload: Any, config: dict[str, Any]) -> Any:
+    """The workload's own plan, or the graduated loads of the plan options."""
+    from ..core.plan import Timing, parse_levels, specpower_plan
+    from ..workloads import option_values
+    from ..workloads.base import PlanRequest
 
     timing = as_given(PLAN_OPTIONS, lambda: Timing(args.pre, args.measure, args.post, args.gap))
-    if workload_name in ("concurrency", "slurm"):
-        if workload_name == "slurm":
-            # Each level's jobs from the partition's size, which Slurm is asked for now: a controller
-            # that does not answer stops the sweep here, before anything runs.
-            copies = workload.level_jobs(args.cluster_levels or config.get("levels"))
-        else:
-            copies = (
-                parse_copies(args.copies) if args.copies else tuple(config.get("copies", (1, 2, 4, 6, 8)))
-            )
-        cap = float(config.get("timeout_s", max(args.measure, 600.0)))
-        plan = concurrency_plan(
-            copies, idle=not args.no_idle, timing=Timing(args.pre, cap, args.post, args.gap)
-        )
-        return with_idle_timing(plan, timing)
+    request = PlanRequest(timing, not args.no_idle, option_values(vars(args)), config)
+    own = workload.plan(request)
+    if own is not None:
+        return own
     return as_given(
         PLAN_OPTIONS,
         lambda: specpower_plan(
@@ -191,61 +139,26 @@ def plan_from_args(
     )
 
 
-def workload_from_args(args: argparse.Namespace) -> tuple[str, Any, dict[str, Any]]:
-    from ..workloads import load_config, make_workload
+def workload_from_args(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The workload the options and the workload file give, checked before anything runs, and its
+    settings."""
+    from ..workloads import choose, load_config, make_workload, option_values, program_source, settings_for
     from ..workloads.base import WorkloadError
 
     config: dict[str, Any] = load_config(args.workload_config) if args.workload_config else {}
-    name = args.workload or config.pop("workload", None) or ("command" if args.cmd else None)
-    name = name or ("concurrency" if args.job or args.copies else "builtin")
-    config.pop("workload", None)
-    cluster = [opt for opt, v in (("--placement", args.placement), ("--cluster-unit", args.cluster_unit),
-               ("--cluster-levels", args.cluster_levels)) if v]  # fmt: skip
-    if cluster and name != "slurm":
-        from .options import CliError
-
-        raise CliError(
-            f"{', '.join(cluster)}: for cluster sweeps only; add --workload slurm (this is {name})"
-        )
-    if name == "builtin" and args.workers:
-        config["workers"] = args.workers
-    if name == "command":
-        if args.cmd:
-            config["run"] = args.cmd
-        elif "run" not in config:
-            from .options import CliError
-
-            raise CliError("the command workload needs --cmd TEMPLATE (or run = in --workload-config)")
-        if args.ops_report:
-            config["report"] = args.ops_report
-        if args.ops_file:
-            config["ops_file"] = args.ops_file
-    if name in ("concurrency", "slurm") and args.job:
-        config["job"] = args.job
-    if name == "slurm" and args.placement:
-        config["placement"] = args.placement
-    if name == "slurm" and args.cluster_unit:
-        config["unit"] = args.cluster_unit
+    given = option_values(vars(args))
+    name = choose(args.workload or config.get("workload"), given)
+    try:
+        config = settings_for(name, given, config)
+    except WorkloadError as exc:
+        raise CliError(str(exc)) from None
     workload = make_workload(name, config)
     try:
         workload.preflight()
     except WorkloadError as exc:
-        from .options import CliError
-
         # Named as the user gave it, so the one line points at what to correct.
-        raise CliError(f"{_given_as(name, args)}: {exc}") from None
-    return name, workload, config
-
-
-def _given_as(name: str, args: argparse.Namespace) -> str:
-    """Where the workload's program came from: the option on the command line, or the key in the
-    workload file."""
-    option, key = {"command": ("cmd", "run"), "concurrency": ("job", "job")}.get(name, (None, None))
-    if option is None:
-        return f"{name} workload"
-    if getattr(args, option, None):
-        return f"--{option}"
-    return f"{args.workload_config}: {key}" if args.workload_config else key
+        raise CliError(f"{program_source(name, given, args.workload_config)}: {exc}") from None
+    return workload, config
 
 
 NOTHING_STORED = "before the first measurement window: no run stored"
@@ -258,7 +171,7 @@ def ended_early_code(reason: str | None) -> int:
 
 def sweep_store(args: argparse.Namespace) -> Any:
     """The collector's store, which must already be there and answer; None for an ops-only run."""
-    from .options import CliError, default_store, open_store_from_args, store_given
+    from .options import default_store, open_store_from_args, store_given
 
     if getattr(args, "ops_only", False):
         if store_given(args):
@@ -305,11 +218,13 @@ def run(args: argparse.Namespace) -> int:
 
     log = logging.getLogger("wattbench.sweep")
     try:
-        name, workload, config = workload_from_args(args)
-        plan = plan_from_args(args, name, config, workload)
-        if name == "slurm" and args.system_nodes is None:
-            # EE HPC WG judges the share of the system metered: the system is the partition swept.
-            args.system_nodes = len(workload.cluster)
+        workload, config = workload_from_args(args)
+        plan = plan_from_args(args, workload, config)
+        nodes = workload.nodes()
+        if nodes is not None and args.system_nodes is None:
+            # EE HPC WG judges the share of the system metered: the system is the cluster swept. It is
+            # scored and recorded as if --system-nodes had been given.
+            args = argparse.Namespace(**{**vars(args), "system_nodes": len(nodes)})
         scoring = scoring_from_args(args)
     except (ValueError, WorkloadError) as exc:
         print(f"wattbench sweep: {exc}", file=sys.stderr)
@@ -331,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
         display=display,
         wait_data_s=args.wait_data,
         announce=lambda line: print(f"wattbench sweep: {line}", file=sys.stderr),
-        nodes=[n.name for n in workload.cluster] if name == "slurm" else None,
+        nodes=nodes,
     )
     try:
         outcome = run_sweep(setup)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..core.plan import Phase
+from ..core.plan import Phase, Plan, Timing
 
 # What a workload's op may be called: it heads report columns and is stored with the result.
 UNIT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_ .-]{0,31}"
@@ -46,6 +47,49 @@ def check_keys(
     missing = [key for key in required if key not in config]
     if missing:
         raise WorkloadError(f"{name} workload: {', '.join(missing)} missing; it has no default")
+
+
+@dataclass(frozen=True)
+class Option:
+    """An option of `wattbench sweep` that a workload declares (in the module its registry row names,
+    which every command reads as its parser is built, so it imports nothing heavy). Options several
+    workloads take are one declaration, which each of them lists.
+
+    key: the setting the value gives, over the workload file's (None: the workload's plan reads it).
+    chooses: given without --workload or a workload file naming one, it chooses the first registered
+    workload that declares it. elsewhere: given for another workload, the sweep is refused with this
+    reason instead of the option being ignored. required: neither the option nor the workload file
+    gives the setting: the sweep is refused with this line. program: the setting names the program
+    the pre-flight looks for, so its refusal names the option or the file's key the user gave.
+    """
+
+    flag: str
+    help: str
+    key: str | None = None
+    type: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    chooses: bool = False
+    elsewhere: str | None = None
+    required: str | None = None
+    program: bool = False
+
+    @property
+    def dest(self) -> str:
+        """The attribute argparse stores the value under."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What the sweep's command line gives a workload that plans its own phases: the interval timing
+    as given, whether to measure active idle, the values of the workload's options (by dest, None when
+    not given) and its settings (the workload file's, with the options applied)."""
+
+    timing: Timing
+    idle: bool
+    options: Mapping[str, Any]
+    config: Mapping[str, Any]
 
 
 class Workload(Protocol):
@@ -109,6 +153,14 @@ class Workload(Protocol):
         """The records of the jobs the last window ran, as a scheduler accounted them (phase schema's
         `jobs`); [] for a workload without a scheduler."""
 
+    def plan(self, request: PlanRequest) -> Plan | None:
+        """The workload's own phases (copies of a job, a cluster's levels), or None for the sweep's
+        graduated loads of the plan options. A WorkloadError or ValueError is one line, exit 2."""
+
+    def nodes(self) -> list[str] | None:
+        """The nodes of a cluster the sweep loads, or None for this machine: their appliances are summed
+        when no channel is named, and the standard statement judges the share of them metered."""
+
 
 class WorkloadDefaults:
     """The answers of a workload that has no jobs, no scheduler and nothing that fails on its own;
@@ -125,3 +177,9 @@ class WorkloadDefaults:
 
     def window_jobs(self) -> list[dict[str, Any]]:
         return []
+
+    def plan(self, request: PlanRequest) -> Plan | None:
+        return None
+
+    def nodes(self) -> list[str] | None:
+        return None

@@ -5,9 +5,11 @@ One parser, so both workloads take the same job text and refuse the same mistake
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
-from .base import WorkloadError
+from ..core.plan import Plan, concurrency_plan, with_idle_timing
+from .base import PlanRequest, WorkloadError
 from .worklet import WORKLETS
 
 
@@ -40,3 +42,12 @@ def fixed_work(job: str) -> FixedWork | None:
     if ops < 1:
         raise WorkloadError(f"{kind} job needs at least 1 op, e.g. {example}")
     return FixedWork(f"worklet {name}" if name else "builtin", ops)
+
+
+def jobs_plan(copies: Sequence[int], request: PlanRequest) -> Plan:
+    """The plan of a workload that runs whole jobs: each level starts its copies at once and its window
+    lasts until the last one ends, at most timeout_s (a setting of the workload file; by default the
+    window given, and at least ten minutes)."""
+    cap = float(request.config.get("timeout_s", max(request.timing.measure_s, 600.0)))
+    plan = concurrency_plan(copies, idle=request.idle, timing=replace(request.timing, measure_s=cap))
+    return with_idle_timing(plan, request.timing)

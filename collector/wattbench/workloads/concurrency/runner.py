@@ -12,10 +12,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ...core.plan import Phase
-from ..base import WorkloadDefaults, check_keys, setting
+from ...core.plan import Phase, Plan, parse_copies
+from ..base import PlanRequest, WorkloadDefaults, check_keys, setting
 from ..command.runner import DEFAULT_PATTERN, CommandProcess, fill, require_program
-from ..jobs import fixed_work
+from ..jobs import fixed_work, jobs_plan
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,11 @@ class ConcurrencyWorkload(WorkloadDefaults):
 
     def preflight(self) -> None:
         require_program(self.template, self.shell, self.cwd)
+
+    def plan(self, request: PlanRequest) -> Plan | None:
+        given = request.options.get("copies")
+        copies = parse_copies(given) if given else tuple(request.config.get("copies", (1, 2, 4, 6, 8)))
+        return jobs_plan(copies, request)
 
     def open(self) -> None:
         self.preflight()

@@ -23,9 +23,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ...core.plan import DEFAULT_CLUSTER_LEVELS, Phase, jobs_per_level, parse_fractions
-from ..base import WorkloadDefaults, WorkloadError, check_keys, setting
-from ..jobs import fixed_work
+from ...core.plan import DEFAULT_CLUSTER_LEVELS, Phase, Plan, jobs_per_level, parse_fractions
+from ..base import PlanRequest, WorkloadDefaults, WorkloadError, check_keys, setting
+from ..jobs import fixed_work, jobs_plan
 from .client import JobRecord, Node, Slurm, SlurmError, task_ops
 
 log = logging.getLogger(__name__)
@@ -194,6 +194,15 @@ class SlurmWorkload(WorkloadDefaults):
             raise WorkloadError(f"slurm workload: {exc}") from None
         size = len(self.cluster) if self.unit == "nodes" else sum(n.cpus for n in self.cluster)
         return jobs_per_level(fractions, size)
+
+    def plan(self, request: PlanRequest) -> Plan | None:
+        # Each level's jobs from the partition's size, which Slurm is asked for now: a controller
+        # that does not answer stops the sweep here, before anything runs.
+        levels = request.options.get("cluster_levels") or request.config.get("levels")
+        return jobs_plan(self.level_jobs(levels), request)
+
+    def nodes(self) -> list[str] | None:
+        return [n.name for n in self.cluster]
 
     def sbatch_argv(self, phase: str, copy: int, copies: int) -> list[str]:
         """sbatch's arguments for one job of a level (without --parsable)."""
