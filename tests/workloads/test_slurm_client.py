@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from wattbench.workloads.base import WorkloadError
-from wattbench.workloads.slurm import SlurmWorkload
 from wattbench.workloads.slurm.client import (
     Node,
     SlurmError,
@@ -21,6 +20,7 @@ from wattbench.workloads.slurm.client import (
     slurm_time,
     task_ops,
 )
+from wattbench.workloads.slurm.workload import SlurmWorkload
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 
@@ -185,7 +185,7 @@ def test_the_worklet_command_runs_n_ops_and_refuses_a_bad_option() -> None:
 
 
 def test_slot_levels_count_the_partition_s_cpus_and_run_one_task_per_job() -> None:
-    from wattbench.workloads.slurm import slot_nodes
+    from wattbench.workloads.slurm.workload import slot_nodes
 
     cluster = [Node("n1", 4, "idle"), Node("n2", 4, "idle")]
     wl = SlurmWorkload(job="builtin:4000", unit="slots", placement="compact", output_dir="/shared/out")

@@ -184,7 +184,7 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
         from ..sweep.progress import LogDisplay, RichDisplay
         from ..sweep.scoring import ScoringOptions
         from ..sweep.session import MqttSettings, SweepSetup, run_sweep
-        from ..workloads.builtin.workers import BuiltinWorkload
+        from ..workloads import DEFAULT, make_workload
         from .sweep import emit_outputs
 
         timing = Timing(args.pre, args.measure, args.post, args.gap)
@@ -212,7 +212,9 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
         setup = SweepSetup(
             run=new_run_id(),
             plan=plan,
-            workload=BuiltinWorkload(workers=args.workers, nice=args.nice),
+            workload=make_workload(
+                DEFAULT, {"nice": args.nice, **({"workers": args.workers} if args.workers else {})}
+            ),
             store=store,
             mqtt=MqttSettings(broker_url),
             scoring=ScoringOptions(no_inlet_required=True),

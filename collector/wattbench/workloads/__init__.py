@@ -37,7 +37,7 @@ REGISTRY: dict[str, Entry] = {
     "sysbench": Entry(".sysbench", "SysbenchWorkload"),
     "stressng": Entry(".stressng", "StressNgWorkload"),
     "bonnie": Entry(".bonnie", "BonnieWorkload"),
-    "slurm": Entry(".slurm", "SlurmWorkload", ".slurm.options"),
+    "slurm": Entry(".slurm.workload", "SlurmWorkload", ".slurm"),
 }
 NAMES = tuple(REGISTRY)
 # The workload of a sweep that names none and gives no option that chooses one.
