@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -245,3 +246,15 @@ def test_two_different_declarations_of_one_flag_are_refused(
     )
     with pytest.raises(WorkloadError, match="--workers is declared differently"):
         workloads.all_options()
+
+
+def test_the_architecture_page_names_files_that_exist() -> None:
+    """docs/architecture.md says which files adding a workload touches: each one it names is there."""
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "architecture.md").read_text()
+    section = doc.split("## Adding a workload", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`((?:tests|workloads|collector)/[^`<> ]+)`", section))
+    assert {"workloads/base.py", "workloads/__init__.py", "tests/workloads/test_plugin.py"} <= named
+    for path in named:
+        assert (root / path).exists() or (root / "collector" / "wattbench" / path).exists(), path
+    assert "`REGISTRY`" in section and "`OPTIONS`" in section and "`DEFAULT`" in section

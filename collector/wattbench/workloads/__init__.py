@@ -1,7 +1,10 @@
 """Workloads the sweep can drive: builtin (transactional, on all cores), command (any program, one run
 per phase), concurrency (N copies of a job), slurm (cluster-load
 sweeps through a Slurm cluster), and ready-made tools on the command workload (fio,
-sysbench, stress-ng, bonnie++). Each lives in its own folder with a README and a sample configuration."""
+sysbench, stress-ng, bonnie++). Each lives in its own folder with a README and a sample configuration,
+and is known by its one row in REGISTRY, which is all the command line knows of it: the sweep's
+workload options, the choice of workload and its settings from those options are made here from what
+each workload declares."""
 
 from __future__ import annotations
 
@@ -130,7 +133,9 @@ def settings_for(name: Any, given: Mapping[str, Any], config: Mapping[str, Any])
     for o in all_options():
         if o.elsewhere and given.get(o.dest) and o not in own:
             misplaced.setdefault(o.elsewhere, []).append(o.flag)
-    for reason, flags in misplaced.items():
+    if misplaced:
+        # One line: the first reason, with every option given that it covers.
+        reason, flags = next(iter(misplaced.items()))
         raise WorkloadError(f"{', '.join(flags)}: {reason} (this is {name})")
     settings = {k: v for k, v in config.items() if k != "workload"}
     for o in own:
