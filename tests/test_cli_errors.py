@@ -326,12 +326,22 @@ ROWS = [
         2,
         "wattbench: unrecognized arguments: --bogus (see wattbench --help)",
     ),
-    # no option is taken for another by its first letters: --json is not --json-out
+    # no option is taken for another by its first letters: --json-o is not --json-out
     Row(
-        "sweep-json-is-not-json-out",
+        "sweep-abbreviation-is-not-json-out",
+        ["sweep", "--store", "{store}", "--json-o", "{tmp}/r.json", *FAST],
+        2,
+        "wattbench sweep: unrecognized arguments: --json-o {tmp}/r.json (did you mean --json-out?) "
+        "(see wattbench sweep --help)",
+        ["r.json"],
+        alone=True,
+    ),
+    # --json prints to stdout; a file after it is meant for --json-out
+    Row(
+        "sweep-json-with-a-file",
         ["sweep", "--store", "{store}", "--json", "{tmp}/r.json", *FAST],
         2,
-        "wattbench sweep: unrecognized arguments: --json {tmp}/r.json (did you mean --json-out?) "
+        "wattbench sweep: unrecognized arguments: {tmp}/r.json (did you mean --json-out {tmp}/r.json?) "
         "(see wattbench sweep --help)",
         ["r.json"],
         alone=True,

@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .options import CliError, output_console
+from .options import CliError
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -39,7 +39,8 @@ def _named_number(text: str) -> tuple[str, float]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .options import add_output_options, add_store_options, number, writable_file
+    from ..report.outputs import Comparison
+    from .options import add_output_options, add_store_options, number
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
@@ -51,10 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--tariff", type=number(), metavar="PER_KWH", help="electricity price per kWh")
     g.add_argument("--years", type=number(), default=4.0, help="years of service (4)")
     add_store_options(parser, default_help="none: inputs are files")
-    add_output_options(parser, html=True, json_stdout=True)
-    parser.add_argument(
-        "--json-out", metavar="FILE", type=writable_file, help="write the comparison JSON here"
-    )
+    add_output_options(parser, Comparison)
 
 
 def _read_json(path: Path) -> Any:
@@ -230,12 +228,9 @@ def load_candidate(item: str, name: str | None, store: Store | None) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-    import sys
-
     from ..core.compare import Prices, compare
-    from ..report.compare import compare_document, compare_renderables, write_compare_html
-    from .options import open_store_from_args, store_given
+    from ..report.outputs import Comparison, write_outputs
+    from .options import open_store_from_args, outputs_from_args, store_given
 
     if len(args.name) > len(args.inputs):
         raise CliError(f"{len(args.name)} names for {len(args.inputs)} inputs")
@@ -264,18 +259,5 @@ def run(args: argparse.Namespace) -> int:
         )
     given = prices or units or args.tariff is not None
     costs = Prices(prices, units, args.tariff, args.years) if given else None
-    rows = compare(candidates, costs)
-    doc = compare_document(rows, costs)
-    if args.json:
-        print(json.dumps(doc, indent=2))
-    else:
-        console = output_console()
-        for r in compare_renderables(rows, costs, console.width):
-            console.print(r)
-    if args.json_out:
-        with open(args.json_out, "w") as f:
-            json.dump(doc, f, indent=2)
-    if args.html:
-        write_compare_html(args.html, rows, costs)
-        print(f"HTML comparison: {args.html}", file=sys.stderr)
+    write_outputs(Comparison(compare(candidates, costs), costs), outputs_from_args(args, Comparison))
     return 0

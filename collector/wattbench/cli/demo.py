@@ -16,11 +16,15 @@ seconds of one level. The windows are 10 s because a level's count of Poisson ar
 from __future__ import annotations
 
 import argparse
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..exits import Exit
 
 if TYPE_CHECKING:
+    from contextlib import ExitStack
     from pathlib import Path
 
 # Niceness of the demo's workers: the broker, collector and appliance in this process come first.
@@ -28,6 +32,7 @@ DEMO_NICE = 10
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..report.outputs import RunResult, SuiteResult
     from .options import add_output_options, add_store_options, broker_address, number, whole
 
     parser.add_argument(
@@ -37,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="use this MQTT broker instead of the embedded one",
     )
     add_store_options(parser, purpose="write", default_help="a new temporary file")
-    add_output_options(parser, html=True, html_default="wattbench-demo.html")
+    add_output_options(parser, RunResult, SuiteResult, stdout=False, defaults={"html": "wattbench-demo.html"})
     parser.add_argument(
         "--measure", type=number(above=0), default=10.0, metavar="S", help="measurement window (10)"
     )
@@ -89,210 +94,224 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
-    import logging
-    import os
-    import sys
+    import contextlib
     import time
 
+    from ..ingest.collector import CollectorError
+    from ..report.outputs import RunResult, SuiteResult, write_outputs
     from ..sweep.channels import ChannelError
     from ..sweep.session import NothingMeasured
-    from .options import output_console
-    from .sweep import NOTHING_STORED, ended_early_code
+    from . import suite as suite_cli
+    from . import sweep as sweep_cli
+    from .options import output_console, outputs_from_args
 
     console = output_console()
-    log = logging.getLogger("wattbench.cli.demo")
+    outputs = outputs_from_args(args, SuiteResult if args.suite else RunResult, console)
     t_start = time.monotonic()
-    stack: list[Any] = []  # things to stop, last started first
-
-    def stop_all() -> None:
-        while stack:
-            name, stop = stack.pop()
-            try:
-                stop()
-            except Exception as exc:
-                log.warning("stopping %s: %s", name, exc)
-
-    try:
-        # 1. broker
-        if args.broker:
-            broker_url = args.broker
-            protocol = "5"
-            console.print(f"[bold]broker[/]: {broker_url}")
-        else:
-            from ..broker import EmbeddedBroker
-
-            broker = EmbeddedBroker(port=0).start()
-            stack.append(("broker", broker.stop))
-            broker_url = broker.url
-            protocol = broker.protocol
-            console.print(f"[bold]broker[/]: embedded MQTT {protocol} on {broker_url}")
-
-        # 2. store, and the collector writing into it
-        from ..config import CollectorConfig
-        from ..ingest.collector import Collector, CollectorError
-        from ..store import open_store
-
-        if args.influx:
-            store_spec = args.influx
-            options: dict[str, Any] = {"db": args.db} if args.db else {}
-        else:
-            store_spec = args.store or str(workdir / "demo.sqlite")
-            options = {}
-        # InfluxDB must answer now: the collector would spool what it cannot store and the sweep would
-        # run its minutes only to find nothing to read (StoreUnavailable: exit 3, at once).
-        store = open_store(store_spec, must_exist=bool(args.influx), **options)
-        stack.append(("store", store.close))
-        collector = Collector(
-            CollectorConfig(
-                broker=broker_url,
-                protocol=protocol,
-                store=store_spec,
-                influx_db=args.db or "",
-                id="demo",
-                state_dir=str(workdir / "collector"),
-                spool_dir=str(workdir / "spool"),
-                validate_workers=0,  # the cores belong to the workload
-                health_period_s=2.0,
-            )
-        )
+    with contextlib.ExitStack() as stack:  # what was started, stopped last started first
         try:
-            collector.start()
+            broker, protocol = start_broker(args, console, stack)
+            store, spec, collector = start_store(args, workdir, broker, protocol, console, stack)
+            if not start_appliance(workdir, broker, collector, console, stack):
+                console.print("[red]the simulated appliance could not reach the broker[/]")
+                return Exit.UNREACHABLE
+            plan = plan_demo(args, workdir, console)
+            done = measure(sweep_setup(args, store, broker, plan, console), plan, console)
+        except KeyboardInterrupt:
+            console.print("[yellow]demo interrupted[/]")
+            return Exit.INTERRUPTED
         except CollectorError as exc:
             console.print(f"[red]collector[/]: {exc}")
             return exc.exit_code
-        stack.append(("collector", collector.stop))
-        console.print(f"[bold]collector[/]: into {store_spec}")
-
-        # 3. the appliance with a meter that follows this machine's CPU use
-        from wattbench_fw.host import HostAppliance, sim_config
-
-        cfg = sim_config(dev="demo-sim", broker=broker_url, hz=10, model="cpu", idle_w=60.0, peak_w=250.0)
-        cfg["flash_dir"] = str(workdir / "appliance")
-        appliance = HostAppliance(cfg).start()
-        stack.append(("appliance", lambda: appliance.stop(timeout=5)))
-        if not appliance.wait_connected(20):
-            console.print("[red]the simulated appliance could not reach the broker[/]")
-            return Exit.UNREACHABLE
-        console.print(
-            "[bold]appliance[/]: demo-sim/sim, simulated meter at 10 Hz, 60 W idle to 250 W at full CPU"
+        except ChannelError as exc:
+            console.print(f"[red]channels[/]: {exc}")
+            return Exit.CONFIG
+        except NothingMeasured as exc:
+            console.print(f"[yellow]demo[/]: {exc} ({sweep_cli.NOTHING_STORED})", soft_wrap=True)
+            return sweep_cli.ended_early_code(exc.record.interrupted)
+        write_outputs(
+            SuiteResult(done.document) if args.suite else RunResult(done.evaluation, store.series), outputs
         )
-        collector.wait_for(lambda c: c.get("stored_samples", 0) > 0 or c.get("samples", 0) > 0, timeout=15)
-
-        # 4. the sweep
-        from ..core.plan import Timing, specpower_plan
-        from ..sweep.driver import new_run_id
-        from ..sweep.progress import LogDisplay, RichDisplay
-        from ..sweep.scoring import ScoringOptions
-        from ..sweep.session import MqttSettings, SweepSetup, run_sweep
-        from ..workloads import DEFAULT, make_workload
-        from .sweep import emit_outputs
-
-        timing = Timing(args.pre, args.measure, args.post, args.gap)
-        plan = specpower_plan(timing=timing)
-        if args.suite:
-            suite = demo_suite(workdir, args.workers, args.nice)
-            plans = {
-                e.name: specpower_plan(3, (1.0, 0.5), i == 0, timing) for i, e in enumerate(suite.entries)
-            }
-            phases = sum(len(p.phases) for p in plans.values())
-            total = sum(p.duration_s() for p in plans.values())
-            console.print(
-                f"[bold]suite[/]: {', '.join(e.name for e in suite.entries)}; each 3 calibration, 100%, 50%; "
-                f"active idle once; {phases} phases, {args.measure:g} s windows, about {total:.0f} s"
-            )
-        else:
-            console.print(
-                f"[bold]sweep[/]: {len(plan.phases)} phases (3 calibration, 100%…10%, active idle), "
-                f"{args.measure:g} s windows, about {plan.duration_s():.0f} s"
-            )
-        console.print("no inlet probe in the demo: the inlet temperature check is not applied")
-        note = busy_note(os.getloadavg()[0], os.cpu_count() or 1)
-        if note:
-            console.print(f"[yellow]{note}[/]")
-        setup = SweepSetup(
-            run=new_run_id(),
-            plan=plan,
-            workload=make_workload(
-                DEFAULT, {"nice": args.nice, **({"workers": args.workers} if args.workers else {})}
-            ),
-            store=store,
-            mqtt=MqttSettings(broker_url),
-            scoring=ScoringOptions(no_inlet_required=True),
-            display=LogDisplay() if args.quiet or not sys.stderr.isatty() else RichDisplay(),
-            wait_data_s=15.0,
-            announce=lambda line: console.print(f"[bold]sweep[/]: {line}"),
-        )
-        if args.suite:
-            from ..sweep.suite import run_suite
-
-            done = run_suite(
-                suite,
-                setup.run,
-                setup,
-                lambda entry, _first: plans[entry.name],
-                announce=lambda line: console.print(f"[bold]suite[/]: {line}"),
-            )
-        else:
-            outcome = run_sweep(setup)
-    except KeyboardInterrupt:
-        console.print("[yellow]demo interrupted[/]")
-        stop_all()
-        return Exit.INTERRUPTED
-    except ChannelError as exc:
-        console.print(f"[red]channels[/]: {exc}")
-        stop_all()
-        return Exit.CONFIG
-    except NothingMeasured as exc:
-        console.print(f"[yellow]demo[/]: {exc} ({NOTHING_STORED})", soft_wrap=True)
-        stop_all()
-        return ended_early_code(exc.record.interrupted)
-    except Exception:
-        stop_all()
-        raise
-
-    if args.suite:
-        from .suite import exit_code, write_outputs
-
-        try:
-            write_outputs(done.document, argparse.Namespace(html=args.html, json_out=None), console)
-        finally:
-            stop_all()
-        doc = done.document
-        score = doc.get("score")
-        figure = (
-            f"suite score {score['value']:.4f} (SERT-style, relative to itself)"
-            if score
-            else "no suite score"
-        )
-        console.print(
-            f"demo result: {'VALID' if doc['valid'] else 'NOT VALID'}, {figure}",
-            soft_wrap=True,
-            markup=False,
-            highlight=False,
-        )
-        console.print(f"demo finished in {time.monotonic() - t_start:.0f} s")
-        return exit_code(done)
-    ns = argparse.Namespace(html=args.html, json_out=None)
-    try:
-        emit_outputs(outcome.evaluation, ns, store.series, console)
-    finally:
-        stop_all()
-    # One line, never wrapped, so that a script (bench/bench_demo_validity.py) can read it too.
-    console.print(
-        f"demo result: {verdict(outcome.evaluation)}", soft_wrap=True, markup=False, highlight=False
-    )
     took = time.monotonic() - t_start
-    console.print(
-        f"demo finished in {took:.0f} s; re-render with: wattbench report {outcome.evaluation.run} --store {store_spec}"
-        if not args.influx
-        else f"demo finished in {took:.0f} s"
-    )
+    if args.suite:
+        print_line(console, f"demo result: {suite_verdict(done.document)}")
+        console.print(f"demo finished in {took:.0f} s")
+        return suite_cli.exit_code(done)
+    # One line, never wrapped, so that a script (bench/bench_demo_validity.py) can read it too.
+    print_line(console, f"demo result: {verdict(done.evaluation)}")
+    rerender = f"; re-render with: wattbench report {done.evaluation.run} --store {spec}"
+    console.print(f"demo finished in {took:.0f} s{'' if args.influx else rerender}")
     if not args.influx and not args.store:
         keep.append(workdir / "demo.sqlite")
-    # The exit codes of `wattbench sweep`.
-    if outcome.record.interrupted:
-        return ended_early_code(outcome.record.interrupted)
-    return 0 if outcome.evaluation.valid else Exit.INVALID
+    return sweep_cli.exit_code(done)
+
+
+def print_line(console: Any, line: str) -> None:
+    """A line as it is, never wrapped or styled."""
+    console.print(line, soft_wrap=True, markup=False, highlight=False)
+
+
+def _stopping(name: str, stop: Callable[[], Any]) -> Callable[[], None]:
+    """stop(), whose failure is a warning: the demo's outcome is said whatever one part does at exit."""
+
+    def quietly() -> None:
+        try:
+            stop()
+        except Exception as exc:
+            logging.getLogger("wattbench.cli.demo").warning("stopping %s: %s", name, exc)
+
+    return quietly
+
+
+def start_broker(args: argparse.Namespace, console: Any, stack: ExitStack) -> tuple[str, str]:
+    """The broker the demo uses, --broker or the embedded one: its address and MQTT version."""
+    if args.broker:
+        console.print(f"[bold]broker[/]: {args.broker}")
+        return args.broker, "5"
+    from ..broker import EmbeddedBroker
+
+    broker = EmbeddedBroker(port=0).start()
+    stack.callback(_stopping("broker", broker.stop))
+    console.print(f"[bold]broker[/]: embedded MQTT {broker.protocol} on {broker.url}")
+    return broker.url, broker.protocol
+
+
+def start_store(
+    args: argparse.Namespace, workdir: Path, broker: str, protocol: str, console: Any, stack: ExitStack
+) -> tuple[Any, str, Any]:
+    """The store, opened as every command opens it, and the collector writing into it: the store, how
+    it is named, and the collector. InfluxDB must answer now: the collector would spool what it cannot
+    store and the sweep would run its minutes only to find nothing to read (StoreUnavailable: exit 3,
+    at once)."""
+    from ..config import CollectorConfig
+    from ..ingest.collector import Collector
+    from .options import open_store_from_args, store_spec
+
+    spec = store_spec(args, default=str(workdir / "demo.sqlite"))
+    store = open_store_from_args(args, must_exist=bool(args.influx), default=spec)
+    stack.callback(_stopping("store", store.close))
+    collector = Collector(
+        CollectorConfig(
+            broker=broker,
+            protocol=protocol,
+            store=spec,
+            influx_db=args.db or "",
+            id="demo",
+            state_dir=str(workdir / "collector"),
+            spool_dir=str(workdir / "spool"),
+            validate_workers=0,  # the cores belong to the workload
+            health_period_s=2.0,
+        )
+    )
+    collector.start()  # a CollectorError ends the demo with its exit code
+    stack.callback(_stopping("collector", collector.stop))
+    console.print(f"[bold]collector[/]: into {spec}")
+    return store, spec, collector
+
+
+def start_appliance(workdir: Path, broker: str, collector: Any, console: Any, stack: ExitStack) -> bool:
+    """The host-mode appliance with a meter that follows this machine's CPU use; False when it could
+    not reach the broker. Returns once the collector has its first samples (or after 15 s)."""
+    from wattbench_fw.host import HostAppliance, sim_config
+
+    cfg = sim_config(dev="demo-sim", broker=broker, hz=10, model="cpu", idle_w=60.0, peak_w=250.0)
+    cfg["flash_dir"] = str(workdir / "appliance")
+    appliance = HostAppliance(cfg).start()
+    stack.callback(_stopping("appliance", lambda: appliance.stop(timeout=5)))
+    if not appliance.wait_connected(20):
+        return False
+    console.print(
+        "[bold]appliance[/]: demo-sim/sim, simulated meter at 10 Hz, 60 W idle to 250 W at full CPU"
+    )
+    collector.wait_for(lambda c: c.get("stored_samples", 0) > 0 or c.get("samples", 0) > 0, timeout=15)
+    return True
+
+
+@dataclass(frozen=True)
+class DemoPlan:
+    """The transaction mix's plan, or, with --suite, the suite and each worklet's plan."""
+
+    plan: Any
+    suite: Any = None
+    plans: dict[str, Any] = field(default_factory=dict)
+
+
+def plan_demo(args: argparse.Namespace, workdir: Path, console: Any) -> DemoPlan:
+    """The demo's plan, said in one line: phases of seconds each."""
+    from ..core.plan import Timing, specpower_plan
+
+    timing = Timing(args.pre, args.measure, args.post, args.gap)
+    plan = specpower_plan(timing=timing)
+    if not args.suite:
+        console.print(
+            f"[bold]sweep[/]: {len(plan.phases)} phases (3 calibration, 100%…10%, active idle), "
+            f"{args.measure:g} s windows, about {plan.duration_s():.0f} s"
+        )
+        return DemoPlan(plan)
+    suite = demo_suite(workdir, args.workers, args.nice)
+    plans = {e.name: specpower_plan(3, (1.0, 0.5), i == 0, timing) for i, e in enumerate(suite.entries)}
+    phases = sum(len(p.phases) for p in plans.values())
+    total = sum(p.duration_s() for p in plans.values())
+    console.print(
+        f"[bold]suite[/]: {', '.join(e.name for e in suite.entries)}; each 3 calibration, 100%, 50%; "
+        f"active idle once; {phases} phases, {args.measure:g} s windows, about {total:.0f} s"
+    )
+    return DemoPlan(plan, suite, plans)
+
+
+def sweep_setup(args: argparse.Namespace, store: Any, broker: str, plan: DemoPlan, console: Any) -> Any:
+    """The SweepSetup `wattbench sweep --no-inlet-required` would make for the built-in workload, after
+    saying what the reader should know before the run."""
+    import os
+    import sys
+
+    from ..sweep.driver import new_run_id
+    from ..sweep.progress import LogDisplay, RichDisplay
+    from ..sweep.scoring import ScoringOptions
+    from ..sweep.session import MqttSettings, SweepSetup
+    from ..workloads import DEFAULT, make_workload
+
+    console.print("no inlet probe in the demo: the inlet temperature check is not applied")
+    note = busy_note(os.getloadavg()[0], os.cpu_count() or 1)
+    if note:
+        console.print(f"[yellow]{note}[/]")
+    return SweepSetup(
+        run=new_run_id(),
+        plan=plan.plan,
+        workload=make_workload(
+            DEFAULT, {"nice": args.nice, **({"workers": args.workers} if args.workers else {})}
+        ),
+        store=store,
+        mqtt=MqttSettings(broker),
+        scoring=ScoringOptions(no_inlet_required=True),
+        display=LogDisplay() if args.quiet or not sys.stderr.isatty() else RichDisplay(),
+        wait_data_s=15.0,
+        announce=lambda line: console.print(f"[bold]sweep[/]: {line}"),
+    )
+
+
+def measure(setup: Any, plan: DemoPlan, console: Any) -> Any:
+    """The run, as `wattbench sweep` or, with --suite, `wattbench suite` runs it: its outcome."""
+    from ..sweep.session import run_sweep
+    from ..sweep.suite import run_suite
+
+    if plan.suite is None:
+        return run_sweep(setup)
+    return run_suite(
+        plan.suite,
+        setup.run,
+        setup,
+        lambda entry, _first: plan.plans[entry.name],
+        announce=lambda line: console.print(f"[bold]suite[/]: {line}"),
+    )
+
+
+def suite_verdict(doc: Mapping[str, Any]) -> str:
+    score = doc.get("score")
+    figure = (
+        f"suite score {score['value']:.4f} (SERT-style, relative to itself)" if score else "no suite score"
+    )
+    return f"{'VALID' if doc['valid'] else 'NOT VALID'}, {figure}"
 
 
 def demo_suite(workdir: Any, workers: int | None, nice: int) -> Any:

@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -20,6 +22,7 @@ from ..exits import Exit
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from ..report.outputs import Outputs
     from ..sweep.scoring import ScoringOptions
 
 T = TypeVar("T")
@@ -53,7 +56,8 @@ class Parser(argparse.ArgumentParser):
         if extras:
             # argparse leaves these to the top parser, whose --help does not list them.
             parser = self.chosen(parsed)
-            parser.error(f"unrecognized arguments: {' '.join(extras)}{parser.meant(extras)}")
+            words = list(sys.argv[1:] if args is None else args)
+            parser.error(f"unrecognized arguments: {' '.join(extras)}{parser.meant(extras, words)}")
         return parsed
 
     def chosen(self, parsed: argparse.Namespace) -> Parser:
@@ -65,13 +69,17 @@ class Parser(argparse.ArgumentParser):
                     return sub.chosen(parsed)
         return self
 
-    def meant(self, extras: list[str]) -> str:
-        """The options an abbreviation would once have been taken for, as a hint."""
+    def meant(self, extras: list[str], words: Sequence[str] = ()) -> str:
+        """The options an abbreviation would once have been taken for, as a hint; and for a file
+        after a flag that prints to stdout (--json FILE), the option that writes it (--json-out FILE)."""
         known = [o for o in self._option_string_actions if o.startswith("--")]
-        hints = sorted(
-            {o for x in extras if x.startswith("--") for o in known if o.startswith(x.split("=")[0])}
-        )
-        return f" (did you mean {' or '.join(hints)}?)" if hints else ""
+        hints = {o for x in extras if x.startswith("--") for o in known if o.startswith(x.split("=")[0])}
+        hints |= {
+            f"{flag}-out {word}"
+            for flag, word in pairwise(words)
+            if word in extras and f"{flag}-out" in known
+        }
+        return f" (did you mean {' or '.join(sorted(hints))}?)" if hints else ""
 
 
 # ---------------------------------------------------------------------------- output
@@ -295,21 +303,24 @@ def store_given(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "influx", None) or getattr(args, "store", None))
 
 
-def store_spec(args: argparse.Namespace) -> str:
-    return getattr(args, "influx", None) or getattr(args, "store", None) or default_store()
+def store_spec(args: argparse.Namespace, default: str | None = None) -> str:
+    """The store the options name; given none, default, else the one `wattbench collect` writes."""
+    return getattr(args, "influx", None) or getattr(args, "store", None) or default or default_store()
 
 
 # the store's own options, from the settings of the same names
 _INFLUX = ("db", "rp", "bucket", "org", "user", "token", "password")
 
 
-def open_store_from_args(args: argparse.Namespace, *, must_exist: bool = True, **options: Any) -> Any:
-    """Open the store the options name. must_exist (for every reader, and for the sweep, which needs
-    the collector's store) refuses a missing file instead of creating an empty one and checks that
-    InfluxDB answers; failures raise StoreError (exit 3)."""
+def open_store_from_args(
+    args: argparse.Namespace, *, must_exist: bool = True, default: str | None = None, **options: Any
+) -> Any:
+    """Open the store the options name (or default, see store_spec). must_exist (for every reader,
+    and for the sweep, which needs the collector's store) refuses a missing file instead of creating an
+    empty one and checks that InfluxDB answers; failures raise StoreError (exit 3)."""
     from ..store import open_store
 
-    spec = store_spec(args)
+    spec = store_spec(args, default)
     if spec.startswith(("http://", "https://")):
         cfg = resolve(args, [f"influx_{name}" for name in _INFLUX])
         for name in _INFLUX:
@@ -342,22 +353,54 @@ def mqtt_password(args: argparse.Namespace) -> str | None:
 
 def add_output_options(
     parser: argparse.ArgumentParser,
-    *,
-    html: bool = True,
-    json_out: bool = False,
-    json_stdout: bool = False,
-    html_default: str | None = None,
+    *kinds: type,
+    stdout: bool = True,
+    defaults: Mapping[str, str] | None = None,
 ) -> None:
+    """The output options of a command whose result is one of kinds (report/outputs.py): each file
+    rendering of the registry as --NAME FILE, checked writable as the command line is read so a long
+    run never ends on a path it cannot write, and, with stdout, each stdout rendering as a flag
+    (--json). defaults: a file rendering's path when its option is not given (the demo's page)."""
+    from ..report.outputs import renderers
+
     g = parser.add_argument_group("output")
-    if html:
-        shown = f" ({html_default})" if html_default else ""
-        g.add_argument(
-            "--html", metavar="FILE", type=writable_file, default=html_default, help=f"HTML report{shown}"
-        )
-    if json_out:
-        g.add_argument("--json-out", metavar="FILE", type=writable_file, help="write the result JSON here")
-    if json_stdout:
-        g.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    for r in renderers(kinds):
+        if r.where == "file":
+            default = (defaults or {}).get(r.name)
+            g.add_argument(
+                f"--{r.name}",
+                metavar="FILE",
+                type=writable_file,
+                default=default,
+                help=f"{r.help} ({default})" if default else r.help,
+            )
+        elif r.where == "stdout" and stdout:
+            g.add_argument(f"--{r.name}", action="store_true", help=r.help)
+
+
+def outputs_from_args(args: argparse.Namespace, kind: type, console: Console | None = None) -> Outputs:
+    """The Outputs (report/outputs.py) the options of add_output_options chose for a result of kind,
+    shown on console (default: the command's console on stdout)."""
+    from ..report.outputs import TERMINAL, Outputs, renderers
+
+    given = vars(args)
+    chosen = [r for r in renderers([kind]) if given.get(r.name.replace("-", "_"))]
+    shown = next((r.name for r in chosen if r.where == "stdout"), TERMINAL)
+    files = {r.name: given[r.name.replace("-", "_")] for r in chosen if r.where == "file"}
+    return Outputs(shown, files, console or output_console())
+
+
+def side_console(outputs: Outputs) -> Console:
+    """The console for a command's own lines beside its result (what it is doing): with the tables on
+    stdout, and on stderr while stdout carries JSON for a program."""
+    if outputs.machine_readable or outputs.console is None:
+        return output_console(stderr=True)
+    return outputs.console
+
+
+def add_json_flag(parser: argparse.ArgumentParser, help: str = "print JSON instead of tables") -> None:
+    """--json for a command whose JSON is not one of the rendered results (status)."""
+    parser.add_argument_group("output").add_argument("--json", action="store_true", help=help)
 
 
 # Scoring limits, channels, clock offsets and cost: the same group for `sweep`, `suite` and `report`.

@@ -24,11 +24,12 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..report.outputs import RunResult
     from .options import add_broker_options, add_output_options, add_scoring_arguments, add_store_options
 
     parser.add_argument("run_id", metavar="RUN_ID", help='run id, or "latest"')
     add_store_options(parser)
-    add_output_options(parser, html=True, json_stdout=True)
+    add_output_options(parser, RunResult)
     parser.add_argument("--rescore", action="store_true", help="align and score the stored samples again")
     add_scoring_arguments(parser)
     add_broker_options(parser, help_broker="publish the result here, retained (as wattbench sweep does)")
@@ -119,10 +120,9 @@ def open_publisher(args: argparse.Namespace, run: str) -> Any:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from ..report.jsonreport import to_json
-    from ..report.table import print_evaluation
+    from ..report.outputs import RunResult, write_outputs
     from ..sweep.publish import SinkError
-    from .options import open_store_from_args, output_console, scoring_from_args
+    from .options import open_store_from_args, outputs_from_args, scoring_from_args
 
     try:
         # out-of-range limits are refused before the store is opened, not after a re-score has begun
@@ -146,15 +146,7 @@ def run(args: argparse.Namespace) -> int:
         note, failed = keep_result(args, store, ev, sink)
         if note:
             print(f"wattbench report: {note}", file=sys.stderr)
-        if args.json:
-            print(to_json(ev))
-        else:
-            print_evaluation(output_console(), ev)
-        if args.html:
-            from ..report.html import write_html
-
-            write_html(args.html, ev, store.series)
-            print(f"HTML report: {args.html}", file=sys.stderr if args.json else sys.stdout)
+        write_outputs(RunResult(ev, store.series), outputs_from_args(args, RunResult))
         return 3 if failed else 0
     finally:
         if sink is not None:

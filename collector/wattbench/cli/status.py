@@ -22,7 +22,7 @@ from ..exits import Exit
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .options import add_output_options, add_store_options
+    from .options import add_json_flag, add_store_options
 
     parser.add_argument("--state-dir", metavar="DIR", help="where collectors write their status files")
     add_store_options(parser)
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--config", metavar="FILE", help="collector TOML configuration to take the above from"
     )
     parser.add_argument("--verify", action="store_true", help="count stored samples against sequence numbers")
-    add_output_options(parser, html=False, json_stdout=True)
+    add_json_flag(parser)
 
 
 def _fmt(value: Any, digits: int = 0) -> str:

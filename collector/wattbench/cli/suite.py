@@ -19,11 +19,12 @@ import argparse
 from typing import Any
 
 from ..exits import Exit
-from .options import CliError, output_console
+from .options import CliError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .options import add_scoring_arguments, number, readable_file, run_id, writable_file
+    from ..report.outputs import SuiteResult
+    from .options import add_output_options, add_scoring_arguments, number, readable_file, run_id
     from .sweep import add_connection_arguments, add_plan_arguments
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -39,9 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_plan_arguments(parser)
     add_connection_arguments(parser)
     add_scoring_arguments(parser)
-    g = parser.add_argument_group("output")
-    g.add_argument("--json-out", metavar="FILE", type=writable_file, help="write the suite result here")
-    g.add_argument("--html", metavar="FILE", type=writable_file, help="HTML page of the suite")
+    add_output_options(parser, SuiteResult)
     parser.add_argument(
         "--wait-data", type=number(at_least=0), default=20.0, metavar="S", help="wait for late samples (20)"
     )
@@ -78,23 +77,6 @@ def read_reference(path: str) -> dict[str, Any]:
     return dict(doc)
 
 
-def write_outputs(doc: dict[str, Any], args: argparse.Namespace, console: Any) -> None:
-    import json
-
-    from ..report.compare import render_suite_html, suite_renderables
-
-    for r in suite_renderables(doc):
-        console.print(r)
-    if getattr(args, "json_out", None):
-        with open(args.json_out, "w") as f:
-            json.dump(doc, f, indent=2)
-        console.print(f"suite result JSON: {args.json_out}")
-    if getattr(args, "html", None):
-        with open(args.html, "w", encoding="utf-8") as f:
-            f.write(render_suite_html(doc))
-        console.print(f"suite HTML: {args.html}")
-
-
 def exit_code(suite_run: Any) -> int:
     if suite_run.workload_failed:
         return Exit.WORKLOAD
@@ -110,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from ..core.plan import Timing, parse_levels
+    from ..report.outputs import SuiteResult, write_outputs
     from ..sweep.channels import ChannelError
     from ..sweep.driver import new_run_id
     from ..sweep.progress import LogDisplay, RichDisplay
@@ -121,7 +104,9 @@ def run(args: argparse.Namespace) -> int:
         as_given,
         mqtt_password,
         mqtt_user,
+        outputs_from_args,
         scoring_from_args,
+        side_console,
     )
     from .sweep import NOTHING_STORED, PLAN_OPTIONS, ended_early_code, sweep_store
 
@@ -160,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
     mqtt = (
         MqttSettings(args.broker, mqtt_user(args), mqtt_password(args), args.mqtt_ca) if args.broker else None
     )
-    console = output_console()
+    outputs = outputs_from_args(args, SuiteResult)
+    console = side_console(outputs)
     run_id = args.run or new_run_id()
     total = sum(p.duration_s() for p in plans.values())
     console.print(
@@ -199,5 +185,5 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if store is not None:
             store.close()
-    write_outputs(done.document, args, console)
+    write_outputs(SuiteResult(done.document), outputs)
     return exit_code(done)

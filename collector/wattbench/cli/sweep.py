@@ -20,7 +20,7 @@ import argparse
 from typing import Any
 
 from ..exits import Exit
-from .options import CliError, add_scoring_arguments, as_given, output_console, scoring_from_args
+from .options import CliError, add_scoring_arguments, as_given, scoring_from_args
 
 # The plan's fields -> the options that give them, for a value the plan refuses.
 PLAN_OPTIONS = {
@@ -84,9 +84,10 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..report.outputs import RunResult
     from .options import add_output_options
 
-    add_output_options(parser, html=True, json_out=True)
+    add_output_options(parser, RunResult)
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
@@ -185,38 +186,30 @@ def sweep_store(args: argparse.Namespace) -> Any:
     return open_store_from_args(args, must_exist=True)
 
 
-def emit_outputs(evaluation: Any, args: argparse.Namespace, fetch: Any = None, console: Any = None) -> None:
-    """The table on the terminal, and the JSON and HTML files when asked for."""
-    import json
-
-    from ..report.table import print_evaluation
-
-    console = console or output_console()
-    print_evaluation(console, evaluation)
-    if getattr(args, "json_out", None):
-        with open(args.json_out, "w") as f:
-            json.dump(evaluation.result, f, indent=2)
-        console.print(f"result JSON: {args.json_out}")
-    if getattr(args, "html", None):
-        from ..report.html import write_html
-
-        write_html(args.html, evaluation, fetch)
-        console.print(f"HTML report: {args.html}")
+def exit_code(outcome: Any) -> int:
+    """The exit code of a sweep that measured something (the module's docstring lists them)."""
+    if outcome.store_error:
+        return Exit.UNREACHABLE
+    if outcome.record.interrupted:
+        return ended_early_code(outcome.record.interrupted)
+    return 0 if outcome.evaluation.valid else Exit.INVALID
 
 
 def run(args: argparse.Namespace) -> int:
     import logging
     import sys
 
+    from ..report.outputs import RunResult, write_outputs
     from ..sweep.channels import ChannelError
     from ..sweep.driver import new_run_id
     from ..sweep.progress import LogDisplay, RichDisplay
     from ..sweep.publish import SinkError
     from ..sweep.session import MqttSettings, NothingMeasured, SweepSetup, run_sweep
     from ..workloads.base import WorkloadError
-    from .options import mqtt_password, mqtt_user
+    from .options import mqtt_password, mqtt_user, outputs_from_args
 
     log = logging.getLogger("wattbench.sweep")
+    outputs = outputs_from_args(args, RunResult)
     try:
         workload, config = workload_from_args(args)
         plan = plan_from_args(args, workload, config)
@@ -267,14 +260,11 @@ def run(args: argparse.Namespace) -> int:
             store.close()
         return Exit.UNREACHABLE
     try:
-        readable = store is not None and not outcome.store_error
-        emit_outputs(outcome.evaluation, args, store.series if readable else None)
+        fetch = store.series if store is not None and not outcome.store_error else None
+        write_outputs(RunResult(outcome.evaluation, fetch), outputs)
     finally:
         if store is not None:
             store.close()
     if outcome.store_error:
         print(f"wattbench sweep: {outcome.store_error}", file=sys.stderr)
-        return Exit.UNREACHABLE
-    if outcome.record.interrupted:
-        return ended_early_code(outcome.record.interrupted)
-    return 0 if outcome.evaluation.valid else Exit.INVALID
+    return exit_code(outcome)
