@@ -27,6 +27,14 @@ if TYPE_CHECKING:
     from contextlib import ExitStack
     from pathlib import Path
 
+    from rich.console import Console
+
+    from ..core.plan import Plan
+    from ..ingest.collector import Collector
+    from ..store.base import Store
+    from ..sweep.session import SweepSetup
+    from ..sweep.suite import Suite
+
 # Niceness of the demo's workers: the broker, collector and appliance in this process come first.
 DEMO_NICE = 10
 
@@ -146,7 +154,7 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
     return sweep_cli.exit_code(done)
 
 
-def print_line(console: Any, line: str) -> None:
+def print_line(console: Console, line: str) -> None:
     """A line as it is, never wrapped or styled."""
     console.print(line, soft_wrap=True, markup=False, highlight=False)
 
@@ -163,7 +171,7 @@ def _stopping(name: str, stop: Callable[[], Any]) -> Callable[[], None]:
     return quietly
 
 
-def start_broker(args: argparse.Namespace, console: Any, stack: ExitStack) -> tuple[str, str]:
+def start_broker(args: argparse.Namespace, console: Console, stack: ExitStack) -> tuple[str, str]:
     """The broker the demo uses, --broker or the embedded one: its address and MQTT version."""
     if args.broker:
         console.print(f"[bold]broker[/]: {args.broker}")
@@ -177,8 +185,8 @@ def start_broker(args: argparse.Namespace, console: Any, stack: ExitStack) -> tu
 
 
 def start_store(
-    args: argparse.Namespace, workdir: Path, broker: str, protocol: str, console: Any, stack: ExitStack
-) -> tuple[Any, str, Any]:
+    args: argparse.Namespace, workdir: Path, broker: str, protocol: str, console: Console, stack: ExitStack
+) -> tuple[Store, str, Collector]:
     """The store, opened as every command opens it, and the collector writing into it: the store, how
     it is named, and the collector. InfluxDB must answer now: the collector would spool what it cannot
     store and the sweep would run its minutes only to find nothing to read (StoreUnavailable: exit 3,
@@ -209,7 +217,9 @@ def start_store(
     return store, spec, collector
 
 
-def start_appliance(workdir: Path, broker: str, collector: Any, console: Any, stack: ExitStack) -> bool:
+def start_appliance(
+    workdir: Path, broker: str, collector: Collector, console: Console, stack: ExitStack
+) -> bool:
     """The host-mode appliance with a meter that follows this machine's CPU use; False when it could
     not reach the broker. Returns once the collector has its first samples (or after 15 s)."""
     from wattbench_fw.host import HostAppliance, sim_config
@@ -231,12 +241,12 @@ def start_appliance(workdir: Path, broker: str, collector: Any, console: Any, st
 class DemoPlan:
     """The transaction mix's plan, or, with --suite, the suite and each worklet's plan."""
 
-    plan: Any
-    suite: Any = None
-    plans: dict[str, Any] = field(default_factory=dict)
+    plan: Plan
+    suite: Suite | None = None
+    plans: dict[str, Plan] = field(default_factory=dict)
 
 
-def plan_demo(args: argparse.Namespace, workdir: Path, console: Any) -> DemoPlan:
+def plan_demo(args: argparse.Namespace, workdir: Path, console: Console) -> DemoPlan:
     """The demo's plan, said in one line: phases of seconds each."""
     from ..core.plan import Timing, specpower_plan
 
@@ -259,7 +269,9 @@ def plan_demo(args: argparse.Namespace, workdir: Path, console: Any) -> DemoPlan
     return DemoPlan(plan, suite, plans)
 
 
-def sweep_setup(args: argparse.Namespace, store: Any, broker: str, plan: DemoPlan, console: Any) -> Any:
+def sweep_setup(
+    args: argparse.Namespace, store: Store, broker: str, plan: DemoPlan, console: Console
+) -> SweepSetup:
     """The SweepSetup `wattbench sweep --no-inlet-required` would make for the built-in workload, after
     saying what the reader should know before the run."""
     import os
@@ -290,7 +302,7 @@ def sweep_setup(args: argparse.Namespace, store: Any, broker: str, plan: DemoPla
     )
 
 
-def measure(setup: Any, plan: DemoPlan, console: Any) -> Any:
+def measure(setup: SweepSetup, plan: DemoPlan, console: Console) -> Any:
     """The run, as `wattbench sweep` or, with --suite, `wattbench suite` runs it: its outcome."""
     from ..sweep.session import run_sweep
     from ..sweep.suite import run_suite
