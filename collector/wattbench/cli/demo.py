@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
+    from wattbench_fw.host import HostAppliance
+
     from ..core.plan import Plan
     from ..ingest.collector import Collector
     from ..store.base import Store
@@ -120,7 +122,7 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
         try:
             broker, protocol = start_broker(args, console, stack)
             store, spec, collector = start_store(args, workdir, broker, protocol, console, stack)
-            if not start_appliance(workdir, broker, collector, console, stack):
+            if start_appliance(workdir, broker, collector, console, stack) is None:
                 console.print("[red]the simulated appliance could not reach the broker[/]")
                 return Exit.UNREACHABLE
             plan = plan_demo(args, workdir, console)
@@ -219,8 +221,8 @@ def start_store(
 
 def start_appliance(
     workdir: Path, broker: str, collector: Collector, console: Console, stack: ExitStack
-) -> bool:
-    """The host-mode appliance with a meter that follows this machine's CPU use; False when it could
+) -> HostAppliance | None:
+    """The host-mode appliance with a meter that follows this machine's CPU use; None when it could
     not reach the broker. Returns once the collector has its first samples (or after 15 s)."""
     from wattbench_fw.host import HostAppliance, sim_config
 
@@ -229,12 +231,12 @@ def start_appliance(
     appliance = HostAppliance(cfg).start()
     stack.callback(_stopping("appliance", lambda: appliance.stop(timeout=5)))
     if not appliance.wait_connected(20):
-        return False
+        return None
     console.print(
         "[bold]appliance[/]: demo-sim/sim, simulated meter at 10 Hz, 60 W idle to 250 W at full CPU"
     )
     collector.wait_for(lambda c: c.get("stored_samples", 0) > 0 or c.get("samples", 0) > 0, timeout=15)
-    return True
+    return appliance
 
 
 @dataclass(frozen=True)
