@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from contextlib import ExitStack
     from pathlib import Path
 
-    from rich.console import Console
-
     from wattbench_fw.host import HostAppliance
 
     from ..core.plan import Plan
@@ -156,7 +154,7 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
     return sweep_cli.exit_code(done)
 
 
-def print_line(console: Console, line: str) -> None:
+def print_line(console: Any, line: str) -> None:
     """A line as it is, never wrapped or styled."""
     console.print(line, soft_wrap=True, markup=False, highlight=False)
 
@@ -173,7 +171,7 @@ def _stopping(name: str, stop: Callable[[], Any]) -> Callable[[], None]:
     return quietly
 
 
-def start_broker(args: argparse.Namespace, console: Console, stack: ExitStack) -> tuple[str, str]:
+def start_broker(args: argparse.Namespace, console: Any, stack: ExitStack) -> tuple[str, str]:
     """The broker the demo uses, --broker or the embedded one: its address and MQTT version."""
     if args.broker:
         console.print(f"[bold]broker[/]: {args.broker}")
@@ -187,7 +185,7 @@ def start_broker(args: argparse.Namespace, console: Console, stack: ExitStack) -
 
 
 def start_store(
-    args: argparse.Namespace, workdir: Path, broker: str, protocol: str, console: Console, stack: ExitStack
+    args: argparse.Namespace, workdir: Path, broker: str, protocol: str, console: Any, stack: ExitStack
 ) -> tuple[Store, str, Collector]:
     """The store, opened as every command opens it, and the collector writing into it: the store, how
     it is named, and the collector. InfluxDB must answer now: the collector would spool what it cannot
@@ -220,7 +218,7 @@ def start_store(
 
 
 def start_appliance(
-    workdir: Path, broker: str, collector: Collector, console: Console, stack: ExitStack
+    workdir: Path, broker: str, collector: Collector, console: Any, stack: ExitStack
 ) -> HostAppliance | None:
     """The host-mode appliance with a meter that follows this machine's CPU use; None when it could
     not reach the broker. Returns once the collector has its first samples (or after 15 s)."""
@@ -248,7 +246,7 @@ class DemoPlan:
     plans: dict[str, Plan] = field(default_factory=dict)
 
 
-def plan_demo(args: argparse.Namespace, workdir: Path, console: Console) -> DemoPlan:
+def plan_demo(args: argparse.Namespace, workdir: Path, console: Any) -> DemoPlan:
     """The demo's plan, said in one line: phases of seconds each."""
     from ..core.plan import Timing, specpower_plan
 
@@ -272,7 +270,7 @@ def plan_demo(args: argparse.Namespace, workdir: Path, console: Console) -> Demo
 
 
 def sweep_setup(
-    args: argparse.Namespace, store: Store, broker: str, plan: DemoPlan, console: Console
+    args: argparse.Namespace, store: Store, broker: str, plan: DemoPlan, console: Any
 ) -> SweepSetup:
     """The SweepSetup `wattbench sweep --no-inlet-required` would make for the built-in workload, after
     saying what the reader should know before the run."""
@@ -304,7 +302,7 @@ def sweep_setup(
     )
 
 
-def measure(setup: SweepSetup, plan: DemoPlan, console: Console) -> Any:
+def measure(setup: SweepSetup, plan: DemoPlan, console: Any) -> Any:
     """The run, as `wattbench sweep` or, with --suite, `wattbench suite` runs it: its outcome."""
     from ..sweep.session import run_sweep
     from ..sweep.suite import run_suite
