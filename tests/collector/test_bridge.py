@@ -146,7 +146,7 @@ def test_translated_messages_are_the_contract_and_a_silence_is_a_gap() -> None:
     p = plug()
     bridge = Bridge([p], boot=1764064800)
     assert bridge.filters() == ["tele/plug1/SENSOR"]
-    assert bridge.plug_for("tele/plug1/SENSOR") is p and bridge.plug_for("tele/other/SENSOR") is None
+    assert bridge.plugs_for("tele/plug1/SENSOR") == [p] and bridge.plugs_for("tele/other/SENSOR") == []
     t0 = 1_764_064_800_000
     first = bridge.translate(p, "tele/plug1/SENSOR", TASMOTA, t0)
     (meta_topic, meta_raw), (samples_topic, samples_raw) = first.messages

@@ -1,11 +1,13 @@
-"""The smart-plug bridge: plugs that already publish their power on MQTT (Tasmota, Shelly Gen2+,
-ESPHome) become wattbench devices in the collector process, so counters, gap checks, storage and
+"""The smart-plug bridge: plugs and meters that already publish their power on MQTT (Tasmota, Shelly
+Gen1 and Gen2+, ESPHome) become wattbench devices in the collector process, so counters, gap checks, storage and
 scoring treat them as they treat an appliance.
 
 Each plug is one row of a mapping file (TOML, `plugs = "..."` in the collector's configuration, or
 `wattbench collect --plugs FILE`): its format, the topic it publishes under, the device id and channel
 it becomes, its role and node, and its reporting period. A format is a folder here (code, README,
-sample.toml) plus one row in schema/bridged.json.
+sample.toml) plus one row in schema/bridged.json. Several rows may read one device's topics (two relays
+of a Tasmota, the phases and the total of a Shelly Pro 3EM): each message goes to every row that reads
+its topic, and each row is its own wattbench device.
 
 What a plug sends becomes contract messages (meta.schema.json, samples.schema.json) that go through the
 collector's own validation and accounting. A plug has no clock worth the name, so its samples are
@@ -85,6 +87,11 @@ class Format(Protocol):
         updates the plug's state without making a sample; BridgeError when it cannot be read."""
         ...
 
+    def scope(self, plug: Plug) -> tuple[str, bool]:
+        """The physical meter the row reads (rows of one meter give the same name) and whether the row
+        is that meter's whole (a device total, the total of a three-phase meter) rather than one part."""
+        ...
+
 
 def format_for(kind: str) -> Format:
     """A new reader of the format (one per plug: a format may hold a plug's state between messages)."""
@@ -137,6 +144,7 @@ def load_plugs(path: str | Path) -> list[Plug]:
     if not isinstance(rows, list) or not rows:
         raise PlugConfigError(f"plugs file {path}: no [[plug]] table")
     plugs: list[Plug] = []
+    scopes: list[tuple[str, bool]] = []
     for i, row in enumerate(rows, 1):
         where = f"plugs file {path}, plug {i}"
         if not isinstance(row, dict):
@@ -188,11 +196,32 @@ def load_plugs(path: str | Path) -> list[Plug]:
         except PlugConfigError as exc:
             raise PlugConfigError(f"{where}: {exc}") from None
         plugs.append(plug)
+        scopes.append(fmt.scope(plug))
     devs = [p.dev for p in plugs]
     twice = sorted({d for d in devs if devs.count(d) > 1})
     if twice:
         raise PlugConfigError(f"plugs file {path}: device {', '.join(twice)} named by more than one plug")
+    _whole_and_parts(path, plugs, scopes)
     return plugs
+
+
+def _whole_and_parts(path: str | Path, plugs: list[Plug], scopes: list[tuple[str, bool]]) -> None:
+    """A meter's whole and one of its parts both of role power would be summed into the same wall
+    power: the same watts twice. One of them must take another role (component: summed only when a run
+    names it; other: never)."""
+    whole: dict[str, Plug] = {}
+    part: dict[str, Plug] = {}
+    for plug, (meter, is_whole) in zip(plugs, scopes, strict=True):
+        if plug.role == "power":
+            (whole if is_whole else part).setdefault(meter, plug)
+    for meter, w in whole.items():
+        p = part.get(meter)
+        if p is not None:
+            raise PlugConfigError(
+                f"plugs file {path}: {w.dev} is the whole of {meter} and {p.dev} one of its parts, both "
+                "role power: their watts would be summed twice; give the parts role component (or the "
+                "whole role other)"
+            )
 
 
 @dataclass
@@ -227,11 +256,14 @@ class Bridge:
     def filters(self) -> list[str]:
         return sorted({f for f, _ in self._by_filter})
 
-    def plug_for(self, topic: str) -> Plug | None:
+    def plugs_for(self, topic: str) -> list[Plug]:
+        """Every row that reads the topic: rows of one device (its relays, its phases and its total)
+        share its topics, and each makes its own sample of the message."""
+        out: list[Plug] = []
         for f, plug in self._by_filter:
-            if topic_matches_sub(f, topic):
-                return plug
-        return None
+            if plug not in out and topic_matches_sub(f, topic):
+                out.append(plug)
+        return out
 
     def translate(self, plug: Plug, topic: str, payload: bytes, recv_ms: int) -> Translated:
         try:

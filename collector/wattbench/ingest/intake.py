@@ -192,17 +192,18 @@ class Intake:
         """A bridged plug's message: made into contract messages and handled here, in this process
         (plugs send a message every few seconds); False for any other topic."""
         gen, mid, qos, topic, payload, recv_ms = m
-        plug = bridge.plug_for(topic)
-        if plug is None:
+        plugs = bridge.plugs_for(topic)
+        if not plugs:
             return False
         with self._pipeline_lock:
-            out = bridge.translate(plug, topic, payload, recv_ms)
-            for t, raw in out.messages:
-                self._pipeline.handle(t, raw, recv_ms)
-            if out.reject_detail is not None:
-                excerpt = payload[:64].decode("utf-8", "replace")
-                rejected = Rejected("plug", out.reject_detail, topic, len(payload), out.dev, excerpt)
-                self._pipeline.handle(topic, payload, recv_ms, (rejected, None, None))
+            for plug in plugs:
+                out = bridge.translate(plug, topic, payload, recv_ms)
+                for t, raw in out.messages:
+                    self._pipeline.handle(t, raw, recv_ms)
+                if out.reject_detail is not None:
+                    excerpt = payload[:64].decode("utf-8", "replace")
+                    rejected = Rejected("plug", out.reject_detail, topic, len(payload), out.dev, excerpt)
+                    self._pipeline.handle(topic, payload, recv_ms, (rejected, None, None))
         self._acks.held.append((gen, mid, qos))
         return True
 

@@ -42,6 +42,9 @@ class ESPHome:
         if plug.options.get("energy_unit", "kWh") not in ("Wh", "kWh"):
             raise PlugConfigError("energy_unit must be Wh or kWh")
 
+    def scope(self, plug: Plug) -> tuple[str, bool]:
+        return plug.topic, False
+
     def read(self, plug: Plug, topic: str, payload: bytes) -> dict[str, float] | None:
         obj = topic.split("/")[-2]
         quantity = next((q for q, o in plug.options["sensors"].items() if o == obj), None)
