@@ -100,7 +100,10 @@ def test_tasmota_with_several_relays_needs_its_index() -> None:
 
 def test_shelly_switch_status() -> None:
     got = format_for("shelly").read(plug("shelly"), "plug1/status/switch:0", SHELLY)
-    assert got == {"W": 148.6, "V": 230.4, "A": 0.672, "PF": 0.96, "Hz": 50.0, "Wh": 12345.678}
+    assert got == {"W": 148.6, "V": 230.4, "A": 0.672, "PF": 0.96, "Hz": 50.0, "Wh": 12345.678} | {
+        "t": 1_764_064_800_000,  # aenergy.minute_ts: the plug's own time, to two minutes
+        "t_res": 120_000.0,
+    }
 
 
 def test_esphome_states_make_a_sample_on_each_power_state() -> None:

@@ -194,11 +194,29 @@ def devices(doc: dict[str, Any]) -> list[dict[str, Any]]:
         dev, coll = str(h.get("dev", "?")), str(h.get("collector", "?"))
         rows[(dev, coll)] = device_entry(dev, coll, "store", h)
     for c in doc["collectors"]:
+        coll = str(c.get("id", "?"))
         for dev, acct in (c.get("accounts") or {}).items():
             if isinstance(acct, dict):
-                coll = str(c.get("id", "?"))
                 rows[(dev, coll)] = device_entry(dev, coll, "file", acct)
+        plugs = c.get("plugs")
+        for dev, plug in (plugs if isinstance(plugs, dict) else {}).items():
+            dropped = plug_drops(plug)
+            if dropped:
+                # A plug whose every message was dropped has no account, yet its drops are the news.
+                row = rows.get((dev, coll)) or device_entry(dev, coll, "file", {})
+                rows[(dev, coll)] = {**row, "dropped": dropped}
     return [rows[k] for k in sorted(rows)]
+
+
+DROP_REASONS = ("retained", "stale", "repeat")
+
+
+def plug_drops(plug: Any) -> dict[str, int]:
+    """A bridged plug's dropped messages by reason, from its saved state; only the reasons it had."""
+    drops = plug.get("drops") if isinstance(plug, dict) else None
+    if not isinstance(drops, dict):
+        return {}
+    return {r: int(drops[r]) for r in DROP_REASONS if _is_num(drops.get(r)) and drops[r] > 0}
 
 
 def collector_entry(c: dict[str, Any]) -> dict[str, Any]:
@@ -307,6 +325,10 @@ def render(doc: dict[str, Any]) -> None:
             "[dim]offset: device clock minus host clock. skipped: sequence numbers a clean restart "
             "never handed out (not lost).[/dim]"
         )
+        for r in doc["devices"]:
+            if r.get("dropped"):
+                why = ", ".join(f"{n} {reason}" for reason, n in r["dropped"].items())
+                console.print(f"  {r['dev']} dropped plug messages (no sample): {why}")
     else:
         console.print(
             "[yellow]no device accounting found[/yellow] "

@@ -17,7 +17,8 @@ from .parallel import Checking, CheckPool, Verdict, default_workers
 log = logging.getLogger(__name__)
 
 # (connection generation, packet id, qos, topic, payload, receive time ms)
-Message = tuple[int, int, int, str, bytes, int]
+# (connection generation, packet id, qos, topic, payload, receive ms, retain flag, DUP flag)
+Message = tuple[int, int, int, str, bytes, int, bool, bool]
 
 # Chunks handed to the checking processes and not yet accounted for, per process: enough to keep each
 # busy while the ingest thread accounts for the one before; each has a slot in the pool's shared memory.

@@ -82,7 +82,7 @@ class Collector:
         self._encoder: SampleEncoder | None = None
         self.error: CollectorError | None = None
         self.started_ms = 0
-        # (connection generation, packet id, qos, topic, payload, receive time ms)
+        # (connection generation, packet id, qos, topic, payload, receive time ms, retain, DUP)
         self._inbox: deque[Message] = deque()
         self._checks = Checks()
         self._handover = Handover()
@@ -334,8 +334,10 @@ class Collector:
 
     # ------------------------------------------------------------------ paho thread
 
-    def _on_message(self, gen: int, mid: int, qos: int, topic: str, payload: bytes, retain: bool) -> None:
-        self._inbox.append((gen, mid, qos, topic, payload, now_ms()))
+    def _on_message(
+        self, gen: int, mid: int, qos: int, topic: str, payload: bytes, retain: bool, dup: bool
+    ) -> None:
+        self._inbox.append((gen, mid, qos, topic, payload, now_ms(), retain, dup))
         if len(self._inbox) >= self._wake_at:
             self._wake.set()
 
@@ -395,6 +397,10 @@ class Collector:
         if accounts is not None:
             self.pipeline.accounts.restore(accounts)
             log.info("resumed accounting for %d device(s) from %s", len(accounts), self.state_path)
+        plugs = self.state_file.plugs()
+        if plugs is not None and self.bridge is not None:
+            # The plugs' numbering goes on where the accounting left it, so neither counts a restart.
+            self.bridge.restore(plugs)
 
     def _write_state(self, snapshot: dict[str, Any]) -> None:
         spool_bytes, spool_age = self._spool_figures()
@@ -412,6 +418,7 @@ class Collector:
                 "meta": snapshot.get("meta", {}),
                 "rejects": self.pipeline.last_rejects[-10:],
                 "accounts": snapshot["accounts"],
+                "plugs": snapshot.get("plugs", {}),
             }
         )
 

@@ -148,6 +148,7 @@ class Intake:
         ack_cap = config.receive_maximum // 2 if link is None or link.v5 else 10
         self._acks = AckTimer(config.ack_interval_ms, ack_cap)
         self._drain_left: int | None = None  # once stopping: what had arrived by then, and no more
+        self._drops_told: set[tuple[str, str]] = set()
 
     def run(self) -> None:
         checks = self._checks
@@ -191,15 +192,26 @@ class Intake:
     def _bridged(self, bridge: Bridge, m: Message) -> bool:
         """A bridged plug's message: made into contract messages and handled here, in this process
         (plugs send a message every few seconds); False for any other topic."""
-        gen, mid, qos, topic, payload, recv_ms = m
+        gen, mid, qos, topic, payload, recv_ms, retain, dup = m
         plugs = bridge.plugs_for(topic)
         if not plugs:
             return False
         with self._pipeline_lock:
+            # Under the pipeline's lock: the plug's numbering is saved in the same snapshot as the
+            # accounting of the samples it made. Every row reading the topic gets the message.
             for plug in plugs:
-                out = bridge.translate(plug, topic, payload, recv_ms)
+                out = bridge.translate(plug, topic, payload, recv_ms, retained=retain, redelivered=dup)
                 for t, raw in out.messages:
                     self._pipeline.handle(t, raw, recv_ms)
+                if out.dropped is not None and (out.dev, out.dropped) not in self._drops_told:
+                    self._drops_told.add((out.dev, out.dropped))
+                    log.info(
+                        "plug %s: a %s message on %s is no fresh reading and makes no sample "
+                        "(counted in `wattbench status`; told once)",
+                        out.dev,
+                        out.dropped,
+                        topic,
+                    )
                 if out.reject_detail is not None:
                     excerpt = payload[:64].decode("utf-8", "replace")
                     rejected = Rejected("plug", out.reject_detail, topic, len(payload), out.dev, excerpt)
@@ -278,6 +290,7 @@ class Intake:
             "accounts": p.accounts.state(),
             "counters": p.counters(),
             "meta": {dev: [c["c"] for c in m.get("channels", [])] for dev, m in p.meta.items()},
+            "plugs": {} if self._bridge is None else self._bridge.state(),
         }
 
     def _publish_notices(self, notices: list[dict[str, Any]]) -> None:

@@ -26,7 +26,8 @@ log = logging.getLogger("wattbench.cli.collect.mqtt")
 SUBSCRIBED = ("samples", "status", "meta", "phase", "result")
 AUTH_FAILURES = {"Bad user name or password", "Not authorized", "Client identifier not valid", "Banned"}
 
-OnMessage = Callable[[int, int, int, str, bytes, bool], None]
+# (connection generation, packet id, qos, topic, payload, retain flag, DUP flag)
+OnMessage = Callable[[int, int, int, str, bytes, bool, bool], None]
 
 
 class _QuietShutdown(logging.Filter):
@@ -177,7 +178,15 @@ class MqttLink:
         if self.v5:
             from paho.mqtt.subscribeoptions import SubscribeOptions
 
-            client.subscribe([(f, SubscribeOptions(qos=1)) for f in filters])
+            # Retained messages are sent on every subscribe, and marked retained only then (not
+            # retain-as-published): a plug's retained copy is counted and dropped as what it is (see
+            # bridge/), and a live message is never mistaken for one. MQTT 3.1.1 brokers do the same.
+            options = SubscribeOptions(
+                qos=1,
+                retainAsPublished=False,
+                retainHandling=SubscribeOptions.RETAIN_SEND_ON_SUBSCRIBE,
+            )
+            client.subscribe([(f, options) for f in filters])
         else:
             client.subscribe([(f, 1) for f in filters])
         self.connected.set()
@@ -209,7 +218,7 @@ class MqttLink:
             topic = msg.topic
         except UnicodeDecodeError:
             topic = "<topic is not UTF-8>"
-        self._on_message_cb(self.gen, msg.mid, msg.qos, topic, msg.payload, bool(msg.retain))
+        self._on_message_cb(self.gen, msg.mid, msg.qos, topic, msg.payload, bool(msg.retain), bool(msg.dup))
 
     # ------------------------------------------------------------------ from other threads
 

@@ -1,6 +1,7 @@
 """The collector's status file, `<state dir>/collector-<id>.json`.
 
-`wattbench status` reads it, and a restarted collector resumes its per-device accounting from it.
+`wattbench status` reads it, and a restarted collector resumes its per-device accounting from it, and
+its bridged plugs' numbering (`plugs`, saved in the same snapshot as the accounting).
 It is replaced atomically (write a temporary file, then rename), so a reader or a restart never sees
 half a file.
 """
@@ -33,6 +34,13 @@ class StateFile:
     def accounts(self) -> dict[str, Any] | None:
         """The accounting saved by this collector id, or None when there is none to resume from
         (no file, an unreadable one, another format version or another collector's)."""
+        return self._section("accounts")
+
+    def plugs(self) -> dict[str, Any] | None:
+        """The bridged plugs' state saved with that accounting (bridge.Bridge.state()), or None."""
+        return self._section("plugs")
+
+    def _section(self, name: str) -> dict[str, Any] | None:
         try:
             doc = json.loads(self.path.read_text())
         except (OSError, ValueError):
@@ -41,8 +49,8 @@ class StateFile:
             return None
         if doc.get("state_version") != STATE_VERSION or doc.get("id") != self.collector_id:
             return None
-        accounts = doc.get("accounts") or {}
-        return accounts if isinstance(accounts, dict) else None
+        section = doc.get(name) or {}
+        return section if isinstance(section, dict) else None
 
     def write(self, body: Mapping[str, Any]) -> None:
         """Replace the file with body under the version, id and process header. A failure is logged,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import BridgeError, Plug, PlugConfigError, json_object, number
+from .. import DEVICE_TIME, DEVICE_TIME_RES, BridgeError, Plug, PlugConfigError, epoch_ms, json_object, number
 
 VIA = ("status", "rpc")
 NOTIFY = ("NotifyStatus", "NotifyFullStatus")
@@ -104,7 +104,13 @@ class Gen2Component:
             self._status[data] = doc
             return None  # the energy component: held for the next power reading
         self._status[main] = doc
-        return self._values(plug, main, data, required=True)
+        out = self._values(plug, main, data, required=True)
+        # aenergy.minute_ts, the start of a minute at most two before the status, is the reading's own
+        # time to that resolution: enough to tell a stale message, not to stamp a sample.
+        when = epoch_ms(number(doc, "aenergy", "minute_ts"))
+        if out is not None and when is not None:
+            out[DEVICE_TIME], out[DEVICE_TIME_RES] = when, 120_000.0
+        return out
 
     def _notification(
         self, plug: Plug, doc: dict[str, Any], main: str, data: str | None
@@ -129,11 +135,19 @@ class Gen2Component:
         if changed is None:
             return None
         if whole:
-            return self._values(plug, main, data, required=True)
-        if not any(path[0] in changed for path, _ in self.fields(plug)):
+            out = self._values(plug, main, data, required=True)
+        elif not any(path[0] in changed for path, _ in self.fields(plug)):
             return None  # only what is not read changed (a temperature, the output)
-        # A partial status before any whole one may lack the power: unknown, so no sample (never 0 W).
-        return self._values(plug, main, data, required=False)
+        else:
+            # A partial status before any whole one may lack the power: unknown, so no sample (never 0 W).
+            out = self._values(plug, main, data, required=False)
+        # The notification's own ts (s, to the hundredth), not a minute_ts held from an older status,
+        # is when this reading was made.
+        ts = params.get("ts")
+        when = epoch_ms(ts) if isinstance(ts, int | float) and not isinstance(ts, bool) else None
+        if out is not None and when is not None:
+            out[DEVICE_TIME], out[DEVICE_TIME_RES] = when, 10.0
+        return out
 
     def _values(self, plug: Plug, main: str, data: str | None, required: bool) -> dict[str, float] | None:
         out: dict[str, float] = {}

@@ -14,14 +14,25 @@ SetOption129 1 they are lists and each relay reads its own. `device_total = true
 device as a whole instead: the relays' power and current summed, and the device's Total (or the sum of
 the relays' with SetOption129 1). Such a row and a relay's row are never both role power (bridge).
 
-Tasmota's Time is local time without a zone, so it is not used: samples are stamped when they arrive.
+Tasmota's Time is local time in whole seconds, without a zone unless `SetOption52 1`: with the plug's
+`zone` (or that offset) it is the reading's own time, which tells a stale message; samples are still
+stamped when they arrive.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .. import BridgeError, Plug, PlugConfigError, json_object, number
+from .. import (
+    DEVICE_TIME,
+    DEVICE_TIME_RES,
+    BridgeError,
+    Plug,
+    PlugConfigError,
+    json_object,
+    number,
+    plug_time_ms,
+)
 
 # key, quantity, scale, whether a relay has its own (a single number beside a relay's list is the
 # device's, except the line's voltage, which every relay shares)
@@ -71,6 +82,9 @@ class Tasmota:
             out = _relay(energy, plug.options.get("index"))
         if "W" not in out:
             raise BridgeError("ENERGY.Power missing")
+        when = plug_time_ms(doc.get("Time"), plug.zone)
+        if when is not None:
+            out[DEVICE_TIME], out[DEVICE_TIME_RES] = when, 1000.0  # whole seconds
         return out
 
 
