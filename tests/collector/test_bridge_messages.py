@@ -122,6 +122,19 @@ def test_the_same_timed_message_again_is_a_repeat_even_at_qos_0() -> None:
     assert bridge.drops()["plug-srv1"]["repeat"] == 3
 
 
+def test_a_shelly_status_said_again_is_one_reading_and_no_silence() -> None:
+    p = Plug("shelly", "plug2", "plug-srv2", 1.0)
+    bridge = Bridge([p], boot=1)
+    topic = "plug2/status/switch:0"
+    msg = json.dumps({"id": 0, "apower": 0.0, "aenergy": {"total": 5.0, "minute_ts": T0 // 1000}}).encode()
+    assert [s["s"] for s in samples(bridge.translate(p, topic, msg, T0 + 1000))] == [0]
+    # the same status at QoS 0, a period later each time: the plug is steady, and still reporting
+    for k in range(2, 6):
+        assert bridge.translate(p, topic, msg, T0 + k * 1000).dropped == "repeat"
+    changed = msg.replace(b'"total": 5.0', b'"total": 5.001')
+    assert [s["s"] for s in samples(bridge.translate(p, topic, changed, T0 + 6000))] == [1]
+
+
 def test_a_burst_in_one_millisecond_keeps_every_reading() -> None:
     p = tas_plug()
     bridge = Bridge([p], boot=1)

@@ -23,11 +23,12 @@ per plug with its reason (DROP_REASONS; `wattbench status` shows them):
 - stale: the plug's own time (a format's DEVICE_TIME) is more than STALE_PERIODS reporting periods,
   plus that time's resolution and CLOCK_SLACK_MS, before its arrival.
 - repeat: the same bytes on the same topic as one of the plug's last RECENT messages, when MQTT
-  marks it a redelivery (the DUP flag) or when the message names its reading's time as finely as the
-  reporting period (so equal bytes are the same reading). Without either, equal bytes are a plug
-  reporting a steady value again, and are a reading.
+  marks it a redelivery (the DUP flag) or when the message names its reading's time (DEVICE_TIME, any
+  resolution: equal bytes are then the same reading). Without either (a bare value, as ESPHome
+  sends), equal bytes are a plug reporting a steady value again, and are a reading.
 A stale message still tells that the plug was reporting, so it moves the plug's clock for the gap
-count (it is not counted missing); a retained or repeated one does not.
+count (it is not counted missing), and so does the plug's latest message said again; a retained
+one, a redelivery or the repeat of an older message does not.
 
 Samples of a plug never share a millisecond: a burst the broker had queued, arriving within one, is
 stamped one ms apart in arrival order (the contract's time resolution; err, one reporting period,
@@ -450,9 +451,13 @@ class Bridge:
         if values is None:
             return Translated([], plug.dev)
         dev_ms, dev_res = _device_time(values)
-        # A time as fine as the period names the reading: equal bytes are the same reading again.
+        # Only a time as fine as the period tells readings apart for the gap count.
         fine = dev_ms if dev_ms is not None and dev_res <= plug.period_s * 1000.0 else None
-        if seen and fine is not None:
+        if seen and dev_ms is not None:
+            # The message names when it was taken: equal bytes are the same reading again. The plug
+            # saying its latest once more shows it is still reporting; an older one says nothing new.
+            if key == state.recent[-1]:
+                self._heard(state, recv_ms, fine)
             return self._drop(state, plug, "repeat")
         state.recent.append(key)
         if (
