@@ -137,3 +137,30 @@ def test_status_with_a_missing_store_file_creates_none(tmp_path: Path) -> None:
         out = status("--state-dir", str(tmp_path), "--store", spec)
         assert out.returncode == 3 and len(out.stderr.strip().splitlines()) == 1, out.stderr
         assert not missing.exists()
+
+
+def test_a_plugs_dropped_messages_show_by_reason(tmp_path: Path) -> None:
+    a = _account()
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    doc = {
+        "id": "c1",
+        "written_ms": NOW,
+        "accounts": {"bench-a": a.state()},
+        "plugs": {
+            "bench-a": {"boot": 1, "seq": 12, "drops": {"retained": 2, "stale": 0, "repeat": 5}},
+            # every message of this plug was dropped: no account, yet a row
+            "plug-b": {"boot": 1, "seq": -1, "drops": {"retained": 1, "stale": 3, "repeat": 0}},
+        },
+    }
+    (state_dir / "collector-c1.json").write_text(json.dumps(doc))
+    out = status("--state-dir", str(state_dir), "--json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert schema_errors(got) == []
+    rows = {d["dev"]: d for d in got["devices"]}
+    assert rows["bench-a"]["dropped"] == {"retained": 2, "repeat": 5}
+    assert rows["bench-a"]["stored"] == a.stored
+    assert rows["plug-b"]["dropped"] == {"retained": 1, "stale": 3}
+    text = status("--state-dir", str(state_dir))
+    assert "plug-b dropped plug messages (no sample): 1 retained, 3 stale" in text.stdout

@@ -3,7 +3,8 @@ Shelly Gen2 switch plug publish every second, each message twice (QoS 0 and QoS 
 retained message of each waiting on the broker; the collector stops and starts again while both plugs
 are silent for ten messages. Every reading is stored once with the watts it carried, the retained and
 stale messages are no sample but counted drops (at the first start and after the restart), and
-`wattbench status --verify` counts exactly the ten missing messages of each plug."""
+`wattbench status --verify` counts exactly the ten missing messages of each plug (the command of
+docs/sources/plugs.md)."""
 
 from __future__ import annotations
 
