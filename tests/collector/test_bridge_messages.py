@@ -191,3 +191,32 @@ def test_a_damaged_saved_entry_starts_that_plug_afresh() -> None:
     bridge.restore({"plug-srv1": {"boot": "x", "seq": 4}, "gone": {"boot": 1, "seq": 1}})
     out = bridge.translate(p, TOPIC, tasmota(iso(T0)), T0)
     assert samples(out)[0]["s"] == 0 and json.loads(out.messages[-1][1])["boot"] == 7
+
+
+def test_a_shelly_notification_is_timed_by_its_own_ts_not_a_status_held_from_before(tmp_path: object) -> None:
+    """A partial NotifyStatus is laid over the status held from an earlier NotifyFullStatus, whose
+    aenergy.minute_ts may be an hour old by then; the reading is the notification's, made at its ts,
+    so it is fresh, and a notification whose own ts is old is stale."""
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "plugs.toml"
+    path.write_text(
+        "[[plug]]\nformat='shelly'\ntopic='shellyplus1pm-a'\ndev='s1'\nchannel='plug'\nperiod_s=60\nvia='rpc'\n"
+    )
+    plug = load_plugs(path)[0]
+    bridge = Bridge([plug], boot=1)
+    topic = "shellyplus1pm-a/events/rpc"
+
+    def note(method: str, ts: float, status: dict[str, object]) -> bytes:
+        return json.dumps({"method": method, "params": {"ts": ts, "switch:0": status}}).encode()
+
+    full = {"id": 0, "apower": 150.0, "voltage": 230.0, "aenergy": {"total": 10.0, "minute_ts": T0 // 1000}}
+    out = bridge.translate(plug, topic, note("NotifyFullStatus", T0 / 1000, full), T0 + 500)
+    assert [s["W"] for s in samples(out)] == [150.0]
+    hour = 3_600_000
+    later = bridge.translate(
+        plug, topic, note("NotifyStatus", (T0 + hour) / 1000, {"apower": 90.0}), T0 + hour
+    )
+    assert [s["W"] for s in samples(later)] == [90.0] and later.dropped is None
+    old = bridge.translate(plug, topic, note("NotifyStatus", T0 / 1000 + 1, {"apower": 80.0}), T0 + 2 * hour)
+    assert samples(old) == [] and old.dropped == "stale"

@@ -25,7 +25,24 @@ QUANTITIES = ("W", "V", "A", "PF", "Hz", "Wh")
 
 def _payload(message: dict[str, Any]) -> bytes:
     body = message["payload"]
-    return body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    return body.encode() if isinstance(body, str) else json.dumps(_fresh(body)).encode()
+
+
+def _fresh(doc: Any) -> Any:
+    """The documented message with its own times (Shelly's aenergy.minute_ts, a notification's ts) made
+    now, as a plug sends them: the documentation's examples are months old, and a reading its plug's
+    clock dates that far back is a stale one, which the bridge drops (docs/sources/plugs.md)."""
+    now = time.time()
+    if isinstance(doc, dict):
+        out = {k: _fresh(v) for k, v in doc.items()}
+        if isinstance(out.get("minute_ts"), int):
+            out["minute_ts"] = int(now // 60 * 60)
+        if isinstance(out.get("ts"), int | float):
+            out["ts"] = round(now, 2)
+        return out
+    if isinstance(doc, list):
+        return [_fresh(v) for v in doc]
+    return doc
 
 
 def _client(mosquitto: Any, name: str) -> mqtt.Client:
