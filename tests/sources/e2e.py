@@ -50,10 +50,12 @@ def sweep_with(
     named: list[str] | None = None,
     before: Callable[[], None] | None = None,
     plugs: str | None = None,
+    in_process: bool = False,
 ) -> SweepRun:
     """A 2-level sweep (3 s windows) on an appliance `dev` with `channels`, plus a simulated wall meter
     `sim` of sim_watts when given (no appliance when there is neither). named: the sweep's --channel
-    list (None: chosen from metadata). plugs: the collector's smart-plug mapping file."""
+    list (None: chosen from metadata). plugs: the collector's smart-plug mapping file. in_process: the
+    appliance in a thread of this process instead of its own (see `collecting`)."""
     fw_host = pytest.importorskip("wattbench_fw.host")
     from wattbench.core.plan import Timing, specpower_plan
     from wattbench.store import open_store
@@ -69,7 +71,7 @@ def sweep_with(
         cfg["channels"] = []
     cfg["channels"].extend(channels)
     notes: list[str] = []
-    with collecting(tmp_path, broker, cfg, plugs=plugs) as db:
+    with collecting(tmp_path, broker, cfg, plugs=plugs, in_process=in_process) as db:
         if before is not None:
             before()
         store = open_store(db)
@@ -144,11 +146,14 @@ class ApplianceProcess:
 
 
 @contextmanager
-def collecting(tmp_path: Path, broker: str, cfg: dict[str, Any], plugs: str | None = None) -> Iterator[str]:
+def collecting(
+    tmp_path: Path, broker: str, cfg: dict[str, Any], plugs: str | None = None, in_process: bool = False
+) -> Iterator[str]:
     """The collector storing into an embedded store in tmp_path, and the appliance of cfg publishing
     (none when cfg has no channel); yields the store's path once the collector has the appliance's
     first batch. On the way out both are stopped, whatever happened, the appliance first; it must
-    have stopped cleanly."""
+    have stopped cleanly. in_process: the appliance as a thread of this process (HostAppliance), for the
+    one test that measured better that way (test_rapl_e2e.py says why)."""
     from wattbench.config import CollectorConfig
     from wattbench.ingest.collector import Collector
 
@@ -167,6 +172,18 @@ def collecting(tmp_path: Path, broker: str, cfg: dict[str, Any], plugs: str | No
     collector.start()
     appliance: ApplianceProcess | None = None
     status = 0
+    if in_process and cfg["channels"]:
+        from wattbench_fw.host import HostAppliance
+
+        threaded = HostAppliance(cfg).start()
+        try:
+            assert threaded.wait_connected(20)
+            collector.wait_for(lambda _: cfg["dev"] in collector.devices(), timeout=60)
+            yield db
+        finally:
+            threaded.stop(timeout=10)
+            collector.stop()
+        return
     try:
         if cfg["channels"]:
             appliance = ApplianceProcess(tmp_path / "appliance", cfg).start()
