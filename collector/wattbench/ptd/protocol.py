@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from .ranges import MeterRanges, next_range, uncertainty
+
 GREETING = "Hello, PTDaemon here!"
 GO_REPLY = "Starting untimed measurement, maximum 500000 samples at 1000ms with 0 rampup samples"
 STOP_REPLY = "Stopping untimed measurement"
@@ -30,6 +32,7 @@ RANGE_CHANGED = "Range {q} changed"
 MAX_SAMPLES = 500_000
 INTERVAL_MS = 1000
 MISSED = -2.0
+INVALID = -1.0
 # A line longer than this is not a command of the protocol; it is refused, not buffered without end.
 MAX_LINE = 1024
 # PTDaemon's limit for a sample's uncertainty (check.py reads the warning it logs above it).
@@ -48,80 +51,148 @@ def console_line(t_ms: int, message: str) -> str:
 
 @dataclass(frozen=True)
 class Reading:
-    """One sample of the wattbench source: its UTC time (ms) from the appliance's NTP-disciplined
-    clock, W with V, A and PF when the meter gives them, and the relative uncertainty of W
-    (0.005 = 0.5 %) when it states one."""
+    """One reading of a wattbench source: its UTC time (ms) from the appliance's NTP-disciplined
+    clock, W with V, A and PF when the meter gives them, and the channel it is of (0 is the first
+    channel the daemon reads)."""
 
     t_ms: int
     watts: float
     volts: float | None = None
     amps: float | None = None
     pf: float | None = None
-    u: float | None = None
+    ch: int = 0
 
 
 @dataclass(frozen=True)
-class Sample:
-    """One 1 s sample of a measurement: the mean of the source's readings taken in that second,
-    stamped with the second's end."""
+class Channel:
+    """A channel the daemon reads: its label (dev/channel) and its meter's ranges and accuracy."""
 
-    t_ms: int
+    label: str
+    row: MeterRanges
+
+
+@dataclass(frozen=True)
+class ChannelSample:
+    """One channel's 1 s sample: the mean of its readings in that second. over names the quantity that
+    was above its range ("Current" or "Voltage"), and u is the relative uncertainty of W on the
+    ranges in force."""
+
     watts: float
     volts: float
     amps: float
     pf: float
-    u: float | None
     readings: int
+    u: float | None = None
+    over: str = ""
 
     @property
     def missed(self) -> bool:
         return self.readings == 0
 
+    @property
+    def valid(self) -> bool:
+        return not self.missed and not self.over
+
     def fields(self) -> str:
-        return (
-            f"Time,{stamp(self.t_ms)},Watts,{self.watts:.6f},Volts,{self.volts:.6f},"
-            f"Amps,{self.amps:.6f},PF,{self.pf:.6f}"
-        )
+        return f"Watts,{self.watts:.6f},Volts,{self.volts:.6f},Amps,{self.amps:.6f},PF,{self.pf:.6f}"
+
+    def invalid(self, over: str) -> ChannelSample:
+        """The sample as PTDaemon logs an over-range one: the quantity over its range, W and PF are -1
+        (power-dev issue #219 shows `Watts,-1.000000,Volts,121.610000,Amps,-1.000000,PF,-1.000000`)."""
+        volts = INVALID if over == "Voltage" else self.volts
+        amps = INVALID if over == "Current" else self.amps
+        return ChannelSample(INVALID, volts, amps, INVALID, self.readings, None, over)
+
+
+MISSED_CHANNEL = ChannelSample(MISSED, MISSED, MISSED, MISSED, 0)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One 1 s sample of a measurement, stamped with the second's end: the channels' samples and,
+    first, their sum. With one channel the sum is that channel. With several, the sum line carries the
+    highest volts and amps of the channels (power-dev's ranging reads them from it, see
+    docs/mlperf-power.md) and PF -1. A sample with a channel missed or over its range is invalid, and
+    so is its sum: -2 for a missed one, -1 for one over range."""
+
+    t_ms: int
+    channels: tuple[ChannelSample, ...]
+    u: float | None = None
+
+    @property
+    def valid(self) -> bool:
+        return all(c.valid for c in self.channels)
+
+    @property
+    def missed(self) -> bool:
+        return any(c.missed for c in self.channels)
+
+    @property
+    def total(self) -> ChannelSample:
+        if len(self.channels) == 1:
+            return self.channels[0]
+        if self.missed:
+            return MISSED_CHANNEL
+        volts = max(c.volts for c in self.channels)
+        amps = max(c.amps for c in self.channels)
+        if not self.valid:
+            return ChannelSample(INVALID, volts, amps, INVALID, 1, None, "sum")
+        return ChannelSample(sum(c.watts for c in self.channels), volts, amps, INVALID, 1, self.u)
+
+    @property
+    def watts(self) -> float:
+        return self.total.watts
+
+    def fields(self, every_channel: bool = False) -> str:
+        """The RL line: the sum, then, for RL,*,* with several channels, each channel."""
+        line = f"Time,{stamp(self.t_ms)},{self.total.fields()}"
+        if every_channel and len(self.channels) > 1:
+            line += "".join(f",{c.fields()}" for c in self.channels)
+        return line
 
     def log_line(self, mark: str) -> str:
-        return f"{self.fields()},Mark,{mark}"
+        return f"Time,{stamp(self.t_ms)},{self.total.fields()},Mark,{mark}"
+
+    def console_line(self, mark: str) -> str:
+        line = f"{stamp(self.t_ms)},{self.total.fields()},Mark,{mark}"
+        if len(self.channels) > 1:
+            line += "".join(f",Ch{i + 1},{c.fields()}" for i, c in enumerate(self.channels))
+        return line
 
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def aggregate(t_ms: int, readings: list[Reading]) -> Sample:
-    """The 1 s sample of `readings`; with none, a missed sample (-2 everywhere). A quantity the meter
-    does not give is -1, as PTDaemon writes an unknown value. The uncertainty of the mean power is
-    the power-weighted mean of the readings' uncertainties: a meter's accuracy class is systematic,
-    so it does not shrink by averaging."""
+def aggregate(readings: list[Reading]) -> ChannelSample:
+    """The 1 s sample of one channel's `readings`; with none, a missed sample (-2 everywhere). A quantity
+    the meter does not give is -1, as PTDaemon writes an unknown value."""
     good = [r for r in readings if math.isfinite(r.watts) and r.watts >= 0]
     if not good:
-        return Sample(t_ms, MISSED, MISSED, MISSED, MISSED, None, 0)
-    w = sum(r.watts for r in good) / len(good)
+        return MISSED_CHANNEL
 
     def mean_of(values: list[float | None]) -> float:
         known = [v for v in values if v is not None and math.isfinite(v)]
         m = _mean(known)
-        return -1.0 if m is None else m
+        return INVALID if m is None else m
 
-    volts = mean_of([r.volts for r in good])
-    amps = mean_of([r.amps for r in good])
-    pf = mean_of([r.pf for r in good])
-    known = all(r.u is not None and math.isfinite(r.u) for r in good)
-    u = weighted_uncertainty([(r.watts, r.u or 0.0) for r in good]) if known else None
-    return Sample(t_ms, w, volts, amps, pf, u, len(good))
+    return ChannelSample(
+        sum(r.watts for r in good) / len(good),
+        mean_of([r.volts for r in good]),
+        mean_of([r.amps for r in good]),
+        mean_of([r.pf for r in good]),
+        len(good),
+    )
 
 
-def weighted_uncertainty(pairs: list[tuple[float, float]]) -> float:
-    """The relative uncertainty of a mean power from (watts, relative uncertainty) pairs: their
-    power-weighted mean (a meter's accuracy class is systematic, so it does not shrink by averaging);
-    the largest when no power was drawn."""
+def sum_uncertainty(pairs: list[tuple[float, float]]) -> float | None:
+    """The relative uncertainty of a sum (or a mean) of powers from (watts, relative uncertainty)
+    pairs: the absolute errors added, over the total. A meter's accuracy is systematic, so it neither
+    shrinks by averaging nor cancels between channels. None when no power was drawn."""
     total = sum(w for w, _ in pairs)
     if total > 0:
         return sum(w * u for w, u in pairs) / total
-    return max(u for _, u in pairs)
+    return None
 
 
 # ---------------------------------------------------------------------------------------- commands
@@ -175,8 +246,11 @@ def parse_command(line: str) -> Command:
             return Command(name, error="Error: Go needs a mark")
         return Command(name, (interval, rampup, mark))
     if name in ("RL", "DC-RL"):
-        # RL: the unread samples. RL,N: the last N samples. More parameters (the multichannel
-        # RL,*,*) are not for a single-channel source, and power-dev then falls back to RL.
+        # RL: the unread samples. RL,N: the last N samples. RL,*,*: the unread samples of the sum and
+        # of every channel, PTDaemon's multichannel form (the state answers it for one channel with
+        # PTDaemon's error, and power-dev then falls back to RL).
+        if name == "RL" and args == ["*", "*"]:
+            return Command(name, ("*", "*"))
         if len(args) > 1:
             return Command(name, error=INVALID_PARAMS)
         if args and (not args[0].isdigit() or int(args[0]) < 1):
@@ -221,24 +295,45 @@ class Output:
 class PtdState:
     """The daemon's state: ranges, the current (or last) measurement and its samples.
 
-    identity is the Identify reply. silence_s: a source that has sent nothing for this long is
-    silent, and a command that needs its data gets an error reply instead of stale numbers.
+    identity is the Identify reply. channels: what the daemon reads, each with its meter's ranges;
+    one channel, or several for PTDaemon's multichannel mode. dc: the meters measure DC (`-D`), and the
+    samples are read with DC-RL as PTDaemon's DC mode has them. silence_s: a source that has sent
+    nothing for this long is silent, and a command that needs its data gets an error reply instead of
+    stale numbers.
 
     Readings are sorted into the measurement's seconds by their own timestamps, so a sample holds what
     the meter measured in that second whenever the batch carrying it arrived. A second is closed
     lag_ms after its end: a reading that arrives later than that is not counted, and a second with
     none is a missed sample. lag_ms must exceed the appliance's batch interval and network delay."""
 
-    def __init__(self, identity: str, source: str, silence_s: float = 5.0, lag_ms: int = 2000) -> None:
+    def __init__(
+        self,
+        identity: str,
+        source: str,
+        channels: tuple[Channel, ...],
+        silence_s: float = 5.0,
+        lag_ms: int = 2000,
+        dc: bool = False,
+    ) -> None:
+        if not channels:
+            raise ValueError("a daemon reads at least one channel")
         self.identity = identity
         self.source = source
+        self.channels = channels
+        self.dc = dc
         self.silence_s = silence_s
         self.lag_ms = lag_ms
         self.pending: list[Reading] = []
-        self.volts_range: float | None = None  # None: auto
-        self.amps_range: float | None = None
+        # The range in force on each channel: None is auto ranging.
+        self.volts_range: list[float | None] = [None] * len(channels)
+        self.amps_range: list[float | None] = [None] * len(channels)
         self.measurement: Measurement | None = None
         self.next_tick_ms: int | None = None
+        self._silent_since: list[int | None] = [None] * len(channels)
+
+    @property
+    def multichannel(self) -> bool:
+        return len(self.channels) > 1
 
     # -- commands
 
@@ -267,14 +362,7 @@ class PtdState:
             out.reply.append(self.ranges())
         elif cmd.kind == "SR":
             quantity, value = cmd.args
-            rng = None if value == "Auto" else parse_range(value)
-            if quantity == "V":
-                self.volts_range = rng
-            else:
-                self.amps_range = rng
-            out.reply.append(RANGE_CHANGED.format(q=quantity))
-            shown = "Auto" if rng is None else f"{rng:.6f}"
-            out.console.append(console_line(now_ms, f"Range {quantity} set to {shown}"))
+            self._set_range(quantity, None if value == "Auto" else parse_range(value), now_ms, out)
         elif cmd.kind == "Go":
             if m is not None and m.running:
                 out.reply.append(f"Error: measurement {m.mark!r} is running; Stop it first")
@@ -285,6 +373,7 @@ class PtdState:
                 self.measurement = Measurement(mark, now_ms)
                 self.next_tick_ms = now_ms + INTERVAL_MS
                 self.pending = []
+                self._silent_since = [None] * len(self.channels)
                 out.reply.append(GO_REPLY)
                 out.console.append(console_line(now_ms, f"Go with mark {mark!r}"))
         elif cmd.kind == "Stop":
@@ -298,8 +387,40 @@ class PtdState:
         elif cmd.kind == "Uncertainty":
             out.reply.append(self._uncertainty(silent_s))
         elif cmd.kind in ("RL", "DC-RL"):
-            out.reply.extend(self._rl(int(cmd.args[0]) if cmd.args else None))
+            out.reply.extend(self._read_log(cmd))
         return out
+
+    def _set_range(self, quantity: str, value: float | None, now_ms: int, out: Output) -> None:
+        """SR: auto ranging, or on every channel the meter's range that holds value, the next one up
+        as an analyzer picks it; a value above a meter's largest range is refused."""
+        picked: list[float | None] = []
+        for ch in self.channels:
+            steps = ch.row.volts if quantity == "V" else ch.row.amps
+            if value is None:
+                picked.append(None)
+                continue
+            step = next_range(steps, value)
+            if step is None:
+                out.reply.append(
+                    f"Error: {quantity} range {value:.6f} is above the largest range of {ch.label}, "
+                    f"{steps[-1]:g} {quantity}"
+                )
+                return
+            picked.append(step)
+        if quantity == "V":
+            self.volts_range = picked
+        else:
+            self.amps_range = picked
+        out.reply.append(RANGE_CHANGED.format(q=quantity))
+        for ch, step in zip(self.channels, picked, strict=True):
+            if value is None or step is None:
+                said = "Auto"
+            elif step == value:
+                said = f"{step:.6f}"
+            else:
+                said = f"{step:.6f} (asked {value:.6f}: the next range up of {ch.row.kind})"
+            where = f" on {ch.label}" if self.multichannel else ""
+            out.console.append(console_line(now_ms, f"Range {quantity} set to {said}{where}"))
 
     def _silent(self, silent_s: float | None) -> bool:
         return silent_s is None or silent_s >= self.silence_s
@@ -337,8 +458,9 @@ class PtdState:
         return lines
 
     def ranges(self) -> str:
-        """Ranges,<A auto>,<A range>,<V auto>,<V range>. With auto ranging on, the range shown is the
-        highest reading of the current (or last) measurement, -1 before there is one."""
+        """Ranges,<A auto>,<A range>,<V auto>,<V range> of the first channel. With auto ranging on, the
+        range shown is the highest reading of the current (or last) measurement, -1 before there is
+        one; a fixed range is the meter's range in force."""
         m = self.measurement
 
         def part(fixed: float | None, seen: float) -> str:
@@ -348,11 +470,11 @@ class PtdState:
 
         max_a = m.max_amps if m is not None else -1.0
         max_v = m.max_volts if m is not None else -1.0
-        return f"Ranges,{part(self.amps_range, max_a)},{part(self.volts_range, max_v)}"
+        return f"Ranges,{part(self.amps_range[0], max_a)},{part(self.volts_range[0], max_v)}"
 
     def _valid(self) -> list[Sample]:
         m = self.measurement
-        return [] if m is None else [s for s in m.samples if not s.missed]
+        return [] if m is None else [s for s in m.samples if s.valid]
 
     def _readable(self, silent_s: float | None) -> Measurement | str:
         """The current (or last) measurement, or the error reply when there is none or its source has
@@ -365,42 +487,50 @@ class PtdState:
         return m
 
     def _watts(self, silent_s: float | None) -> str:
-        """Watts,<mean>,<min>,<max>,<samples>,<missed samples> of the current (or last) measurement."""
+        """Watts,<mean>,<min>,<max>,<samples>,<invalid samples> of the current (or last) measurement:
+        the invalid ones are those missed or over a range."""
         m = self._readable(silent_s)
         if isinstance(m, str):
             return m
         valid = self._valid()
-        missed = len(m.samples) - len(valid)
+        invalid = len(m.samples) - len(valid)
         if not valid:
-            return f"Watts,-1.000000,-1.000000,-1.000000,0,{missed}"
+            return f"Watts,-1.000000,-1.000000,-1.000000,0,{invalid}"
         ws = [s.watts for s in valid]
-        return f"Watts,{sum(ws) / len(ws):.6f},{min(ws):.6f},{max(ws):.6f},{len(ws)},{missed}"
+        return f"Watts,{sum(ws) / len(ws):.6f},{min(ws):.6f},{max(ws):.6f},{len(ws)},{invalid}"
 
     def _uncertainty(self, silent_s: float | None) -> str:
-        """Uncertainty,<mean %>,<max %>,<samples without a stated uncertainty>: the relative
-        uncertainty of the measurement's mean power and the largest of one sample, in percent."""
+        """Uncertainty,<mean %>,<max %>,<valid samples whose uncertainty cannot be evaluated>: the
+        relative uncertainty of the measurement's mean power and the largest of one sample, in percent."""
         m = self._readable(silent_s)
         if isinstance(m, str):
             return m
         valid = self._valid()
-        known = [s for s in valid if s.u is not None]
+        known = [(s.watts, s.u) for s in valid if s.u is not None]
         unknown = len(valid) - len(known)
-        if not known:
+        mean = sum_uncertainty(known)
+        if mean is None:
             return f"Uncertainty,-1.000000,-1.000000,{unknown}"
-        pairs = [(s.watts, s.u or 0.0) for s in known]
-        mean = weighted_uncertainty(pairs)
-        return f"Uncertainty,{100 * mean:.6f},{100 * max(u for _, u in pairs):.6f},{unknown}"
+        return f"Uncertainty,{100 * mean:.6f},{100 * max(u for _, u in known):.6f},{unknown}"
 
-    def _rl(self, last: int | None) -> list[str]:
+    def _read_log(self, cmd: Command) -> list[str]:
+        """RL, RL,N, RL,*,* and DC-RL. A DC meter's samples are read with DC-RL, an AC meter's with RL;
+        the other is an unknown command, as power-dev expects when it falls back from RL,*,* (`Invalid
+        number of parameters`: a single AC channel) to RL, or (`Unknown command`) to DC-RL."""
+        if (cmd.kind == "DC-RL") != self.dc:
+            return [UNKNOWN]
+        every = cmd.args == ("*", "*")
+        if every and not self.multichannel:
+            return [UNKNOWN if self.dc else INVALID_PARAMS]
         m = self.measurement
         if m is None:
             return ["Last 0 samples"]
-        if last is None:
+        if cmd.args and not every:
+            rows = m.samples[-int(cmd.args[0]) :]
+        else:
             rows = m.samples[m.unread :]
             m.unread = len(m.samples)
-        else:
-            rows = m.samples[-last:]
-        return [f"Last {len(rows)} samples", *(s.fields() for s in rows)]
+        return [f"Last {len(rows)} samples", *(s.fields(every) for s in rows)]
 
     # -- sampling
 
@@ -413,7 +543,8 @@ class PtdState:
         m = self.measurement
         if m is None or not m.running:
             return
-        self.pending.extend(r for r in readings if r.t_ms > m.started_ms)
+        n = len(self.channels)
+        self.pending.extend(r for r in readings if r.t_ms > m.started_ms and 0 <= r.ch < n)
 
     def due(self, now_ms: int) -> bool:
         return self.next_tick_ms is not None and now_ms >= self.next_tick_ms + self.lag_ms
@@ -429,30 +560,62 @@ class PtdState:
             window = [r for r in self.pending if end - INTERVAL_MS < r.t_ms <= end]
             self.pending = [r for r in self.pending if r.t_ms > end]
             if len(m.samples) < MAX_SAMPLES:
-                self._sample(m, aggregate(end, window), out)
+                self._sample(m, end, window, out)
         return out
 
-    def _sample(self, m: Measurement, sample: Sample, out: Output) -> None:
-        t = sample.t_ms
+    def _ranged(self, i: int, sample: ChannelSample) -> tuple[ChannelSample, str | None]:
+        """The channel's sample judged on the ranges in force: over a range it is invalid; else it gets
+        its uncertainty. The second value is the quantity over its range, if any."""
+        ch = self.channels[i]
+        vr = self.volts_range[i] or next_range(ch.row.volts, max(sample.volts, 0.0))
+        ar = self.amps_range[i] or next_range(ch.row.amps, max(sample.amps, 0.0))
+        if vr is None or sample.volts > vr:
+            return sample.invalid("Voltage"), "Voltage"
+        if ar is None or sample.amps > ar:
+            return sample.invalid("Current"), "Current"
+        u = uncertainty(ch.row, sample.watts, vr, ar)
+        return ChannelSample(sample.watts, sample.volts, sample.amps, sample.pf, sample.readings, u), None
+
+    def _sample(self, m: Measurement, end: int, window: list[Reading], out: Output) -> None:
+        t = end
+        chans: list[ChannelSample] = []
+        problems: list[str] = []
+        for i, ch in enumerate(self.channels):
+            raw = aggregate([r for r in window if r.ch == i])
+            where = f" (channel {i + 1}, {ch.label})" if self.multichannel else ""
+            if raw.missed:
+                since = self._silent_since[i]
+                if since is None:
+                    since = self._silent_since[i] = end - INTERVAL_MS
+                # A second without a reading is a hole in the measured energy: an error, as an
+                # analyzer that stops answering is one, and the sample is invalid, never filled in.
+                problems.append(
+                    f"ERROR: No samples from {ch.label} for {(end - since) / 1000:.1f} s: "
+                    f"the meter is silent, sample invalid{where}"
+                )
+                chans.append(raw)
+                continue
+            self._silent_since[i] = None
+            m.max_volts = max(m.max_volts, raw.volts)
+            m.max_amps = max(m.max_amps, raw.amps)
+            judged, over = self._ranged(i, raw)
+            if over is not None:
+                problems.append(f"ERROR: {over} appears to be too high for set range{where}")
+            chans.append(judged)
+        valid = all(c.valid for c in chans)
+        u = sum_uncertainty([(c.watts, c.u) for c in chans if c.u is not None]) if valid else None
+        if valid and any(c.u is None for c in chans):
+            u = None
+        sample = Sample(t, tuple(chans), u)
         m.samples.append(sample)
         out.log.append(sample.log_line(m.mark))
-        out.console.append(f"{stamp(t)},{sample.log_line(m.mark).split(',', 2)[2]}")
-        if sample.missed:
-            out.console.append(console_line(t, f"WARNING: Missed 1 samples from {self.source}"))
+        out.console.append(sample.console_line(m.mark))
+        out.console.extend(console_line(t, p) for p in problems)
+        if not valid:
             return
-        m.max_volts = max(m.max_volts, sample.volts)
-        m.max_amps = max(m.max_amps, sample.amps)
-        if self.amps_range is not None and sample.amps > self.amps_range:
-            out.console.append(
-                console_line(t, f"WARNING: Amps {sample.amps:.6f} above the set range {self.amps_range:.6f}")
-            )
-        if self.volts_range is not None and sample.volts > self.volts_range:
-            out.console.append(
-                console_line(
-                    t, f"WARNING: Volts {sample.volts:.6f} above the set range {self.volts_range:.6f}"
-                )
-            )
-        if sample.u is not None and sample.u > UNCERTAINTY_LIMIT:
+        if sample.u is None:
+            out.console.append(console_line(t, "ERROR: Can't evaluate uncertainty of this sample!"))
+        elif sample.u > UNCERTAINTY_LIMIT:
             out.console.append(
                 console_line(
                     t,
