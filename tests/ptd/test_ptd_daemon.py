@@ -5,6 +5,7 @@ and a documented exit code."""
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
@@ -231,15 +232,20 @@ def test_a_silent_source_gets_error_replies(tmp_path: Path, appliance: Any) -> N
         assert daemon.proc.poll() is None
     finally:
         assert daemon.stop() == 0
-    assert "WARNING: Missed 1 samples" in daemon.text()
+    # Each silent second is an ERROR line naming the silence, which check.py fails outside ranging.
+    assert re.search(
+        rf"^[0-9: .-]+: ERROR: No samples from {DEV}/sim for [0-9.]+ s: the meter is silent",
+        daemon.text(),
+        re.M,
+    )
 
 
 def test_the_simulated_meter_needs_no_broker(tmp_path: Path) -> None:
     # As power-dev starts a DC analyzer on channel 1: -c 1 -D, and it reads samples with DC-RL.
-    daemon = Daemon(tmp_path, "sim:75", "-c", "1", "-D")
+    daemon = Daemon(tmp_path, "simdc:75", "-c", "1", "-D")
     try:
         c = Client(daemon.port)
-        assert "meter sim (simulated const 75 W) accuracy 0.5% DC" in c.cmd("Identify")
+        assert "meter simdc (simulated const 75 W) DC" in c.cmd("Identify")
         assert go(c, "s") == GO_REPLY
         assert wait_watts(c).startswith("Watts,75.000000,75.000000,75.000000,")
         assert c.cmd("Stop") == STOP_REPLY
@@ -256,7 +262,9 @@ def test_the_simulated_meter_needs_no_broker(tmp_path: Path) -> None:
     [
         (["0", "COM1"], 2, "give DEVICE/CHANNEL@BROKER"),
         (["49", "sim:10"], 2, "device type '49': wattbench ptd reads a wattbench source"),
-        (["-c", "1,2", "0", "sim:10"], 2, "multichannel mode is not offered"),
+        (["-c", "1,2", "0", "sim:10"], 2, "-c names 2 channels, the port 1"),
+        (["-D", "0", "sim:10"], 2, "meter sim measures AC; -D takes a DC meter"),
+        (["0", "simdc:10"], 2, "meter simdc measures DC; give -D"),
         (["0", "dev/ch@127.0.0.1:1"], 3, "MQTT broker 127.0.0.1:1 unreachable"),
     ],
 )
@@ -285,3 +293,103 @@ def test_a_taken_port_is_one_line(tmp_path: Path) -> None:
         )
     assert p.returncode == 3
     assert p.stderr.strip().splitlines() == [f"wattbench ptd: port {port}: Address already in use"]
+
+
+def _publish_meta(broker: Any, dev: str, channels: list[dict[str, Any]]) -> None:
+    import paho.mqtt.publish as publish
+
+    doc = {"v": 1, "dev": dev, "channels": channels}
+    publish.single(
+        f"wattbench/v1/dev/{dev}/meta",
+        json.dumps(doc),
+        qos=1,
+        retain=True,
+        hostname=broker.host,
+        port=broker.port,
+    )
+
+
+def _refused(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    port = free_port()
+    t0 = time.monotonic()
+    p = subprocess.run(
+        [ptd_bin(), "-l", str(tmp_path / "x.log"), "-p", str(port), *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    elapsed = time.monotonic() - t0
+    # Nothing listened on the port: the refusal came before it opened.
+    assert "Establishing the listener" not in p.stdout, p.stdout
+    return p, elapsed
+
+
+def test_a_source_that_cannot_be_read_is_refused_before_the_port_opens(
+    tmp_path: Path, mosquitto: Any
+) -> None:
+    broker = f"{mosquitto.host}:{mosquitto.port}"
+    # A wrong device name: nothing retained for it on the broker.
+    p, elapsed = _refused(tmp_path, "0", f"trial-99/sim@{broker}")
+    assert p.returncode == 2 and elapsed < 10, (p.returncode, elapsed)
+    assert p.stderr.strip().splitlines() == [
+        f"wattbench ptd: device trial-99: no retained meta message on {broker} within 3 s: no such device on "
+        "this broker, or it has never connected"
+    ]
+    _publish_meta(
+        mosquitto,
+        "ptd-meta",
+        [
+            {"c": "mains", "meter": "sim", "q": ["W", "V", "A", "PF"], "hz": 10, "role": "power"},
+            {"c": "inlet", "meter": "ds18b20", "q": ["T"], "hz": 1, "role": "inlet"},
+            {"c": "bmc", "meter": "ipmi", "q": ["W"], "hz": 1, "role": "power"},
+            {"c": "rail", "meter": "ina226", "q": ["W", "V", "A"], "hz": 10, "role": "power"},
+        ],
+    )
+    cases = [
+        (
+            ["0", f"ptd-meta/nope@{broker}"],
+            "device ptd-meta has no channel 'nope' (it has mains, inlet, bmc, rail)",
+        ),
+        (["0", f"ptd-meta/inlet@{broker}"], "ptd-meta/inlet is not a power channel"),
+        (["0", f"ptd-meta/bmc@{broker}"], "a BMC reports watts only"),
+        (["-D", "0", f"ptd-meta/rail@{broker}"], "its meta message states no current range"),
+        (["-D", "0", f"ptd-meta/mains@{broker}"], "meter sim measures AC; -D takes a DC meter"),
+        (["-c", "1,4", "0", f"ptd-meta@{broker}"], "-c 4: device ptd-meta has 3 power channels"),
+    ]
+    for args, message in cases:
+        p, elapsed = _refused(tmp_path, *args)
+        errors = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(errors) == 1 and message in errors[0], (args, p.stderr)
+
+
+def test_two_channels_every_sum_is_the_channels_added(tmp_path: Path, mosquitto: Any) -> None:
+    fw_host = pytest.importorskip("wattbench_fw.host")
+    broker = f"{mosquitto.host}:{mosquitto.port}"
+    cfg = fw_host.sim_config(dev="sim-ptd2", broker=broker, channels=2, hz=10, model="const", batch_ms=250)
+    cfg["channels"][0]["opts"]["watts"] = 120.0
+    cfg["channels"][1]["opts"]["watts"] = 45.0
+    app = fw_host.HostAppliance(cfg).start()
+    try:
+        assert app.wait_connected(20)
+        daemon = Daemon(tmp_path, f"sim-ptd2@{broker}", "-c", "1,2")
+        try:
+            c = Client(daemon.port)
+            assert go(c, "two") == GO_REPLY
+            time.sleep(4)
+            assert c.cmd("Stop") == STOP_REPLY
+            header = c.cmd("RL,*,*")
+            rows = [c.line() for _ in range(int(header.split(" ")[1]))]
+            c.close()
+        finally:
+            assert daemon.stop() == 0
+    finally:
+        app.stop(timeout=5, drain=False)
+    assert len(rows) >= 3, rows
+    for row in rows:
+        f = row.split(",")
+        assert [f[i] for i in (2, 10, 18)] == ["Watts", "Watts", "Watts"], row
+        total, ch1, ch2 = float(f[3]), float(f[11]), float(f[19])
+        assert (ch1, ch2) == (120.0, 45.0), row
+        assert total == pytest.approx(ch1 + ch2, abs=1e-6), row
+    log = daemon.logfile.read_text().splitlines()
+    assert log and all(line.split(",")[3] == "165.000000" for line in log), log
