@@ -20,6 +20,9 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +64,8 @@ WORKLOAD = """
 import datetime, os, sys, time
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
+with open(out + ".starts", "a") as f:  # the test acts on the testing run's start
+    f.write("x")
 def now():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%m-%d-%Y %H:%M:%S.%f")
 time.sleep(0.5)
@@ -103,23 +108,32 @@ def _load_check_module(path: Path) -> Any:
     return mod
 
 
-# chrony must listen on 127.0.0.123:123 (above): tests that need it run one after another, on one worker.
-@pytest.mark.xdist_group("ntp-port-123")
-def test_power_dev_runs_a_full_session_on_wattbench_ptd(tmp_path: Path, mosquitto: Any, chrony: Any) -> None:
-    fw_host = pytest.importorskip("wattbench_fw.host")
+def _run_power_dev(
+    tmp_path: Path, device_port: str, chrony: Any, on_testing: Callable[[], None] | None = None
+) -> tuple[subprocess.CompletedProcess[str], Path, Path, dict[str, str]]:
+    """power-dev's server with wattbench-ptd on device_port, and its client through a whole session;
+    on_testing runs 3 s into the testing run's workload. The client's result, power-dev's copy, the
+    output directory and the environment."""
     ptd_bin = Path(sys.executable).parent / "wattbench-ptd"
     assert ptd_bin.exists(), "the wattbench-ptd console script is not installed in this environment"
     chrony(NTP_ADDRESS, 123)
     pd = _copy_power_dev(tmp_path / "power-dev")
-
-    broker = f"{mosquitto.host}:{mosquitto.port}"
-    # A batch a second, the firmware's default: each sample still holds the readings of its own second.
-    cfg = fw_host.sim_config(dev=DEV, broker=broker, channels=1, hz=10, model="const", batch_ms=1000)
-    cfg["channels"][0]["opts"]["watts"] = POWER_W
-    appliance = fw_host.HostAppliance(cfg).start()
     server: subprocess.Popen[str] | None = None
+    loadgen = tmp_path / "loadgen"
+    stop_watch = threading.Event()
+
+    def watch() -> None:
+        starts = Path(str(loadgen) + ".starts")
+        while not stop_watch.wait(0.1):
+            if starts.exists() and len(starts.read_text()) >= 2:
+                time.sleep(3)
+                assert on_testing is not None
+                on_testing()
+                return
+
+    if on_testing is not None:
+        threading.Thread(target=watch, daemon=True).start()
     try:
-        assert appliance.wait_connected(20)
         server_port, ptd_port = free_port(), free_port()
         conf = configparser.ConfigParser()
         conf["server"] = {"ntpServer": NTP_ADDRESS, "listen": f"127.0.0.1 {server_port}"}
@@ -127,7 +141,7 @@ def test_power_dev_runs_a_full_session_on_wattbench_ptd(tmp_path: Path, mosquitt
         conf["analyzer1"] = {
             "interfaceFlag": "",
             "deviceType": "0",
-            "devicePort": f"{DEV}/sim@{broker}",
+            "devicePort": device_port,
             "networkPort": str(ptd_port),
         }
         conf_path = tmp_path / "server.conf"
@@ -148,7 +162,6 @@ def test_power_dev_runs_a_full_session_on_wattbench_ptd(tmp_path: Path, mosquitt
 
         workload = tmp_path / "workload.py"
         workload.write_text(WORKLOAD)
-        loadgen = tmp_path / "loadgen"
         out = tmp_path / "out"
         client = subprocess.run(
             [
@@ -179,13 +192,51 @@ def test_power_dev_runs_a_full_session_on_wattbench_ptd(tmp_path: Path, mosquitt
         )
         server.wait(60)
     finally:
+        stop_watch.set()
         if server is not None and server.poll() is None:
             server.kill()
             server.wait(10)
-        appliance.stop(timeout=10)
     server_out = (tmp_path / "server.out").read_text()
     assert client.returncode == 0, client.stderr[-4000:] + "\n--- server\n" + server_out[-4000:]
     assert "Successful exit" in client.stderr
+    return client, pd, out, env
+
+
+def _errors_and_warnings_on_twin(mod: Any, out: Path, tmp_path: Path) -> str | None:
+    """check.py's errors-and-warnings check on a copy of the result with the Yokogawa line it asks
+    for put before the first Go: None when it passes, else what it failed or warned on."""
+    twin = tmp_path / "twin"
+    shutil.copytree(out, twin)
+    logs = twin / "power" / "ptd_logs.txt"
+    text = logs.read_text()
+    first_go = re.search(r"^\d\d-\d\d-\d{4} [0-9:.]+: Go with mark", text, re.M)
+    assert first_go is not None, text
+    stamp_line = "01-01-2000 00:00:00.000: Uncertainty checking for YokogawaWT310 is activated\n"
+    logs.write_text(text[: first_go.start()] + stamp_line + text[first_go.start() :])
+    client_sd = mod.SessionDescriptor(str(twin / "power" / "client.json"))
+    try:
+        mod.check_ptd_logs(mod.SessionDescriptor(str(twin / "power" / "server.json")), client_sd, str(twin))
+    except AssertionError as exc:
+        return f"failed: {exc}"
+    except mod.CheckerWarning as exc:
+        return f"warning: {exc}"
+    return None
+
+
+# chrony must listen on 127.0.0.123:123 (above): tests that need it run one after another, on one worker.
+@pytest.mark.xdist_group("ntp-port-123")
+def test_power_dev_runs_a_full_session_on_wattbench_ptd(tmp_path: Path, mosquitto: Any, chrony: Any) -> None:
+    fw_host = pytest.importorskip("wattbench_fw.host")
+    broker = f"{mosquitto.host}:{mosquitto.port}"
+    # A batch a second, the firmware's default: each sample still holds the readings of its own second.
+    cfg = fw_host.sim_config(dev=DEV, broker=broker, channels=1, hz=10, model="const", batch_ms=1000)
+    cfg["channels"][0]["opts"]["watts"] = POWER_W
+    appliance = fw_host.HostAppliance(cfg).start()
+    try:
+        assert appliance.wait_connected(20)
+        _, pd, out, env = _run_power_dev(tmp_path, f"{DEV}/sim@{broker}", chrony)
+    finally:
+        appliance.stop(timeout=10)
 
     # The power power-dev recorded: every sample of both runs, and the testing run's Watts reply.
     for run in ("ranging", "run_1"):
@@ -198,7 +249,8 @@ def test_power_dev_runs_a_full_session_on_wattbench_ptd(tmp_path: Path, mosquitt
     assert abs(float(power.group(1)) / POWER_W - 1) <= 0.005, ptd_out
     assert int(power.group(5)) == 0, "missed samples: " + ptd_out
     unc = re.search(r"Uncertainty: Uncertainty,([0-9.]+),([0-9.]+),(\d+)", ptd_out)
-    assert unc is not None and float(unc.group(1)) == pytest.approx(0.5), ptd_out
+    # 0.1 % of reading + 0.05 % of the 300 V x 1 A range at 150 W: the simulated meter errs as a WT310E.
+    assert unc is not None and float(unc.group(1)) == pytest.approx(0.2), ptd_out
 
     # The ranges: the testing run was set to the ranging run's highest volts and 1.1 x its amps.
     server_json = json.loads((out / "power" / "server.json").read_text())
@@ -245,18 +297,93 @@ def test_power_dev_runs_a_full_session_on_wattbench_ptd(tmp_path: Path, mosquitt
     for analyzer in sd.json_object["ptd_config"]:
         analyzer["device_type"] = 49
     mod.check_ptd_config(sd)
-    twin = tmp_path / "twin"
-    shutil.copytree(out, twin)
-    logs = twin / "power" / "ptd_logs.txt"
-    text = logs.read_text()
-    first_go = re.search(r"^\d\d-\d\d-\d{4} [0-9:.]+: Go with mark", text, re.M)
-    assert first_go is not None, text
-    stamp_line = "01-01-2000 00:00:00.000: Uncertainty checking for YokogawaWT310 is activated\n"
-    logs.write_text(text[: first_go.start()] + stamp_line + text[first_go.start() :])
-    client_sd = mod.SessionDescriptor(str(twin / "power" / "client.json"))
-    warnings: list[str] = []
+    assert _errors_and_warnings_on_twin(mod, out, tmp_path) is None
+
+
+def _appliance(fw_host: Any, broker: str, watts: float) -> Any:
+    cfg = fw_host.sim_config(dev=DEV, broker=broker, channels=1, hz=10, model="const", batch_ms=1000)
+    cfg["channels"][0]["opts"]["watts"] = watts
+    appliance = fw_host.HostAppliance(cfg).start()
+    assert appliance.wait_connected(20)
+    return appliance
+
+
+@pytest.mark.xdist_group("ntp-port-123")
+def test_a_meter_that_goes_silent_in_testing_fails_the_errors_check(
+    tmp_path: Path, mosquitto: Any, chrony: Any
+) -> None:
+    fw_host = pytest.importorskip("wattbench_fw.host")
+    broker = f"{mosquitto.host}:{mosquitto.port}"
+    appliance = _appliance(fw_host, broker, POWER_W)
     try:
-        mod.check_ptd_logs(mod.SessionDescriptor(str(twin / "power" / "server.json")), client_sd, str(twin))
-    except mod.CheckerWarning as exc:  # pragma: no cover - a warning is a failure of this test too
-        warnings.append(str(exc))
-    assert warnings == []
+        _, pd, out, _ = _run_power_dev(
+            tmp_path, f"{DEV}/sim@{broker}", chrony, lambda: appliance.stop(timeout=10, drain=False)
+        )
+    finally:
+        appliance.stop(timeout=10, drain=False)
+    # The silent seconds are invalid samples, never filled in.
+    assert any(
+        line.split(",")[3] == "-2.000000" for line in (out / "run_1" / "spl.txt").read_text().splitlines()
+    )
+    mod = _load_check_module(pd / "compliance" / "check.py")
+    verdict = _errors_and_warnings_on_twin(mod, out, tmp_path)
+    assert verdict is not None and verdict.startswith("failed: ")
+    assert re.search(rf"ERROR: No samples from {DEV}/sim for [0-9.]+ s: the meter is silent", verdict), (
+        verdict
+    )
+
+
+@pytest.mark.xdist_group("ntp-port-123")
+def test_a_range_too_low_for_the_testing_load_fails_the_errors_check(
+    tmp_path: Path, mosquitto: Any, chrony: Any
+) -> None:
+    fw_host = pytest.importorskip("wattbench_fw.host")
+    broker = f"{mosquitto.host}:{mosquitto.port}"
+    # Ranging at 0.27 A sets the testing range to 1.1 x that, 0.3 A, and the meter takes its 0.5 A range;
+    # then the load steps up to 0.69 A while testing runs, as a workload that ranged on a light load.
+    appliance = _appliance(fw_host, broker, 60.0)
+
+    def step_up() -> None:
+        appliance.app.sampler.channels[0].driver.watts = POWER_W
+
+    try:
+        _, pd, out, _ = _run_power_dev(tmp_path, f"{DEV}/sim@{broker}", chrony, step_up)
+    finally:
+        appliance.stop(timeout=10, drain=False)
+    server_json = json.loads((out / "power" / "server.json").read_text())
+    sr_a = [
+        m["cmd"]
+        for m in server_json["ptd_messages"]
+        if m["cmd"].startswith("SR,A,") and m["cmd"] != "SR,A,Auto"
+    ]
+    assert [float(c.split(",")[2]) for c in sr_a] == [pytest.approx(0.3, rel=0.02)]
+    # PTDaemon's invalid over-range sample: W, A and PF -1.
+    spl = (out / "run_1" / "spl.txt").read_text()
+    assert ",Watts,-1.000000,Volts,230.000000,Amps,-1.000000,PF,-1.000000," in spl, spl
+    mod = _load_check_module(pd / "compliance" / "check.py")
+    verdict = _errors_and_warnings_on_twin(mod, out, tmp_path)
+    assert verdict is not None and verdict.startswith("failed: ")
+    assert "ERROR: Current appears to be too high for set range" in verdict, verdict
+
+
+@pytest.mark.xdist_group("ntp-port-123")
+def test_a_low_load_on_its_range_logs_ptdaemons_uncertainty_warning(tmp_path: Path, chrony: Any) -> None:
+    # 5 W at 230 V is 0.023 A: on the 0.5 A range, 0.1 % + 0.05 % x 150 W / 5 W = 1.6 %.
+    _, pd, out, _ = _run_power_dev(tmp_path, "sim:5", chrony)
+    mod = _load_check_module(pd / "compliance" / "check.py")
+    client_sd = mod.SessionDescriptor(str(out / "power" / "client.json"))
+    begin, end = mod._get_begin_end_time_from_mlperf_log_detail(str(out / "run_1"), client_sd)
+    matched = []
+    for line in (out / "power" / "ptd_logs.txt").read_text().splitlines():
+        warning = re.search("(?<=WARNING:).+", line)
+        if warning is None:
+            continue
+        t = mod.get_time_from_line(line, r"(^\d\d-\d\d-\d\d\d\d \d\d:\d\d:\d\d.\d\d\d)", "ptd_logs.txt", 0)
+        if begin < t < end and any(
+            p.search(warning.group(0).strip()) for p in mod.WARNING_NEEDS_TO_BE_ERROR_TESTING_RE
+        ):
+            matched.append(line)
+    assert (
+        matched
+        and "WARNING: Uncertainty 1.60%, which is above 1.00% limit for the last sample!" in matched[0]
+    )
