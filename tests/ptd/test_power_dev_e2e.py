@@ -387,3 +387,23 @@ def test_a_low_load_on_its_range_logs_ptdaemons_uncertainty_warning(tmp_path: Pa
         matched
         and "WARNING: Uncertainty 1.60%, which is above 1.00% limit for the last sample!" in matched[0]
     )
+
+
+@pytest.mark.xdist_group("ntp-port-123")
+def test_power_dev_runs_a_two_channel_session_whose_sums_are_the_channels_added(
+    tmp_path: Path, chrony: Any
+) -> None:
+    # Two simulated channels in the device port: power-dev takes one `channel` number for device type 0.
+    _, pd, out, _ = _run_power_dev(tmp_path, "sim:100,50", chrony)
+    for run in ("ranging", "run_1"):
+        lines = [x for x in (out / run / "spl.txt").read_text().splitlines() if x.startswith("Time,")]
+        assert len(lines) >= 10, (run, lines)
+        for line in lines:
+            f = line.split(",")
+            # power-dev's own shape (tests/unit/test_server.py): the sum, Mark, then Ch1 and Ch2.
+            assert (f[10], f[12], f[13], f[20], f[21]) == ("Mark", "Ch1", "Watts", "Ch2", "Watts"), line
+            total, ch1, ch2 = float(f[3]), float(f[14]), float(f[22])
+            assert (ch1, ch2) == (100.0, 50.0), line
+            assert total == pytest.approx(ch1 + ch2, abs=1e-6), line
+    mod = _load_check_module(pd / "compliance" / "check.py")
+    assert _errors_and_warnings_on_twin(mod, out, tmp_path) is None

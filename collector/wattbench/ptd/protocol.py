@@ -7,8 +7,14 @@ The shapes are those power-dev's server sends and parses (docs/mlperf-power.md l
 - one line per message, ending CR LF; a reply is one line, except `RL`, whose first line
   `Last N samples` is followed by N sample lines;
 - a sample line is `Time,MM-DD-YYYY HH:MM:SS.fff,Watts,w,Volts,v,Amps,a,PF,pf` (UTC); the `-l` log
-  adds `,Mark,<mark>`; a missed sample carries -2 in every quantity, as PTDaemon logs it;
-- a console line is `MM-DD-YYYY HH:MM:SS.fff: message`.
+  adds `,Mark,<mark>`; a missed sample carries -2 in every quantity, as PTDaemon logs it, and one over
+  its range -1 in W, A (or V) and PF; in multichannel mode `RL,*,*` adds each channel's fields;
+- a console line is `MM-DD-YYYY HH:MM:SS.fff: message`; a silent second and a reading over its range
+  are `ERROR:` lines and a sample above 1 % uncertainty PTDaemon's `WARNING:` line, the shapes
+  power-dev's compliance/check.py weighs.
+
+Each channel's ranges and accuracy are its meter kind's row (ranges.py): `SR` takes the next range up,
+and every sample's uncertainty comes from its reading and the range in force.
 
 `Hello` is answered with the protocol's fixed greeting, because power-dev will not talk to a daemon
 that answers otherwise; `Identify` then says truthfully that this is wattbench and which meter it reads.
