@@ -401,8 +401,8 @@ def test_power_dev_runs_a_two_channel_session_whose_sums_are_the_channels_added(
         for line in lines:
             f = line.split(",")
             # power-dev's own shape (tests/unit/test_server.py): the sum, Mark, then Ch1 and Ch2.
-            assert (f[10], f[12], f[13], f[20], f[21]) == ("Mark", "Ch1", "Watts", "Ch2", "Watts"), line
-            total, ch1, ch2 = float(f[3]), float(f[14]), float(f[22])
+            assert (f[10], f[12], f[13], f[21], f[22]) == ("Mark", "Ch1", "Watts", "Ch2", "Watts"), line
+            total, ch1, ch2 = float(f[3]), float(f[14]), float(f[23])
             assert (ch1, ch2) == (100.0, 50.0), line
             assert total == pytest.approx(ch1 + ch2, abs=1e-6), line
     mod = _load_check_module(pd / "compliance" / "check.py")
