@@ -138,7 +138,7 @@ def test_suite_json_prints_the_suite_result_alone(
     def fake_sweep(setup: object) -> object:
         return SimpleNamespace(
             record=SimpleNamespace(interrupted=None),
-            evaluation=SimpleNamespace(result=result),
+            evaluation=SimpleNamespace(result=result, events=[]),
             channels=[],
             store_error=None,
         )

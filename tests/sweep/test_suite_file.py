@@ -116,7 +116,7 @@ def test_a_worklet_that_cannot_start_after_another_finished_keeps_the_finished(
             raise ChannelError("demo-sim: offline (retained status), cannot be measured")
         record = SimpleNamespace(interrupted=None)
         return SimpleNamespace(
-            record=record, evaluation=SimpleNamespace(result=result), channels=[], store_error=None
+            record=record, evaluation=SimpleNamespace(result=result, events=[]), channels=[], store_error=None
         )
 
     monkeypatch.setattr(suite_mod, "run_sweep", fake_sweep)

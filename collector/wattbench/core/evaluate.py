@@ -200,6 +200,7 @@ def evaluate(
     result = build_result(
         run, levels, checks, summary, calibrated, workload_name(events), interrupted, now_ms, ops_unit(events)
     )
+    result.update(recorded(events, channels))
     listed = channel_rows(channels, aligned) if fetch is not None else []
     if listed:
         result["channels"] = listed
@@ -223,6 +224,36 @@ def evaluate(
         tracks,
         calibration_missing,
     )
+
+
+# The firmware's simulated meters (firmware/wattbench_fw/meters/sim, simdc): their power is modelled
+# (a demo's follows the host's CPU use), not measured.
+SIMULATED_METERS = ("sim", "simdc")
+
+
+def recorded(events: Sequence[Mapping[str, Any]], channels: Sequence[al.ChannelSpec]) -> dict[str, Any]:
+    """What the run recorded of how it was measured, for the result: the workload's command line
+    (redacted when it was recorded), the host's load average at the start and end (run_start, then
+    run_end or run_abort), and whether a summed channel's meter is a simulated one."""
+    out: dict[str, Any] = {}
+    load: dict[str, float] = {}
+    for e in events:
+        if e.get("event") == "run_start":
+            if e.get("command"):
+                out["command"] = str(e["command"])[:500]
+            if _load(e.get("load")):
+                load["start"] = float(e["load"])
+        elif e.get("event") in ("run_end", "run_abort") and _load(e.get("load")):
+            load["end"] = float(e["load"])
+    if load:
+        out["load"] = load
+    if any(c.role == "power" and c.meter in SIMULATED_METERS for c in channels):
+        out["simulated_meter"] = True
+    return out
+
+
+def _load(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and 0 <= x <= 1e6
 
 
 def channel_rows(

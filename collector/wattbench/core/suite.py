@@ -27,6 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .align import windows_from_events
+from .conformance import SPEC_WINDOW_S
+
 WEIGHTS: dict[str, float] = {"cpu": 0.65, "memory": 0.30, "storage": 0.05}
 
 
@@ -233,6 +236,32 @@ def reference_runs(doc: Mapping[str, Any]) -> list[WorkletRun]:
     ]
 
 
+def suite_measured(runs: Sequence[tuple[Sequence[Mapping[str, Any]], Mapping[str, Any]]]) -> dict[str, Any]:
+    """What the suite measured, from each worklet's (events, result) in the order they ran: the system
+    under test and host as the first run_start recorded them, the host's load average at the first
+    worklet's start and the last one's end, whether a summed meter was simulated, and the shortest
+    measurement window (a rehearsal when shorter than SPECpower's 240 s), as a run's report says them."""
+    out: dict[str, Any] = {}
+    start = next((e for events, _ in runs for e in events if e.get("event") == "run_start"), {})
+    if start.get("host"):
+        out["host"] = str(start["host"])[:64]
+    out["sut"] = dict(start.get("sut") or {})
+    loads = [r.get("load") for _, r in runs if isinstance(r.get("load"), Mapping)]
+    load = {k: float(x[k]) for k, x in (("start", loads[0]), ("end", loads[-1])) if k in x} if loads else {}
+    if load:
+        out["load"] = load
+    if any(r.get("simulated_meter") for _, r in runs):
+        out["simulated_meter"] = True
+    windows = [
+        w.duration_s for events, _ in runs for w in windows_from_events(events) if w.kind != "concurrency"
+    ]
+    out["intervals"] = len(windows)
+    if windows:
+        out["shortest_window_s"] = round(min(windows), 3)
+        out["rehearsal"] = min(windows) < SPEC_WINDOW_S
+    return out
+
+
 def suite_document(
     suite: str,
     run: str,
@@ -241,11 +270,12 @@ def suite_document(
     reference: Mapping[str, Any] | None = None,
     interrupted: str | None = None,
     weights: Mapping[str, float] = WEIGHTS,
+    measured: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The suite's result message (schema/v1/suite.schema.json). reference is an earlier suite result
     to normalise by; None normalises by this run itself (score 1.0). The score is taken over the
     finished worklets only; when one is missing, failed or interrupted the document says so, is not
-    valid, and the score (if any can be made) is marked partial."""
+    valid, and the score (if any can be made) is marked partial. measured is suite_measured's."""
     entries = [worklet_entry(w) for w in worklets]
     done = [w for w, e in zip(worklets, entries, strict=True) if not e.get("partial")]
     doc: dict[str, Any] = {
@@ -260,6 +290,8 @@ def suite_document(
     }
     if interrupted:
         doc["interrupted"] = interrupted[:500]
+    if measured:
+        doc["measured"] = dict(measured)
     idle = [float(lv["W"]) for w in worklets for lv in w.result.get("levels", []) if lv.get("kind") == "idle"]
     if idle:
         doc["idle_W"] = idle[-1]

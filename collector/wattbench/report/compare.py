@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..core.compare import COLUMNS, Curve, Point, Prices, Row
+from . import measured as ms
 from .html import CSS, figure_svg, pyplot
 from .measured import rate_unit
 from .table import fmt_count, fmt_watts
@@ -334,6 +335,19 @@ def suite_renderables(doc: Mapping[str, Any]) -> list[Any]:
     out: list[Any] = [table]
     for w in doc["worklets"]:
         out += [Text(f"{w['name']}: {f}", style="red") for f in w.get("failed", [])]
+    m = doc.get("measured")
+    if m:
+        measured = Table(
+            show_header=False, box=None, pad_edge=False, title="What was measured", title_justify="left"
+        )
+        measured.add_column(style="bold")
+        measured.add_column()
+        for label, text in ms.suite_items(m):
+            measured.add_row(label, text)
+        out.append(measured)
+        rehearsal = ms.rehearsal_text(m)
+        if rehearsal:
+            out.append(Text(rehearsal, style="bold yellow"))
     if "idle_W" in doc:
         out.append(Text(f"active idle {fmt_watts(doc['idle_W'])} W (measured once for the suite)"))
     score = doc.get("score")
@@ -362,8 +376,20 @@ def suite_renderables(doc: Mapping[str, Any]) -> list[Any]:
     return out
 
 
+def _suite_measured_html(m: Mapping[str, Any]) -> str:
+    """The suite's "what was measured", as a run's page shows it; a suite written before it was
+    recorded says so."""
+    if not m:
+        return "<h2>What was measured</h2><p class=meta>not recorded for this suite</p>"
+    rows = "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in ms.suite_items(m)
+    )
+    return f"<h2>What was measured</h2><table><tbody>{rows}</tbody></table>"
+
+
 def render_suite_html(doc: Mapping[str, Any]) -> str:
-    """The suite's page: the worklet table, the score with its label, both overlaid charts."""
+    """The suite's page: the worklet table (under a rehearsal banner when a window was shorter than
+    SPECpower's), the score with its label, what was measured, both overlaid charts."""
     curves = [
         (
             Curve(
@@ -397,6 +423,8 @@ def render_suite_html(doc: Mapping[str, Any]) -> str:
     if doc.get("interrupted"):
         facts.append(f"interrupted: {doc['interrupted']}; the finished worklets are kept")
     badge = "valid" if doc["valid"] else "invalid"
+    m = doc.get("measured") or {}
+    rehearsal = ms.rehearsal_text(m)
     parts = [
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
         f"<title>wattbench suite {html.escape(doc['suite'])}</title>",
@@ -404,12 +432,14 @@ def render_suite_html(doc: Mapping[str, Any]) -> str:
         f"<h1>Suite {html.escape(doc['suite'])}</h1><p class=meta>run {html.escape(doc['run'])} · "
         f'<span class="badge {badge}">{"VALID" if doc["valid"] else "NOT VALID"}</span></p>',
         f"<p class=meta>{html.escape(doc['label'])}</p>",
+        *([f'<p><span class="badge rehearsal">{html.escape(rehearsal)}</span></p>'] if rehearsal else []),
         "<table><thead><tr><th>worklet</th><th>group</th><th>unit</th><th>calibrated (/s)</th>"
         "<th>overall (/s per W)</th><th>efficiency</th><th>verdict</th></tr></thead><tbody>",
         "".join(rows),
         "</tbody></table>",
         "<ul class=facts>" + "".join(f"<li>{html.escape(f)}</li>" for f in facts) + "</ul>",
     ]
+    parts.append(_suite_measured_html(m))
     if curves:
         ratio_svg, power_svg = overlay_charts(curves)
         parts += [

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..core.clocktrack import ClockTrack, OffsetSource, window_offset
 from ..core.score import LevelScore, concurrency_figures
 from . import measured as ms
@@ -68,6 +70,37 @@ def pyplot() -> Any:
     return plt
 
 
+# Every axis runs this far past its data (a share of the data's span), so the tallest bar, the highest
+# point and a flat trace stand clear of the frame instead of sitting on it.
+HEADROOM = 0.08
+
+
+def padded(lo: float, hi: float, from_zero: bool = False) -> tuple[float, float]:
+    """Axis limits HEADROOM beyond the data lo..hi on both sides; from_zero keeps 0 as the bottom
+    (bars, and power, which reads against zero), the span then counted from it. A flat series (lo ==
+    hi) is padded by a share of its value, so it is drawn in the middle of the frame."""
+    if from_zero:
+        lo = min(lo, 0.0)
+    span = hi - lo
+    if not math.isfinite(span) or span <= 0:
+        span = abs(hi) if math.isfinite(hi) and hi else 1.0
+    return (lo if from_zero else lo - HEADROOM * span, hi + HEADROOM * span)
+
+
+def framed(*axes: Any) -> None:
+    """A visible line all round each plot, so the headroom reads as space inside a frame."""
+    for ax in axes:
+        for spine in ax.spines.values():
+            spine.set_visible(True)
+            spine.set_linewidth(1.0)
+            spine.set_color("#555555")
+
+
+def _bar_xlim(n: int) -> tuple[float, float]:
+    """Headroom beside bars at 0..n-1 (each 0.8 wide)."""
+    return padded(-0.4, n - 1 + 0.4)
+
+
 def specpower_chart(levels: Sequence[LevelScore], ops_label: str = "ops") -> str:
     """Performance to power ratio as bars, average active power as a line on a second axis."""
     plt = pyplot()
@@ -83,8 +116,10 @@ def specpower_chart(levels: Sequence[LevelScore], ops_label: str = "ops") -> str
     ax2 = ax.twinx()
     ax2.plot(x, watts, color="#c0392b", marker="o", label="average active power (W)")
     ax2.set_ylabel("average active power (W)")
-    ax2.set_ylim(bottom=0, top=max(watts or [1]) * 1.15)
-    ax.set_ylim(bottom=0, top=max(ratios or [1]) * 1.15 or 1)
+    ax2.set_ylim(*padded(0.0, max(watts or [1.0]), from_zero=True))
+    ax.set_ylim(*padded(0.0, max(ratios or [1.0]), from_zero=True))
+    ax.set_xlim(*_bar_xlim(len(rows)))
+    framed(ax, ax2)
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, loc="upper right", fontsize=8)
@@ -98,25 +133,27 @@ def concurrency_chart(levels: Sequence[LevelScore]) -> str:
     rows = [lv for lv in levels if lv.phase in figs]
     x = [lv.copies or 0 for lv in rows]
     fig, ax = plt.subplots(figsize=(8, 4))
-    ax.bar(
-        [str(c) for c in x], [figs[lv.phase][0] for lv in rows], color="#3b6ea8", label="relative throughput"
-    )
+    relative = [figs[lv.phase][0] for lv in rows]
+    energy = [figs[lv.phase][1] for lv in rows]
+    ax.bar([str(c) for c in x], relative, color="#3b6ea8", label="relative throughput")
     ax.set_xlabel("copies")
     ax.set_ylabel("throughput relative to the fewest copies")
     ax2 = ax.twinx()
-    ax2.plot(
-        [str(c) for c in x],
-        [figs[lv.phase][1] for lv in rows],
-        color="#c0392b",
-        marker="o",
-        label="energy per job (J)",
-    )
+    ax2.plot([str(c) for c in x], energy, color="#c0392b", marker="o", label="energy per job (J)")
     ax2.set_ylabel("energy per job (J)")
-    ax2.set_ylim(bottom=0)
+    ax.set_ylim(*padded(0.0, _top(relative), from_zero=True))
+    ax2.set_ylim(*padded(0.0, _top(energy), from_zero=True))
+    ax.set_xlim(*_bar_xlim(len(rows)))
+    framed(ax, ax2)
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, loc="upper left", fontsize=8)
     return figure_svg(fig)
+
+
+def _top(values: Sequence[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return max(finite) if finite else 1.0
 
 
 def phase_spans(events: Sequence[dict[str, Any]]) -> dict[str, tuple[int, int, int, int]]:
@@ -155,17 +192,28 @@ def traces_chart(
     fig, axes = plt.subplots(nrows, cols, figsize=(3.0 * cols, 2.2 * nrows), squeeze=False, sharey=True)
     for ax in axes.flat[len(rows) :]:
         ax.set_visible(False)
+    lows: list[float] = []
+    highs: list[float] = []
     for ax, lv in zip(axes.flat, rows, strict=False):
         p0, m0, m1, p1 = spans[lv.phase]
         for c in power:
             off = window_offset(offsets_ms.get(c.dev), m0, m1)
             s = fetch(c.dev, c.ch, int(p0 + off), int(p1 + off), ("W",))
             t = (s.t_ms.astype(float) - off - m0) / 1000.0
-            ax.plot(t, s.values["W"], lw=0.8, label=c.key)
+            w = np.asarray(s.values["W"], dtype=float)
+            ax.plot(t, w, lw=0.8, label=c.key)
+            if np.isfinite(w).any():
+                lows.append(float(np.nanmin(w)))
+                highs.append(float(np.nanmax(w)))
         ax.axvspan(0, (m1 - m0) / 1000.0, color="#3b6ea8", alpha=0.08)
+        # The whole interval, ramps included, with headroom on both sides.
+        ax.set_xlim(*padded((p0 - m0) / 1000.0, (p1 - m0) / 1000.0))
+        framed(ax)
         ax.set_title(f"{target_label(lv)} · {fmt_watts(lv.W)} W", fontsize=9)
         ax.tick_params(labelsize=7)
         ax.set_xlabel("s from window start", fontsize=7)
+    if lows:
+        axes.flat[0].set_ylim(*padded(min(lows), max(highs)))  # shared by every level
     axes.flat[0].set_ylabel("W", fontsize=8)
     if len(power) > 1:
         axes.flat[0].legend(fontsize=6)
@@ -277,6 +325,7 @@ def _measured_html(evaluation: Any) -> str:
     m = ms.measured(evaluation)
     rows = [
         ("system under test", " · ".join(f"{k}: {v}" for k, v in ms.sut_items(m))),
+        *ms.how_items(m, evaluation.result),
         (
             "calibration",
             ms.calibration_text(m, evaluation.calibrated, fmt_count, ms.result_ops_label(evaluation.result)),
@@ -320,6 +369,16 @@ def _nodes_html(levels: Sequence[LevelScore]) -> list[str]:
     ]
 
 
+def _simulated_badge(result: Mapping[str, Any]) -> str:
+    """A simulated meter said at the top of the page, where a reader reads the watts."""
+    if not result.get("simulated_meter"):
+        return ""
+    return (
+        ' <span class="badge rehearsal">simulated meter</span></p>'
+        f"<p class=meta>{html.escape(ms.SIMULATED_TEXT)}"
+    )
+
+
 def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None) -> str:
     """The page as a string. fetch (Store.series) adds the power traces; without it they are left out.
     Throughput is in the workload's own unit."""
@@ -352,9 +411,9 @@ def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None) -> str
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
         f"<title>wattbench run {html.escape(evaluation.run)}</title><style>{CSS}</style></head><body>",
         f"<h1>wattbench run {html.escape(evaluation.run)}</h1>",
-        f"<p class=meta>{html.escape(result.get('workload', ''))} · scored {when} · "
+        f"<p class=meta>{html.escape(ms.workload_text(result))} · scored {when} · "
         f'<span class="badge {"valid" if valid else "invalid"}">'
-        f"{html.escape(badge_text(valid, evaluation.checks, result))}</span></p>",
+        f"{html.escape(badge_text(valid, evaluation.checks, result))}</span>{_simulated_badge(result)}</p>",
         "<h2>Result</h2>",
         _table_html(levels, ops_label),
         *_nodes_html(levels),

@@ -142,6 +142,7 @@ def measured(evaluation: Any) -> dict[str, Any]:
         out["calibrated_missing"] = str(evaluation.calibration_missing)[:200]
     if start.get("host"):
         out["host"] = str(start["host"])
+    out.update(how(evaluation.result))
     windows = [r["measure_s"] for r in rows if r.get("kind") != "concurrency"]
     if windows:
         out["shortest_window_s"] = min(windows)
@@ -149,7 +150,69 @@ def measured(evaluation: Any) -> dict[str, Any]:
     return out
 
 
+def how(result: Mapping[str, Any]) -> dict[str, Any]:
+    """What the result recorded of how the run was measured: the workload's command line, the host's
+    load average at the start and end, and whether the summed power came from a simulated meter."""
+    out: dict[str, Any] = {}
+    if result.get("command"):
+        out["command"] = str(result["command"])
+    load = result.get("load")
+    if isinstance(load, Mapping) and load:
+        out["load"] = {k: float(load[k]) for k in ("start", "end") if k in load}
+    if result.get("simulated_meter"):
+        out["simulated_meter"] = True
+    return out
+
+
 # ---------------------------------------------------------------------- text for the renderers
+SIMULATED_TEXT = (
+    "simulated meter: the power is modelled (in a demo, from this host's CPU use), not measured; "
+    "it shows how wattbench works, not what this machine draws"
+)
+
+
+def workload_text(result: Mapping[str, Any]) -> str:
+    """The workload and, for one that runs a program, its command line as recorded (redacted)."""
+    name = str(result.get("workload") or NOT_RECORDED)
+    return f"{name}: {result['command']}" if result.get("command") else name
+
+
+def load_text(m: Mapping[str, Any]) -> str:
+    """The host's 1-minute load average at the start and the end of the run."""
+    load = m.get("load") or {}
+    if not load:
+        return NOT_RECORDED
+    cores = m.get("sut", {}).get("cores")
+    parts = [
+        f"{load[k]:.2f} at the {k}" if k in load else f"{NOT_RECORDED} at the {k}" for k in ("start", "end")
+    ]
+    return "1-minute load average " + ", ".join(parts) + (f" ({cores} cores)" if cores else "")
+
+
+def suite_items(m: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, text) rows of what a suite measured (suite.schema.json's measured)."""
+    rows = [
+        ("system under test", " · ".join(f"{k}: {v}" for k, v in sut_items(m))),
+        ("host load", load_text(m)),
+    ]
+    if m.get("simulated_meter"):
+        rows.append(("meter", SIMULATED_TEXT))
+    if "shortest_window_s" in m:
+        timing = f"{m.get('intervals', 0)} measurement windows, the shortest {m['shortest_window_s']:g} s"
+    else:
+        timing = "no measurement window was recorded"
+    rows.append(("timing", timing))
+    return rows
+
+
+def how_items(m: Mapping[str, Any], result: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, text) rows of the workload's command line, the host's load and a simulated meter."""
+    rows = [("workload", workload_text(result)), ("host load", load_text(m))]
+    if m.get("simulated_meter"):
+        rows.append(("meter", SIMULATED_TEXT))
+    return rows
+
+
 def _memory(mib: Any) -> str:
     gib = float(mib) / 1024.0
     return f"{gib:.3g} GiB" if gib >= 1 else f"{float(mib):.0f} MiB"

@@ -286,7 +286,8 @@ def report_renderables(
 
 
 def measured_renderables(evaluation: Any) -> list[RenderableType]:
-    """What was measured: the system under test, calibration, timing (a rehearsal is marked) and inlet."""
+    """What was measured: the system under test, the workload's command line, the host's load, a
+    simulated meter, calibration, timing (a rehearsal is marked) and inlet."""
     from rich.table import Table
     from rich.text import Text
 
@@ -297,6 +298,8 @@ def measured_renderables(evaluation: Any) -> list[RenderableType]:
     table.add_column(style="bold")
     table.add_column()
     table.add_row("system under test", " · ".join(f"{k}: {v}" for k, v in ms.sut_items(m)))
+    for label, text in ms.how_items(m, evaluation.result):
+        table.add_row(label, text)
     table.add_row(
         "calibration",
         ms.calibration_text(m, evaluation.calibrated, fmt_count, ms.result_ops_label(evaluation.result)),

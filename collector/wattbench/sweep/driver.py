@@ -22,7 +22,7 @@ from ..core.plan import Phase, Plan, calibrated_rate
 from ..workloads.base import Workload, WorkloadError
 from .progress import Display, LogDisplay, Status
 from .publish import Sink
-from .sut import system_facts
+from .sut import load_average, redact_command, system_facts
 
 log = logging.getLogger(__name__)
 
@@ -214,6 +214,8 @@ class Driver:
                 sut=self.sut or None,
                 channels=self.channels or None,
                 ntp_off=self.ntp_off_ms,
+                command=redact_command(self.workload.command_line()),
+                load=load_average(),
             )
             self.workload.open()
             self._run_t0 = self.mono()
@@ -222,7 +224,7 @@ class Driver:
                 current = phase.name
                 self._run_phase(phase, last=i == len(self.plan.phases) - 1)
             self._close_workload()
-            self._emit("run_end", "run", kind="run")
+            self._emit("run_end", "run", kind="run", load=load_average())
         except KeyboardInterrupt:
             self._abort(f"interrupted by operator during {current}")
         except WorkloadError as exc:
@@ -250,7 +252,7 @@ class Driver:
             with contextlib.suppress(Exception):
                 self.workload.end_phase()
             self._close_workload()
-            self._emit("run_abort", "run", kind="run", reason=reason[:200])
+            self._emit("run_abort", "run", kind="run", reason=reason[:200], load=load_average())
         finally:
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)

@@ -248,5 +248,8 @@ def run_suite(
             break
     if interrupted is None and len(finished) < len(suite.entries):
         interrupted = "suite stopped early"
-    doc = su.suite_document(suite.name, run, int(time.time() * 1000), finished, reference, interrupted)
+    measured = su.suite_measured([(o.evaluation.events, o.evaluation.result) for _, o in outcomes])
+    doc = su.suite_document(
+        suite.name, run, int(time.time() * 1000), finished, reference, interrupted, measured=measured
+    )
     return SuiteRun(doc, outcomes, interrupted)

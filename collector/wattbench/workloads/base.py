@@ -161,6 +161,11 @@ class Workload(Protocol):
         """The nodes of a cluster the sweep loads, or None for this machine: their appliances are summed
         when no channel is named, and the standard statement judges the share of them metered."""
 
+    def command_line(self) -> str | None:
+        """The command line of the program the workload runs, as the user gave it (its template, with
+        the placeholders), or None for a workload that runs no program of the user's. The run records
+        it with its secrets redacted (sweep.sut.redact_command)."""
+
 
 class WorkloadDefaults:
     """The answers of a workload that has no jobs, no scheduler and nothing that fails on its own;
@@ -182,4 +187,7 @@ class WorkloadDefaults:
         return None
 
     def nodes(self) -> list[str] | None:
+        return None
+
+    def command_line(self) -> str | None:
         return None

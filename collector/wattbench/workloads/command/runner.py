@@ -295,6 +295,9 @@ class CommandWorkload(WorkloadDefaults):
         self._stopping = False
         self._proc = CommandProcess(argv, self.shell, self.pattern, self.increment, self.cwd)
 
+    def command_line(self) -> str | None:
+        return self.template
+
     def failure(self) -> str | None:
         """Why this phase's command failed, once it has exited non-zero on its own (a command stopped
         by us at the window's end has not failed)."""

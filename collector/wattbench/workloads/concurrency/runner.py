@@ -55,6 +55,9 @@ class ConcurrencyWorkload(WorkloadDefaults):
         kinds = {"job": (str,), "shell": (bool,), "cwd": (str,)}
         return cls(**{key: setting(cls.name, own, key, kinds[key], None) for key in own})
 
+    def command_line(self) -> str | None:
+        return self.template
+
     def preflight(self) -> None:
         require_program(self.template, self.shell, self.cwd)
 

@@ -204,6 +204,9 @@ class SlurmWorkload(WorkloadDefaults):
     def nodes(self) -> list[str] | None:
         return [n.name for n in self.cluster]
 
+    def command_line(self) -> str | None:
+        return self.template
+
     def sbatch_argv(self, phase: str, copy: int, copies: int) -> list[str]:
         """sbatch's arguments for one job of a level (without --parsable)."""
         nodes = len(self.cluster) or 1
