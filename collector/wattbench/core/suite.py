@@ -246,7 +246,7 @@ def suite_measured(runs: Sequence[tuple[Sequence[Mapping[str, Any]], Mapping[str
     if start.get("host"):
         out["host"] = str(start["host"])[:64]
     out["sut"] = dict(start.get("sut") or {})
-    loads = [r.get("load") for _, r in runs if isinstance(r.get("load"), Mapping)]
+    loads: list[Mapping[str, Any]] = [r["load"] for _, r in runs if isinstance(r.get("load"), Mapping)]
     load = {k: float(x[k]) for k, x in (("start", loads[0]), ("end", loads[-1])) if k in x} if loads else {}
     if load:
         out["load"] = load
