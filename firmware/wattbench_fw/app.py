@@ -241,7 +241,8 @@ class Appliance:
                 self._pending.pop(0)
                 self.buffer.dropped += 1
             return
-        text = encode.row(row)
+        # Kept as bytes: the batch is then joined from them without a second copy of every row.
+        text = encode.row(row).encode()
         if self._rows and self._row_bytes + len(text) + 256 > self.max_bytes:
             self._close_batch()
         if self._batch_start is None:
@@ -261,19 +262,34 @@ class Appliance:
     def _close_batch(self):
         if not self._rows:
             return
-        payload = encode.batch(self.dev, self.boot, self.clock.status(self.mono.now()), self._rows)
-        if self.signer is not None:
-            payload = self.signer.sign(payload)
-        n = len(self._rows)
+        rows = self._rows
         self._rows = []
         self._row_bytes = 0
         self._batch_start = None
-        self.buffer.push(payload, n)
-        self.batches += 1
+        self._push(rows, self.clock.status(self.mono.now()))
         if self.hass_state is not None and self.link.up and self.client.connected:
             # A live view, not stored and forwarded: while the link is down Home Assistant has the
             # status topic's "offline", and the next batch after reconnecting brings it up to date.
             self.client.publish(self._hass_topic, self.hass_state.payload(), qos=0, retain=False)
+
+    def _push(self, rows, clk):
+        """Encode rows as one batch into the buffer, or as two halves when the heap has no free run
+        of the whole batch's size: on a board's fragmented heap a 4 KB batch can fail where two of
+        2 KB fit. Before, the failed batch stayed open, every later close failed the same way and
+        the rows sampled meanwhile were lost (the esp32 profile under the unix port's fixed heap)."""
+        try:
+            payload = encode.batch(self.dev, self.boot, clk, rows)
+            if self.signer is not None:
+                payload = self.signer.sign(payload)
+        except MemoryError:
+            if len(rows) < 2:
+                raise
+            half = len(rows) // 2
+            self._push(rows[:half], clk)
+            self._push(rows[half:], clk)
+            return
+        self.buffer.push(payload, len(rows))
+        self.batches += 1
 
     def _flush_pending(self):
         if self._pending and self.sampler.resolve_pending(self._pending):

@@ -31,6 +31,7 @@ DEFAULTS = {
     },
     "ntp": {
         "host": "pool.ntp.org",
+        "port": 123,
         "interval_s": 1024,
         "first_interval_s": 16,
         "step_ms": 128,
@@ -250,6 +251,7 @@ def validate(cfg):
         if not isinstance(w, dict) or not w.get("ssid"):
             raise ConfigError("wifi.ssid: required on board %s" % cfg["board"])
     _keys("ntp", cfg["ntp"], DEFAULTS["ntp"])
+    _int("ntp.port", cfg["ntp"]["port"], 1, 65535)
     _num("ntp.interval_s", cfg["ntp"]["interval_s"], 16, 86400)
     _num("ntp.step_ms", cfg["ntp"]["step_ms"], 1, 1e7)
     buf = cfg["buffer"]

@@ -1,8 +1,6 @@
 """Entry point on a board: load /config.json over /board.json, arm the watchdog, run forever."""
 
 from wattbench_fw import port
-from wattbench_fw.app import Appliance
-from wattbench_fw.clock import Clock, SntpClient
 
 CONFIG_PATH = "/config.json"
 BOARD_PATH = "/board.json"
@@ -90,13 +88,18 @@ def boot(config_path=CONFIG_PATH, board_path=BOARD_PATH):
     if safe_mode(cfg):
         print("wattbench: safe pin held, not starting")
         return None
+    # The appliance's code loads only now, after the configuration checks have been released: both
+    # at once did not fit the esp32 profile's heap (MicroPython's unix port, fixed heap).
+    from wattbench_fw.app import Appliance
+    from wattbench_fw.clock import Clock, SntpClient
+
     wifi = Wifi(cfg["wifi"]["ssid"], cfg["wifi"].get("password"), cfg["dev"])
     mono = port.Mono()
     ntp = cfg["ntp"]
     clock = Clock(
         step_ms=ntp["step_ms"], max_delay_ms=ntp["max_delay_ms"], rtc_us=port.utc_us(), mono_now=mono.now()
     )
-    sntp = SntpClient(ntp["host"], timeout_ms=ntp["timeout_ms"])
+    sntp = SntpClient(ntp["host"], ntp["port"], timeout_ms=ntp["timeout_ms"])
     drivers, _ = make_drivers(cfg)
     make_drivers = None
     port.release("wattbench_fw.board")

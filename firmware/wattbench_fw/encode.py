@@ -46,11 +46,24 @@ def batch_head(dev, boot, clk):
 
 
 BATCH_TAIL = "]}"
+BATCH_TAIL_B = b"]}"
 
 
 def batch(dev, boot, clk, row_texts):
-    """A complete samples payload (bytes) from already encoded rows."""
-    return (batch_head(dev, boot, clk) + ",".join(row_texts) + BATCH_TAIL).encode()
+    """A complete samples payload (bytes) from already encoded rows (text or bytes).
+
+    The payload is the only allocation of its size: a board's heap, fragmented by the rows and the
+    code around them, may not hold several runs of a batch's size at once. Joining text and then
+    encoding it took four (the rows joined, the head and the tail added one at a time, the encoding),
+    which made the esp32 profile run out of memory at its first 4 KB batch under the fixed heap of
+    MicroPython's unix port."""
+    parts = [r.encode() if isinstance(r, str) else r for r in row_texts]
+    head = batch_head(dev, boot, clk).encode()
+    if not parts:
+        return head + BATCH_TAIL_B
+    parts[0] = head + parts[0]
+    parts[-1] = parts[-1] + BATCH_TAIL_B
+    return b",".join(parts)
 
 
 def _dumps(doc):

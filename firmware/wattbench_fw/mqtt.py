@@ -95,6 +95,13 @@ def connect_packet(client_id, keepalive=30, clean=True, will=None, user=None, pa
     return bytes((CONNECT,)) + remaining_length(len(body)) + body
 
 
+# What one socket read asks for. MicroPython allocates the whole request before the socket says how
+# much it has: 4096 for a 4-byte PUBACK was a 4 KB run the esp32 profile's heap often lacked (a
+# MemoryError while connecting, under the fixed heap of the unix port). The broker sends this client
+# acknowledgements and pings, a few bytes each.
+READ_CHUNK = 256
+
+
 def publish_header(topic, payload_len, qos=0, retain=False, pid=0, dup=False):
     """Fixed and variable header of a PUBLISH; the payload follows unchanged (no copy)."""
     first = PUBLISH | (0x08 if dup else 0) | (qos << 1) | (1 if retain else 0)
@@ -356,7 +363,7 @@ class MQTTClient:
     def _read(self):
         for _ in range(16):  # bounded: a flood of input must not starve the sampler
             try:
-                data = self._sock.read(4096) if port.MICROPYTHON else self._sock.recv(4096)
+                data = self._sock.read(READ_CHUNK) if port.MICROPYTHON else self._sock.recv(READ_CHUNK)
             except OSError as exc:
                 if _would_block(exc):
                     return
@@ -366,7 +373,7 @@ class MQTTClient:
             if not data:
                 raise OSError("connection closed by broker")
             self._in.extend(data)
-            if len(data) < 4096:
+            if len(data) < READ_CHUNK:
                 return
 
     def _handle(self):
