@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real services the test suite runs against, where they are missing.
-# Binaries built with `go install`, the npm MicroPython build and Home Assistant's venv are cached once
+# Binaries built with `go install`, the npm MicroPython build, MicroPython's unix port (built from
+# ../shared/micropython-1.27.0 where that folder exists) and Home Assistant's venv are cached once
 # per machine (~/.cache/wattbench/services; WATTBENCH_SERVICES moves it), so a second run, from this
 # clone or any other, only checks that they are there.
 set -euo pipefail
@@ -17,6 +18,14 @@ TELEGRAF_VERSION=v1.37.2
 TELEGRAF_TAGS="custom,inputs.mqtt_consumer,inputs.cpu,inputs.mem,inputs.system,inputs.ipmi_sensor,inputs.redfish,outputs.influxdb,outputs.influxdb_v2,parsers.json_v2,parsers.json,parsers.influx"
 MPY_WASM_PKG=@micropython/micropython-webassembly-pyscript
 MPY_WASM_VERSION=1.27.0
+# MicroPython's unix port, the firmware's real interpreter with a board-sized fixed heap
+# (devkit/wattbench_devkit/unix.py). Its sources are not fetched: they sit beside the clone, unmodified
+# (their PROVENANCE.md); a clone without them skips the tests that need it.
+MPY_UNIX_VERSION=1.27.0
+MPY_UNIX_SRC="${WATTBENCH_MICROPYTHON_SRC:-$root/../shared/micropython-$MPY_UNIX_VERSION}"
+# 32-bit like the boards' ports, so objects are the boards' size; no readline, FFI, SSL or btree, which
+# need libraries the sources leave out and the firmware does not use.
+MPY_UNIX_FLAGS="VARIANT=standard FROZEN_MANIFEST= MICROPY_PY_BTREE=0 MICROPY_PY_SSL=0 MICROPY_PY_FFI=0 MICROPY_USE_READLINE=0 MICROPY_FORCE_32BIT=1"
 
 t0=$(date +%s)
 log() { printf '[provision +%ss] %s\n' "$(( $(date +%s) - t0 ))" "$*" >&2; }
@@ -51,6 +60,11 @@ command -v munged >/dev/null 2>&1 || [ -x /usr/sbin/munged ] || need_apt+=(munge
 # MLPerf power rehearsals (docs/mlperf-power.md): power-dev checks its clock against an NTP server, which the
 # tests start from Debian's chrony on a loopback address (devkit/wattbench_devkit/services.py, Chrony).
 command -v chronyd >/dev/null 2>&1 || [ -x /usr/sbin/chronyd ] || need_apt+=(chrony)
+# The 32-bit unix port builds with gcc's multilib (the i386 C library and headers).
+if [ -f "$MPY_UNIX_SRC/ports/unix/Makefile" ]; then
+  command -v make >/dev/null 2>&1 || need_apt+=(make)
+  dpkg -s gcc-multilib >/dev/null 2>&1 || need_apt+=(gcc-multilib)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "apt-get install ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -90,6 +104,30 @@ if [ ! -f "$cache/npm/node_modules/$MPY_WASM_PKG/micropython.mjs" ] || [ ! -f "$
   touch "$mpy_wasm_marker"
 fi
 
+# The build writes only into its BUILD directory in the cache: the sources stay untouched (in CI they
+# have no write bits). The marker holds the version and the flags, so a change of either rebuilds.
+mpy_unix_dir="$cache/micropython-$MPY_UNIX_VERSION-unix"
+mpy_unix_marker="$mpy_unix_dir/.built-32bit"
+mpy_unix_want="$MPY_UNIX_VERSION $MPY_UNIX_FLAGS"
+p3=""
+if [ ! -f "$MPY_UNIX_SRC/ports/unix/Makefile" ]; then
+  log "MicroPython $MPY_UNIX_VERSION unix port skipped: no sources at $MPY_UNIX_SRC (its tests skip)"
+elif [ -x "$mpy_unix_dir/micropython" ] && [ "$(cat "$mpy_unix_marker" 2>/dev/null)" = "$mpy_unix_want" ]; then
+  :
+else
+  log "MicroPython $MPY_UNIX_VERSION unix port, 32-bit, from $MPY_UNIX_SRC (first run only)"
+  (
+    rm -rf "$mpy_unix_dir" && mkdir -p "$mpy_unix_dir"
+    # shellcheck disable=SC2086 # the flags are words on purpose
+    make -s -j"$(nproc)" -C "$MPY_UNIX_SRC/ports/unix" BUILD="$mpy_unix_dir/build" $MPY_UNIX_FLAGS \
+      >"$mpy_unix_dir/build.log" 2>&1 || { log "MicroPython unix port build failed: see $mpy_unix_dir/build.log"; exit 1; }
+    cp "$mpy_unix_dir/build/micropython" "$mpy_unix_dir/micropython"
+    rm -rf "$mpy_unix_dir/build"
+    printf '%s' "$mpy_unix_want" > "$mpy_unix_marker"
+  ) &
+  p3=$!
+fi
+
 # Home Assistant core for the real-HA integration test (tests/ecosystem/test_hass_real.py), in its own
 # venv: 2025.4.4 is the newest release that installs on Python 3.13.0. The pins are the requirements
 # of the MQTT integration and of the integrations Home Assistant always sets up (frontend, recorder,
@@ -126,4 +164,5 @@ fi
 
 wait $p1
 wait $p2
+[ -z "$p3" ] || wait $p3
 log "services ready in $(( $(date +%s) - t0 )) s under $cache"

