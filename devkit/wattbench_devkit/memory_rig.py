@@ -300,3 +300,165 @@ def table(results: list[dict[str, Any]]) -> str:
 
 def compiled() -> tempfile.TemporaryDirectory[str]:
     return tempfile.TemporaryDirectory(prefix="wattbench-mpy-")
+
+
+# ---- the same rig under MicroPython's unix port, with the heap fixed ------------------------------
+
+MOCKS = Path(__file__).resolve().parent / "mocks"
+MARK = "\x1e"
+UNIX_PRELUDE = f"""
+import json
+import sys
+
+import mock_machine
+
+sys.modules["machine"] = mock_machine
+with open(sys.argv[-1]) as f:
+    DATA = json.load(f)
+
+
+def report(value):
+    print("{MARK}" + json.dumps(value))
+"""
+UNIX_DRIVER = """
+rig_step()
+if JOB.get("probe"):
+    report({"base": RIG["base"]})
+else:
+    while AGAIN:
+        rig_step()
+"""
+
+
+def unix_lib(dest: Path) -> Path:
+    """The firmware as .mpy files, the `machine` stand-in and the rig with its driver loop, compiled:
+    the unix port's MICROPYPATH for run_profile_unix."""
+    from .unix import compile_lib
+
+    compile_lib(dest)
+    mpy_cross(MOCKS / "machine.py", dest / "mock_machine.mpy")
+    src = dest / "unix_rig.py"
+    src.write_text(UNIX_PRELUDE + RIG.read_text() + UNIX_DRIVER)
+    mpy_cross(src, dest / "unix_rig.mpy")
+    src.unlink()
+    return dest
+
+
+def _run_unix(lib: Path, job: dict[str, Any], heapsize: int, timeout: float) -> tuple[int, list[str], str]:
+    from .unix import interpreter
+
+    with tempfile.TemporaryDirectory(prefix="wattbench-unixrig-") as tmp:
+        job = {**job, "root": tmp, "fixed_heap": True}
+        job["config"] = {**job["config"], "flash_dir": tmp + "/wb"}
+        path = Path(tmp) / "job.json"
+        path.write_text(json.dumps(job))
+        proc = subprocess.run(
+            [str(interpreter()), "-X", f"heapsize={heapsize}", "-m", "unix_rig", str(path)],
+            env={"MICROPYPATH": str(lib), "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    return proc.returncode, proc.stdout.split("\n"), proc.stderr
+
+
+# The heap each profile's firmware may fill (docs/firmware.md, "RAM budget"): the esp32's is the
+# 134,544 bytes it boots with less the 40 KB kept for Wi-Fi and TLS.
+UNIX_HEAPS = {"esp32": 134544 - 40 * KB, "picow": BUDGETS["picow"], "esp32-psram": BUDGETS["esp32-psram"]}
+_FREE = re.compile(r"max free sz: (\d+)")
+
+
+def run_profile_unix(
+    profile: str,
+    hmac: bool,
+    lib: Path,
+    minutes: int = 10,
+    outages: tuple[tuple[int, int], ...] = ((120, 420),),
+    *,
+    config: dict[str, Any] | None = None,
+    seq_log: bool = False,
+    timeout: float = 3600,
+) -> dict[str, Any]:
+    """The memory rig's run under the unix port with the heap fixed at the profile's (UNIX_HEAPS) plus
+    what the rig and its stand-ins hold before the firmware loads (a board spends nothing on them).
+    A MemoryError anywhere, in the firmware's loop (its error count) or out of it (the run dies), is a
+    failure. The result holds, besides run_profile's figures, `heap` (the -X heapsize given), `rig`
+    (bytes the rig holds), `free_min` (the smallest free heap after a loop turn's collection) and
+    `free_block` (the largest free run at that moment, in bytes)."""
+    job = {
+        "config": config or typical_config(profile, hmac),
+        "board": board_profile(profile),
+        "minutes": minutes,
+        "outages": [list(o) for o in outages],
+        "turn_us": 500,
+        "block_watch": 1 << 30,  # the largest-allocation probe is the WebAssembly run's
+        "seq_log": seq_log,
+        "steady_every_s": 60,
+    }
+    rc, lines, err = _run_unix(lib, {**job, "probe": True}, 1024 * KB, 120)
+    if rc != 0:
+        raise RuntimeError(f"the rig did not start under the unix port:\n{err}")
+    rig_base = next(json.loads(line[1:]) for line in lines if line.startswith(MARK))["base"]
+    heap = UNIX_HEAPS[profile] + rig_base
+    rc, lines, err = _run_unix(lib, job, heap, timeout)
+    results = [json.loads(line[1:]) for line in lines if line.startswith(MARK)]
+    memory_error = "MemoryError" in err
+    if rc != 0 and not memory_error:
+        raise RuntimeError(
+            f"the rig failed under the unix port (exit {rc}):\n{err}\n" + "\n".join(lines[-20:])
+        )
+    result: dict[str, Any] = (
+        results[0] if results else {"counters": {"errors": None, "last_error": err[-300:]}}
+    )
+    worst = max((i for i, line in enumerate(lines) if line == "WORST"), default=None)
+    block = None
+    if worst is not None:
+        found = [int(m.group(1)) for line in lines[worst:] for m in [_FREE.search(line)] if m]
+        block = found[0] * 16 if found else None  # 16-byte GC blocks on a 32-bit port
+    result.update(
+        profile=profile,
+        hmac=hmac,
+        heap=heap,
+        rig=rig_base,
+        budget=BUDGETS[profile],
+        free_block=block,
+        died=rc != 0,
+        memory_error=memory_error or "MemoryError" in str(result["counters"].get("last_error")),
+    )
+    result["peak"] = result.get("live_peak")
+    result["steady"] = [[int(w) for w in line.split()[1:3]] for line in lines if line.startswith("STEADY ")]
+    steady = [v for _, v in result["steady"]]
+    result["creep"] = steady[-1] - steady[0] if len(steady) >= 2 else None
+    return result
+
+
+def unix_problems(r: dict[str, Any]) -> list[str]:
+    out = []
+    if r["died"]:
+        out.append(f"{r['profile']}: the run died: {r['counters'].get('last_error')}")
+    if r["memory_error"]:
+        out.append(f"{r['profile']}: MemoryError ({r['counters'].get('last_error')})")
+    if r["counters"].get("errors"):
+        out.append(
+            f"{r['profile']}: {r['counters']['errors']} errors in the loop ({r['counters'].get('last_error')})"
+        )
+    if r.get("peak") is not None and r["peak"] > r["budget"]:
+        out.append(f"{r['profile']}: peak {r['peak']} B over the budget of {r['budget']} B")
+    return out
+
+
+def unix_table(results: list[dict[str, Any]]) -> str:
+    """Per profile under the fixed heap: peak, smallest free, largest free block, PASS or FAIL."""
+    rows = [
+        "MicroPython 1.27.0 unix port, 32-bit, -X heapsize = the profile's heap + the rig's own",
+        "profile      hmac  heap B   rig B  budget KB  peak KB  min free KB  max free block B  creep B  result",
+    ]
+    for r in results:
+        peak = f"{r['peak'] / KB:7.1f}" if r.get("peak") is not None else "      -"
+        free = f"{r['free_min'] / KB:11.1f}" if r.get("free_min") is not None else "          -"
+        rows.append(
+            f"{r['profile']:<12} {'on' if r['hmac'] else 'off':<4} {r['heap']:>6}  {r['rig']:>6}"
+            f"  {r['budget'] / KB:>9.0f}  {peak}  {free}  {r['free_block']!s:>16}  {r.get('creep')!s:>7}"
+            f"  {'FAIL' if unix_problems(r) else 'PASS'}"
+        )
+    return "\n".join(rows)

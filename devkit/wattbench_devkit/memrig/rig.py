@@ -11,6 +11,7 @@ import micropython
 
 JOB = DATA
 DATA = None
+FIXED_HEAP = JOB.get("fixed_heap", False)
 MB = 1 << 20
 T = [1000000]  # simulated monotonic microseconds
 UTC0 = 1767225600000000  # 2026-01-01T00:00:00Z
@@ -500,9 +501,12 @@ port.sleep_us = sleep_us
 port.sleep_ms = sleep_ms
 port.utc_us = utc_us
 
-with open("/config.json", "w") as f:
+ROOT = JOB.get("root", "")  # "" in the WebAssembly build's own file system; a directory on the unix port
+CONFIG_PATH = ROOT + "/config.json"
+BOARD_PATH = ROOT + "/board.json"
+with open(CONFIG_PATH, "w") as f:
     f.write(json.dumps(JOB["config"]))
-with open("/board.json", "w") as f:
+with open(BOARD_PATH, "w") as f:
     f.write(json.dumps(JOB["board"]))
 
 S = 1000000
@@ -519,7 +523,7 @@ def rig_boot():
 
     RIG["start"] = T[0]
     RIG["next_steady"] = T[0] + STEADY_US
-    dev = device.boot("/config.json", "/board.json")
+    dev = device.boot(CONFIG_PATH, BOARD_PATH)
     if dev is None:
         raise RuntimeError("the appliance did not boot")
     RIG["device"] = dev
@@ -555,6 +559,15 @@ def rig_step():
     """One top-level call: measure the heap left live by the previous call, then do the next part."""
     global AGAIN
     live = gc.mem_alloc()  # garbage was collected on the way back to the top level
+    if RIG["phase"] != 0:
+        free = gc.mem_free()
+        if STATS.get("free_min") is None or free < STATS["free_min"]:
+            STATS["free_min"] = free
+            STATS["free_min_at"] = "%ds (phase %d)" % ((T[0] - RIG["start"]) // S, RIG["phase"])
+            if FIXED_HEAP:
+                # The largest free run at the worst moment: the runner reads the last "max free sz".
+                print("WORST")
+                micropython.mem_info()
     if RIG["phase"] != 0 and live - RIG["base"] > STATS["live_peak"]:
         STATS["live_peak"] = live - RIG["base"]
         STATS["live_peak_at"] = "%ds (phase %d)" % ((T[0] - RIG["start"]) // S, RIG["phase"])
@@ -598,41 +611,48 @@ def finish(live):
     base = RIG["base"]
     if SEQ[0] is not None:
         print("SEQRUN %d %d" % (SEQ[0], SEQ[1]))
-    report(
-        {
-            "base": base,
-            "live_peak": STATS["live_peak"],
-            "live_peak_at": STATS["live_peak_at"],
-            "turn_bound": STATS["peak"] - base,
-            "turn_bound_at": STATS["peak_where"],
-            "end_live": live - base,
-            "turns": STATS["turns"],
-            "boot_live": STATS.get("boot_live"),
-            "turn_max": STATS["turn_max"],
-            "turn_max_at": STATS["turn_max_at"],
-            "probes": STATS["probes"],
-            "sim_s": (T[0] - RIG["start"]) // S,
-            "counters": {
-                k: app.counters()[k]
-                for k in (
-                    "samples",
-                    "batches",
-                    "acked_samples",
-                    "dropped",
-                    "connects",
-                    "errors",
-                    "last_error",
-                )
-            },
-            "seq_next": app.seq.next,
-            "seq_rows": SEQ[2],
-            "published": SOCKS[-1].published if SOCKS else 0,
-            "max_flash_rows": seen["max_flash"],
-            "outage_seen": seen["outage_seen"],
-            "backfill_done_s": seen["backfill_done"],
-            "hass_loaded": "wattbench_fw.hass" in sys.modules,
-            "discovery": sum(s.discovery for s in ALL_SOCKS),
-            "sign_loaded": "wattbench_fw.sign" in sys.modules,
-            "modules": sorted(k for k in sys.modules if k.startswith("wattbench_fw")),
-        }
-    )
+    doc = {
+        "base": base,
+        "live_peak": STATS["live_peak"],
+        "live_peak_at": STATS["live_peak_at"],
+        "turn_bound": STATS["peak"] - base,
+        "free_min": STATS.get("free_min"),
+        "free_min_at": STATS.get("free_min_at"),
+        "alloc_peak": STATS["live_peak"] + base,
+        "turn_bound_at": STATS["peak_where"],
+        "end_live": live - base,
+        "turns": STATS["turns"],
+        "boot_live": STATS.get("boot_live"),
+        "turn_max": STATS["turn_max"],
+        "turn_max_at": STATS["turn_max_at"],
+        "probes": STATS["probes"],
+        "sim_s": (T[0] - RIG["start"]) // S,
+        "counters": {
+            k: app.counters()[k]
+            for k in (
+                "samples",
+                "batches",
+                "acked_samples",
+                "dropped",
+                "connects",
+                "errors",
+                "last_error",
+            )
+        },
+        "seq_next": app.seq.next,
+        "seq_rows": SEQ[2],
+        "published": SOCKS[-1].published if SOCKS else 0,
+        "max_flash_rows": seen["max_flash"],
+        "outage_seen": seen["outage_seen"],
+        "backfill_done_s": seen["backfill_done"],
+        "hass_loaded": "wattbench_fw.hass" in sys.modules,
+        "discovery": sum(s.discovery for s in ALL_SOCKS),
+        "sign_loaded": "wattbench_fw.sign" in sys.modules,
+        "modules": sorted(k for k in sys.modules if k.startswith("wattbench_fw")),
+    }
+    # Measured: the appliance goes before the report is written, so that a heap the firmware filled
+    # leaves room for the report's text (a fixed heap on the unix port).
+    RIG["device"] = None
+    app = None
+    gc.collect()
+    report(doc)
