@@ -7,7 +7,7 @@ ratios old ÷ new of CPU time and of memory.
 - old: every row drawn as a line of the rich table (what `score` did for any table before it had a
   summary), from the same parsed table;
 - new: `wattbench score FILE` as shipped: the first and last rows and the totals above
-  scorefile.SUMMARY_ROWS rows.
+  report/score.py's SUMMARY_ROWS rows.
 
 Both write to /dev/null at 120 columns. The per-row table of 10^6 rows took 9 minutes and about 4 GB,
 so by default it is drawn up to 10^5 rows only (--old-max).

@@ -51,7 +51,7 @@ def _options(command: str) -> set[str]:
     return {o for a in sub.choices[command]._actions for o in a.option_strings}
 
 
-@pytest.mark.parametrize("command", ["report", "sweep", "suite", "compare"])
+@pytest.mark.parametrize("command", ["report", "sweep", "suite", "compare", "score"])
 def test_every_command_with_a_result_takes_the_same_output_options(command: str) -> None:
     assert {"--json", "--json-out", "--html"} <= _options(command)
 
@@ -171,3 +171,44 @@ def test_sweep_json_prints_the_json_report(tmp_path: Path) -> None:
     _validate("report", doc)
     assert doc["result"] == wattbench_schema.strict_loads(out.read_bytes())
     assert f"result JSON: {out}" in proc.stderr
+
+
+SCORE_TABLE = (
+    "target,ops,power\n"
+    + "".join(f"{t}%,{100 * t},{50 + t}\n" for t in range(100, 0, -10))
+    + "Active Idle,0,40\n# published overall 6.9\n"
+)
+
+
+def test_score_json_out_and_html_are_the_scored_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`score` writes the same document to --json-out FILE as it prints with --json, and an HTML page."""
+    table = tmp_path / "t.csv"
+    table.write_text(SCORE_TABLE)
+    assert main(["score", str(table), "--json"]) == 1  # the published figure is deliberately off
+    printed = capsys.readouterr()
+    shown = wattbench_schema.strict_loads(printed.out)
+    _validate("score", shown)
+    assert shown["match"] is False and "differs from published" in printed.err
+
+    out, page = tmp_path / "s.json", tmp_path / "s.html"
+    assert main(["score", str(table), "--json-out", str(out), "--html", str(page)]) == 1
+    printed = capsys.readouterr()
+    written = wattbench_schema.strict_loads(out.read_bytes())
+    assert written == shown
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("<!doctype html>") and "t.csv" in text and "Active Idle" in text
+    assert "differs from published" in text
+    # the terminal still has the table, the check and where each file went
+    assert "Active Idle" in printed.out and "differs from published" in printed.out
+    assert f"score JSON: {out}" in printed.out and f"score HTML: {page}" in printed.out
+
+
+def test_score_json_out_checks_its_folder_before_reading_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["score", str(tmp_path / "t.csv"), "--json-out", str(tmp_path / "nope" / "s.json")])
+    assert stop.value.code == 2
+    assert "--json-out: folder" in capsys.readouterr().err

@@ -28,25 +28,18 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
-from typing import IO, Any
 
 from ..core.leveltable import (
     MAX_PUBLISHED,
     MIN_PUBLISHED,
     Table,
     TableError,
-    Totals,
     comparability,
-    ratios,
     totals,
 )
 from ..core.published import parse_table
 
 DEFAULT_TOLERANCE = 0.005
-# Above this many rows the terminal shows the first and last rows and the totals, not every row:
-# drawing a million-row table takes minutes and gigabytes and nobody reads it. --json has every row.
-SUMMARY_ROWS = 100
-SHOWN_EACH_END = 5
 
 
 def read_table(path: Path) -> Table:
@@ -59,14 +52,10 @@ def read_table(path: Path) -> Table:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .options import number
+    from ..report.score import ScoredTable
+    from .options import add_output_options, number
 
     parser.add_argument("file", type=Path, help="per-level table, CSV or JSON")
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        help='print {"overall": N, "levels": [...], ...} (schema/v1/score.schema.json) instead of the table',
-    )
     parser.add_argument(
         "--expect", type=number(above=0), metavar="N", help="published overall to check against"
     )
@@ -77,6 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="relative difference allowed (default 0.005)",
     )
     parser.add_argument("--ops-label", default="ssj_ops", help='name of the ops column (default "ssj_ops")')
+    add_output_options(parser, ScoredTable)
 
 
 def _check_options(args: argparse.Namespace) -> str | None:
@@ -89,66 +79,12 @@ def _check_options(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _level_doc(table: Table, i: int, ratio: float) -> dict[str, Any]:
-    t = float(table.target[i])
-    actual = float(table.actual[i])
-    doc: dict[str, Any] = {
-        "target": t if math.isfinite(t) else "idle",
-        "actual": actual if math.isfinite(actual) else None,
-        "ops": float(table.ops[i]),
-        "power": float(table.power[i]),
-        "ratio": ratio,
-    }
-    parts = table.node_parts(i)
-    if parts:
-        doc["node_power"] = parts
-    return doc
-
-
-def write_json(out: IO[str], table: Table, head: dict[str, Any]) -> None:
-    """The result as JSON, one level per line, written as it goes so that a large table never sits in
-    memory twice."""
-    import json
-
-    out.write("{\n")
-    for key, value in head.items():
-        out.write(f"  {json.dumps(key)}: {json.dumps(value, allow_nan=False)},\n")
-    out.write('  "levels": [')
-    r = ratios(table)
-    for i in range(len(table)):
-        out.write(",\n    " if i else "\n    ")
-        out.write(json.dumps(_level_doc(table, i, float(r[i])), allow_nan=False))
-    out.write("\n  ]\n}\n")
-
-
-def print_table(table: Table, tot: Totals, ops_label: str, title: str) -> None:
-    from ..report.table import print_report, print_summary_report
-    from .options import output_console
-
-    console = output_console()
-    n = len(table)
-    if n <= SUMMARY_ROWS:
-        levels = [table.level(i) for i in range(n)]
-        print_report(console, levels, tot.overall, ops_label=ops_label, title=title)
-        return
-    head = [table.level(i) for i in range(SHOWN_EACH_END)]
-    tail = [table.level(i) for i in range(n - SHOWN_EACH_END, n)]
-    print_summary_report(
-        console,
-        head,
-        tail,
-        n - 2 * SHOWN_EACH_END,
-        tot.ops,
-        tot.power,
-        tot.overall,
-        loads=int(table.is_load.sum()),
-        ops_label=ops_label,
-        title=title,
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     import sys
+
+    from ..report.outputs import write_outputs
+    from ..report.score import PublishedCheck, ScoredTable
+    from .options import outputs_from_args
 
     problem = _check_options(args)
     if problem:
@@ -160,33 +96,18 @@ def run(args: argparse.Namespace) -> int:
     except (TableError, ValueError) as exc:
         print(f"wattbench score: {args.file}: {exc}", file=sys.stderr)
         return 2
-    value = tot.overall
-    comp = comparability(table)
     expected = args.expect if args.expect is not None else table.published
-    diff = (value - expected) / expected if expected is not None else None
-    mismatch = diff is not None and abs(diff) > args.tolerance
-    note = comp.sentence()
-
-    if args.json:
-        head: dict[str, Any] = {
-            "overall": value,
-            "comparable": comp.comparable,
-            "missing_levels": comp.missing,
-            "nonstandard_levels": comp.nonstandard_count,
-        }
-        if expected is not None:
-            head.update(
-                published_overall=expected, difference=diff, tolerance=args.tolerance, match=not mismatch
-            )
-        write_json(sys.stdout, table, head)
-        if note:
-            print(f"wattbench score: {note}", file=sys.stderr)
-    else:
-        print_table(table, tot, args.ops_label, str(args.file.name))
-        if note:
-            print(note)
-    if diff is not None:
-        verdict = "differs from" if mismatch else "matches"
-        line = f"computed {value:,.2f} {verdict} published {expected:,.2f} ({diff * 100:+.3f}%, tolerance ±{args.tolerance * 100:g}%)"
-        print(line, file=sys.stderr if args.json else sys.stdout)
-    return 1 if mismatch else 0
+    check = None
+    if expected is not None:
+        check = PublishedCheck(expected, args.tolerance, (tot.overall - expected) / expected)
+    scored = ScoredTable(table, tot, comparability(table), args.file.name, args.ops_label, check)
+    outputs = outputs_from_args(args, ScoredTable)
+    write_outputs(scored, outputs)
+    # beside the table, or on stderr while stdout carries the JSON
+    note = scored.comparability.sentence()
+    side = sys.stderr if outputs.machine_readable else sys.stdout
+    if note:
+        print(f"wattbench score: {note}" if outputs.machine_readable else note, file=side)
+    if check is not None:
+        print(check.sentence(tot.overall), file=side)
+    return 1 if check is not None and not check.match else 0

@@ -1,8 +1,8 @@
 """Every rendering of a result, as one registry, and `write_outputs`, which sends a result to the
 renderings a command's options chose.
 
-A result is a scored run (`RunResult`), a suite (`SuiteResult`) or a comparison of candidates
-(`Comparison`). A renderer is one row of `RENDERERS`: the kind of result it renders, its name (which is
+A result is a scored run (`RunResult`), a suite (`SuiteResult`), a comparison of candidates
+(`Comparison`) or a scored per-level table (`ScoredTable`, report/score.py). A renderer is one row of `RENDERERS`: the kind of result it renders, its name (which is
 also its command-line option), where its text goes, and the function that makes it. Where is one of
 
 - "terminal": the tables a person reads, shown when nothing else goes to stdout;
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from ..core.compare import Prices, Row
 from ..core.evaluate import Evaluation
@@ -32,6 +32,7 @@ from .compare import (
 )
 from .html import render_html
 from .jsonreport import to_json
+from .score import ScoredTable, render_score_html, score_json, score_renderables
 from .table import evaluation_renderables
 
 if TYPE_CHECKING:
@@ -39,8 +40,9 @@ if TYPE_CHECKING:
 
 R = TypeVar("R")
 Where = Literal["terminal", "stdout", "file"]
-# What a renderer makes: text for stdout or a file, rich renderables for the terminal.
-Rendering = str | Sequence[Any]
+# What a renderer makes: text for stdout or a file (whole, or in pieces for a document too large to
+# hold twice: a scored table of a million rows), rich renderables for the terminal.
+Rendering = str | Iterator[str] | Sequence[Any]
 
 TERMINAL = "terminal"
 
@@ -172,6 +174,30 @@ RENDERERS: list[Renderer[Any]] = [
         help="HTML comparison with the candidates' curves",
         note="HTML comparison",
     ),
+    Renderer(ScoredTable, TERMINAL, "terminal", lambda r, _w: score_renderables(r)),
+    Renderer(
+        ScoredTable,
+        "json",
+        "stdout",
+        lambda r, _w: score_json(r),
+        help="print the scored table (schema/v1/score.schema.json) instead of tables",
+    ),
+    Renderer(
+        ScoredTable,
+        "json-out",
+        "file",
+        lambda r, _w: score_json(r),
+        help="write the scored table (schema/v1/score.schema.json) here",
+        note="score JSON",
+    ),
+    Renderer(
+        ScoredTable,
+        "html",
+        "file",
+        lambda r, _w: render_score_html(r),
+        help="HTML page of the scored table",
+        note="score HTML",
+    ),
 ]
 
 
@@ -195,7 +221,15 @@ def renderer(kind: type, name: str) -> Renderer[Any]:
     raise KeyError(f"no renderer {name!r} for a {kind.__name__}")
 
 
-def write_outputs(result: RunResult | SuiteResult | Comparison, outputs: Outputs) -> None:
+def _write(out: IO[str], text: Rendering) -> None:
+    if isinstance(text, str):
+        out.write(text)
+    else:
+        for piece in text:
+            out.write(piece)
+
+
+def write_outputs(result: RunResult | SuiteResult | Comparison | ScoredTable, outputs: Outputs) -> None:
     """Show the result on stdout as outputs.stdout says, then write each file, in the table's order,
     and say where each went: on the console with the tables, on stderr when stdout is for a program."""
     from rich.console import Console  # late: rich takes a while to load, and not every command shows tables
@@ -207,14 +241,18 @@ def write_outputs(result: RunResult | SuiteResult | Comparison, outputs: Outputs
         for item in shown.render(result, console.width):
             console.print(item)
     else:
-        print(shown.render(result, console.width))
+        text = shown.render(result, console.width)
+        # a whole text gets its line end from print; a document in pieces ends its own last line
+        if isinstance(text, str):
+            print(text)
+        else:
+            _write(sys.stdout, text)
     for r in RENDERERS:
         path = outputs.files.get(r.name) if r.kind is kind and r.where == "file" else None
         if path is None:
             continue
-        text = r.render(result, console.width)
         with open(path, "w", encoding="utf-8") as f:
-            f.write(str(text))
+            _write(f, r.render(result, console.width))
         line = f"{r.note or r.name}: {path}"
         if outputs.machine_readable:
             print(line, file=sys.stderr)
