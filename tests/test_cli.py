@@ -103,3 +103,44 @@ def test_a_workload_entry_point_refuses_a_wrong_number(argv: list[str]) -> None:
     assert out.returncode == 2, out.stderr
     assert out.stdout == ""
     assert argv[-2] in out.stderr.strip().splitlines()[-1]
+
+
+def _shown(default: object, text: str) -> bool:
+    """The default is in the help as a user would type or read it."""
+    if "%(default)" in text:
+        return True
+    forms = {str(default)}
+    if isinstance(default, bool):
+        return "default" in text  # a --flag/--no-flag pair says which of the two it is
+    if isinstance(default, float):
+        forms |= {f"{default:g}", f"{default:,g}"}
+    if isinstance(default, (list, tuple)):
+        forms |= {",".join(map(str, default)), " ".join(map(str, default))}
+    return any(form in text for form in forms)
+
+
+def test_every_option_has_help_and_shows_its_default() -> None:
+    """--help is the reference a newcomer reads: an option with no text (`compare --price`) or whose
+    default is left out (`ptd -p`, `sweep --levels`) sends them to the source."""
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing, unshown = [], []
+    for name, p in sub.choices.items():
+        for action in p._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+                continue
+            if action.help == argparse.SUPPRESS:
+                continue
+            where = f"wattbench {name} {'/'.join(action.option_strings) or action.dest}"
+            if not action.help:
+                missing.append(where)
+                continue
+            default = action.default
+            if isinstance(action, argparse._CountAction) or not action.option_strings:
+                continue  # -v counts from none; a positional's value is always given
+            if default is None or default is False or default == [] or default == argparse.SUPPRESS:
+                continue
+            if not _shown(default, action.help):
+                unshown.append(f"{where} (default {default!r}): {action.help}")
+    assert missing == [], "options without help:\n" + "\n".join(missing)
+    assert unshown == [], "defaults not shown in help:\n" + "\n".join(unshown)

@@ -69,7 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="stop after N samples are delivered",
     )
     p.add_argument(
-        "--every", type=number(above=0), default=5.0, metavar="S", help="print counters every S seconds"
+        "--every", type=number(above=0), default=5.0, metavar="S", help="print counters every S seconds (5)"
     )
 
 

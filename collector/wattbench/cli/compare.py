@@ -47,8 +47,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="RUN|FILE", help="runs, result files, suites or tables")
     parser.add_argument("--name", action="append", default=[], metavar="NAME", help="names, in order")
     g = parser.add_argument_group("price-performance")
-    g.add_argument("--price", action="append", default=[], type=_named_number, metavar="NAME=AMOUNT")
-    g.add_argument("--rack-units", action="append", default=[], type=_named_number, metavar="NAME=U")
+    g.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        type=_named_number,
+        metavar="NAME=AMOUNT",
+        help="a candidate's purchase price, for price per ops/s and ops/s per currency unit (repeat)",
+    )
+    g.add_argument(
+        "--rack-units",
+        action="append",
+        default=[],
+        type=_named_number,
+        metavar="NAME=U",
+        help="a candidate's height in rack units, for ops/s per rack unit (repeat)",
+    )
     g.add_argument("--tariff", type=number(), metavar="PER_KWH", help="electricity price per kWh")
     g.add_argument("--years", type=number(), default=4.0, help="years of service (4)")
     add_store_options(parser, default_help="none: inputs are files")

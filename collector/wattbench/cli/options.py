@@ -445,7 +445,10 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"actual vs target load ({d.load_tolerance:g})",
     )
     g.add_argument(
-        "--load-mode", choices=["relative", "points"], default=d.load_mode, help="how the tolerance applies"
+        "--load-mode",
+        choices=["relative", "points"],
+        default=d.load_mode,
+        help=f"how the tolerance applies ({d.load_mode})",
     )
     g.add_argument(
         "--min-inlet",

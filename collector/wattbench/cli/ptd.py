@@ -27,7 +27,9 @@ DEVICE_TYPE = 0
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-l", dest="logfile", required=True, help="sample log file (appended to)")
-    parser.add_argument("-p", dest="port", type=tcp_port, default=8888, help="TCP port on 127.0.0.1")
+    parser.add_argument(
+        "-p", dest="port", type=tcp_port, default=8888, help="TCP port on 127.0.0.1 (8888, as PTDaemon)"
+    )
     parser.add_argument(
         "-c",
         dest="channel",

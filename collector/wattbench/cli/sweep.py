@@ -56,7 +56,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
         "--levels",
         default="100,90,80,70,60,50,40,30,20,10",
         type=checked_by(parse_levels, "levels"),
-        help="target loads in percent",
+        help="target loads in percent (100,90,80,70,60,50,40,30,20,10)",
     )
     g.add_argument("--no-idle", action="store_true", help="leave out the active idle interval")
     g.add_argument(
