@@ -193,6 +193,24 @@ ROWS = [
         3,
         "Connection refused",
     ),
+    # the broker is asked before the store is opened: a wrong address creates no store file
+    Row(
+        "collect-broker-down-creates-no-store",
+        [
+            "collect",
+            "--config",
+            "{tmp}/fast.toml",
+            "--broker",
+            "{down_broker}",
+            "--state-dir",
+            "{tmp}/st",
+            "--store",
+            "{tmp}/new.sqlite",
+        ],
+        3,
+        "wattbench collect: cannot reach the MQTT broker at {down_broker} within 2 s (Connection refused)",
+        ["new.sqlite", "st/wattbench.sqlite"],
+    ),
     Row("collect-bad-influx-url", ["collect", "--influx", "influx:8086"], 2, "expected http(s)://"),
     # the /metrics address is bound before the store is created or the broker asked (docs/prometheus.md)
     Row(

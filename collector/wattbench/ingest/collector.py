@@ -39,7 +39,7 @@ from .handover import Handover
 from .intake import HealthReport, Intake, now_ms
 from .live import Live, channels_now
 from .metrics import serve
-from .mqtt import BrokerRefused, MqttLink, probe_protocol
+from .mqtt import BrokerRefused, BrokerUnreachable, MqttLink, preflight
 from .pipeline import Pipeline
 from .state import StateFile
 from .validate import Validator
@@ -151,6 +151,24 @@ class Collector:
                 self.deadletter = deadletter = Spool(Path(cfg.spool_dir) / "deadletter")
             except (SpoolError, OSError) as exc:
                 raise CollectorError(f"spool unusable: {exc}", Exit.STORAGE) from None
+            # The broker is asked before the store is opened: a wrong address, or credentials it
+            # refuses, leave no store file behind and subscribe nothing.
+            try:
+                protocol = preflight(cfg, cancel)
+            except (BrokerRefused, BrokerUnreachable) as exc:
+                raise CollectorError(str(exc), Exit.BROKER) from None
+            if protocol is None:
+                self._close_storage()
+                self._stopped.set()
+                log.info("collector %s stopped before the broker at %s answered", cfg.id, cfg.broker)
+                return self
+            if cfg.protocol_fallback and protocol == "3.1.1":
+                if cfg.share:
+                    raise CollectorError(
+                        f"broker {cfg.broker} speaks only MQTT 3.1.1; shared subscriptions need MQTT 5",
+                        Exit.BROKER,
+                    )
+                log.info("broker %s does not speak MQTT 5: using MQTT 3.1.1", cfg.broker)
             if self.store is None:
                 self.store = self._open_store()
         except CollectorError:
@@ -166,17 +184,6 @@ class Collector:
         self._checks.start_pool(cfg, encoder=self._encoder)
         self.started_ms = now_ms()
         self._health.start()
-        protocol = cfg.protocol
-        if cfg.protocol_fallback:
-            protocol = probe_protocol(cfg)
-            if protocol == "3.1.1":
-                if cfg.share:
-                    self._abort()
-                    raise CollectorError(
-                        f"broker {cfg.broker} speaks only MQTT 3.1.1; shared subscriptions need MQTT 5",
-                        Exit.BROKER,
-                    )
-                log.info("broker %s does not speak MQTT 5: using MQTT 3.1.1", cfg.broker)
         self.link = MqttLink(
             cfg,
             self._on_message,

@@ -51,6 +51,80 @@ def topic_filters(share: str = "", extra: Sequence[str] = ()) -> list[str]:
     return filters
 
 
+class BrokerUnreachable(RuntimeError):
+    """No MQTT answer from the broker's address within the connect timeout; the text says why."""
+
+
+def _connect_once(
+    config: CollectorConfig, protocol: str, until: float, cancel: threading.Event | None
+) -> tuple[Any, str]:
+    """One clean CONNECT, closed at once: the broker's answer (a reason code) or None, and why not."""
+    settings = config.mqtt_settings()
+    answer: list[Any] = []
+    answered = threading.Event()
+
+    def on_connect(client: Any, userdata: Any, flags: Any, reason: Any, properties: Any = None) -> None:
+        answer.append(reason)
+        answered.set()
+
+    # named as the collector's own connection (MqttLink) names an anonymous 3.1.1 client
+    username = None if settings.username or protocol == "5" else config.client_id
+    client = mqttconn.make_client(
+        settings, f"{config.client_id}-preflight"[:64], protocol=protocol, username=username
+    )
+    client.on_connect = on_connect
+    address = settings.address
+    try:
+        client.connect(address.host, address.port, keepalive=max(5, int(config.connect_timeout_s)))
+    except OSError as exc:  # also ssl.SSLError: a TLS handshake that fails
+        return None, exc.strerror or str(exc) or exc.__class__.__name__
+    client.loop_start()
+    try:
+        while time.monotonic() < until and not (cancel is not None and cancel.is_set()):
+            if answered.wait(0.1):
+                break
+    finally:
+        client.disconnect()
+        client.loop_stop()
+    if answer:
+        return answer[0], f"broker refused the connection: {answer[0]}"
+    return None, "the port accepts connections but no MQTT answer came"
+
+
+def preflight(config: CollectorConfig, cancel: threading.Event | None = None) -> str | None:
+    """The MQTT version the collector will speak, from a clean connection that is closed at once, so
+    that a wrong address or refused credentials are known before the store is opened or anything is
+    subscribed. A broker that is not up yet is asked again until the connect timeout, as the collector's
+    own connection would. With config.protocol_fallback, an MQTT 5 CONNECT answered "unsupported
+    protocol version" gives "3.1.1". None when cancel was set first. Raises BrokerRefused for
+    credentials (retrying will not fix them), BrokerUnreachable after the timeout."""
+    protocol = "3.1.1" if config.protocol == "3.1.1" else "5"
+    until = time.monotonic() + config.connect_timeout_s
+    while True:
+        reason, why = _connect_once(config, protocol, until, cancel)
+        if reason is not None:
+            text = str(reason)
+            if not reason.is_failure:
+                return protocol
+            if text == "Unsupported protocol version" and protocol == "5" and config.protocol_fallback:
+                protocol = "3.1.1"
+                continue
+            if text in AUTH_FAILURES:
+                raise BrokerRefused(f"broker {config.broker} refused the collector: {text}")
+        if cancel is not None and cancel.is_set():
+            return None
+        left = until - time.monotonic()
+        if left <= 0:
+            raise BrokerUnreachable(
+                f"cannot reach the MQTT broker at {config.broker} within {config.connect_timeout_s:g} s ({why})"
+            )
+        if cancel is not None:
+            if cancel.wait(min(0.5, left)):
+                return None
+        else:
+            time.sleep(min(0.5, left))
+
+
 def probe_protocol(config: CollectorConfig, timeout: float = 5.0) -> str:
     """ "5" unless the broker refuses MQTT 5 (see mqttconn.probe_protocol); the collector's own
     persistent session is not touched."""
@@ -58,7 +132,7 @@ def probe_protocol(config: CollectorConfig, timeout: float = 5.0) -> str:
 
 
 class MqttLink:
-    """protocol: "5" or "3.1.1" (with config.protocol_fallback, see probe_protocol)."""
+    """protocol: "5" or "3.1.1" (with config.protocol_fallback, see preflight)."""
 
     def __init__(
         self,
