@@ -4,6 +4,7 @@ SQLite file store. Also the command's exit codes."""
 from __future__ import annotations
 
 import logging
+import shutil
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ import pytest
 from wattbench.broker import EmbeddedBroker
 from wattbench.ingest import Collector, CollectorConfig, CollectorError
 from wattbench.store import open_store
+from wattbench_devkit import services
 from wattbench_devkit.streams import Publisher, Stream
 
 from .conftest import _child_env
@@ -275,3 +277,42 @@ def test_profiles_change_only_what_was_not_set(tmp_path: Path) -> None:
         assert "profile 'fastest'" in str(exc)
     else:
         raise AssertionError("an unknown profile was accepted")
+
+
+def test_refused_credentials_leave_no_store_behind(tmp_path: Path) -> None:
+    """A password the broker refuses is exit 3 in one line, found before the store is created: the
+    store file used to be made first, and the refusal came only from the collector's own session."""
+    if shutil.which("mosquitto_passwd") is None:
+        pytest.skip("mosquitto_passwd is not installed")
+    pw = tmp_path / "passwd"
+    pw.write_text("")
+    subprocess.run(["mosquitto_passwd", "-b", str(pw), "bench", "s3cret"], check=True)
+    port = services.free_port()
+    conf = (
+        f"per_listener_settings false\nallow_anonymous false\npassword_file {pw}\nlistener {port} 127.0.0.1\n"
+    )
+    try:
+        broker = services.Mosquitto(tmp_path / "mosq", port=port, extra_conf=conf)
+    except services.ServiceUnavailable as exc:
+        pytest.skip(str(exc))
+    broker.start()
+    try:
+        store = tmp_path / "wb.sqlite"
+        cfg = CollectorConfig(
+            broker=f"127.0.0.1:{port}",
+            mqtt_user="bench",
+            mqtt_password="nope",
+            store=str(store),
+            state_dir=str(tmp_path / "state"),
+            id="refused",
+            connect_timeout_s=5,
+        ).resolved()
+        t0 = time.monotonic()
+        with pytest.raises(CollectorError) as failed:
+            Collector(cfg).start()
+        assert failed.value.exit_code == 3
+        assert "refused the collector" in str(failed.value)
+        assert time.monotonic() - t0 < 5
+        assert not store.exists()
+    finally:
+        broker.stop()
