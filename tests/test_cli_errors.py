@@ -255,6 +255,30 @@ ROWS = [
         {"WATTBENCH_HMAC_REQUIRE": "maybe"},
         alone=True,
     ),
+    Row(
+        "collect-hmac-keys-missing",
+        ["collect", "--hmac-keys", "{tmp}/keys.json", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: --hmac-keys {tmp}/keys.json: No such file or directory",
+        ["st"],
+        alone=True,
+    ),
+    Row(
+        "collect-hmac-keys-not-json",
+        ["collect", "--hmac-keys", "{tmp}/notes.txt", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: --hmac-keys {tmp}/notes.txt: not JSON",
+        ["st"],
+        alone=True,
+    ),
+    Row(
+        "collect-plugs-missing",
+        ["collect", "--plugs", "{tmp}/plugs.toml", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: --plugs: plugs file {tmp}/plugs.toml: No such file or directory",
+        ["st"],
+        alone=True,
+    ),
     Row("broker-bad-port", ["broker", "--port", "99999"], 2, "outside 0..65535"),
     # a value the core refuses is named by the option that gave it, not by the core's field
     Row(

@@ -104,7 +104,7 @@ class Collector:
                 # Read before anything starts: a wrong mapping is exit 2, not a collector that drops plugs.
                 self.bridge = Bridge(load_plugs(self.config.plugs), boot=int(time.time()))
             except PlugConfigError as exc:
-                raise ConfigError(str(exc)) from None
+                raise ConfigError(f"{self.config.named('plugs')}: {exc}") from None
         self.state_file = StateFile(self.config.state_dir, self.config.id)
         self.state_path = self.state_file.path
 
@@ -124,10 +124,16 @@ class Collector:
 
         if not self.config.hmac_keys:
             return Verifier({}, require=True)
+        # named as the user gave it: --hmac-keys, WATTBENCH_HMAC_KEYS or the key in the file
+        given = f"{self.config.named('hmac_keys')} {self.config.hmac_keys}"
         try:
             return Verifier.from_file(self.config.hmac_keys, require=self.config.hmac_require)
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"HMAC key file: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(f"{given}: {exc.strerror or exc}") from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{given}: not JSON ({exc})") from None
+        except ValueError as exc:
+            raise ConfigError(f"{given}: {exc}") from None
 
     # ------------------------------------------------------------------ lifecycle
 
