@@ -426,6 +426,14 @@ ROWS = [
         "{tmp}/mybench.toml: run: cannot start 'mybenchh': no such program on PATH",
         alone=True,
     ),
+    # a template for the ops file that cannot be filled is known before the run, named as typed
+    Row(
+        "sweep-command-bad-ops-file-template",
+        ["sweep", "--store", "{store}", "--cmd", "true", "--ops-file", "{tmp}/ops-{{nope", *FAST],
+        2,
+        "wattbench sweep: --ops-file: bad template",
+        alone=True,
+    ),
     Row(
         "sweep-concurrency-job-not-found",
         ["sweep", "--store", "{store}", "--workload", "concurrency", "--job", "mybenchh {{copy}}", *FAST],

@@ -143,8 +143,16 @@ def plan_from_args(args: argparse.Namespace, workload: Any, config: dict[str, An
 def workload_from_args(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """The workload the options and the workload file give, checked before anything runs, and its
     settings."""
-    from ..workloads import choose, load_config, make_workload, option_values, program_source, settings_for
-    from ..workloads.base import WorkloadError
+    from ..workloads import (
+        choose,
+        load_config,
+        make_workload,
+        option_values,
+        program_source,
+        setting_source,
+        settings_for,
+    )
+    from ..workloads.base import SettingError, WorkloadError
 
     config: dict[str, Any] = load_config(args.workload_config) if args.workload_config else {}
     given = option_values(vars(args))
@@ -156,6 +164,10 @@ def workload_from_args(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     workload = make_workload(name, config)
     try:
         workload.preflight()
+    except SettingError as exc:
+        raise CliError(
+            f"{setting_source(name, exc.key, given, args.workload_config)}: {exc.reason}"
+        ) from None
     except WorkloadError as exc:
         # Named as the user gave it, so the one line points at what to correct.
         raise CliError(f"{program_source(name, given, args.workload_config)}: {exc}") from None

@@ -158,6 +158,15 @@ def program_source(name: Any, given: Mapping[str, Any], config_path: str | None)
     return f"{config_path}: {option.key}" if config_path else str(option.key)
 
 
+def setting_source(name: Any, key: str, given: Mapping[str, Any], config_path: str | None) -> str:
+    """A workload setting as the user gave it: the option whose key it is when that was given, else
+    the key in the workload file."""
+    for option in options_of(name):
+        if option.key == key and given.get(option.dest) is not None:
+            return option.flag
+    return f"{config_path}: {key}" if config_path else key
+
+
 def make_workload(name: str, config: dict[str, Any] | None = None) -> Any:
     """Build a workload from its name and configuration (the keys of its sample.toml)."""
     config = dict(config or {})

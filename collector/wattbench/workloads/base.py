@@ -16,6 +16,16 @@ class WorkloadError(RuntimeError):
     """The workload cannot run (bad command, worker died): the sweep stops with a clear message."""
 
 
+class SettingError(WorkloadError):
+    """A setting that cannot work, found before the run: key is its key in the workload file, so the
+    command names it as the user gave it (the option, or the key in the file)."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
 _TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 
 

@@ -34,8 +34,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from ...core.plan import Phase
-from ..base import UNIT_PATTERN, WorkloadDefaults, WorkloadError, check_keys, setting
+from ...core.plan import Phase, Timing
+from ..base import UNIT_PATTERN, SettingError, WorkloadDefaults, WorkloadError, check_keys, setting
 
 log = logging.getLogger(__name__)
 
@@ -331,6 +331,13 @@ class CommandWorkload(WorkloadDefaults):
     # -- Workload protocol
     def preflight(self) -> None:
         require_program(self.template, self.shell, self.cwd)
+        if self.ops_file:
+            # filled as at a phase's start: a name it does not know would otherwise end the run in cal1
+            values = self._values(Phase("cal1", "calibration", Timing()), None, 0)
+            try:
+                self.ops_file.format(**{k: _text(v) for k, v in values.items()})
+            except (KeyError, IndexError, ValueError) as exc:
+                raise SettingError("ops_file", f"bad template {self.ops_file!r}: {exc}") from None
 
     def open(self) -> None:
         # Also here for whoever drives the workload without the sweep's pre-flight.
