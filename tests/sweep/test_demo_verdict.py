@@ -77,9 +77,9 @@ def test_a_workload_that_cannot_run_exits_4_with_the_reason(
 
 
 def test_a_busy_machine_is_named_before_the_run() -> None:
-    assert demo_busy(0.2, 2) is None and demo_busy(0.5, 2) is None and demo_busy(3.0, 16) is None
-    note = demo_busy(7.8, 2)
-    assert note is not None and "load average 7.8 on 2 cores" in note and "INVALID" in note
+    assert demo_busy(0.05, 2) is None and demo_busy(0.2, 2) is None and demo_busy(1.5, 16) is None
+    note = demo_busy(0.9, 2)
+    assert note is not None and "0.9 of its 2 cores" in note and "INVALID" in note
 
 
 def test_an_unsteady_calibration_is_named_once_as_the_likely_cause() -> None:

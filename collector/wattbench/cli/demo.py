@@ -274,7 +274,6 @@ def sweep_setup(
 ) -> SweepSetup:
     """The SweepSetup `wattbench sweep --no-inlet-required` would make for the built-in workload, after
     saying what the reader should know before the run."""
-    import os
     import sys
 
     from ..sweep.driver import new_run_id
@@ -284,7 +283,7 @@ def sweep_setup(
     from ..workloads import DEFAULT, make_workload
 
     console.print("no inlet probe in the demo: the inlet temperature check is not applied")
-    note = busy_note(os.getloadavg()[0], os.cpu_count() or 1)
+    note = machine_note()
     if note:
         console.print(f"[yellow]{note}[/]")
     return SweepSetup(
@@ -357,13 +356,66 @@ def demo_suite(workdir: Any, workers: int | None, nice: int) -> Any:
     )
 
 
-def busy_note(load1: float, cores: int) -> str | None:
-    """A warning before the run when other work already keeps the machine busy."""
-    if load1 <= max(0.5, 0.25 * cores):
+def _machine_busy_s() -> float:
+    """CPU seconds the whole machine has spent busy since boot, all cores together."""
+    import psutil
+
+    t = psutil.cpu_times()._asdict()
+    # guest time is already in user and nice; iowait is a core idle while a disk works.
+    return sum(v for k, v in t.items() if k not in ("idle", "iowait", "guest", "guest_nice"))
+
+
+def _tree_cpu_s() -> float:
+    """CPU seconds used by this process and its children, those already ended included."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for p in (me, *me.children(recursive=True)):
+        try:
+            t = p.cpu_times()
+        except psutil.Error:  # a child that ended in between: its time moves to its parent's children_*
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def other_cpu_use(window_s: float) -> float:
+    """How many cores processes other than this one and its children kept busy over the next window_s
+    seconds: the machine's busy CPU time less this process tree's. A 1-minute load average still
+    carries a run that ended a minute ago (a demo just after another read as a busy machine) and counts
+    this process's own broker, collector and appliance; CPU time over the window counts what the others
+    do now, a process that starts or ends inside it included."""
+    import time
+
+    m0, o0, t0 = _machine_busy_s(), _tree_cpu_s(), time.monotonic()
+    time.sleep(window_s)
+    m1, o1, t1 = _machine_busy_s(), _tree_cpu_s(), time.monotonic()
+    return max(0.0, ((m1 - m0) - (o1 - o0)) / max(t1 - t0, 1e-3))
+
+
+# How long the demo looks at the machine before the run, and how much of it other processes may keep
+# busy before it warns: a tenth of the cores takes that much from the niced workers, and whatever of it
+# comes and goes between calibration and a level moves that level by as much.
+BUSY_WINDOW_S = 2.0
+BUSY_SHARE = 0.1
+
+
+def machine_note() -> str | None:
+    """The busy-machine warning, judged from what other processes do as the run begins."""
+    import os
+
+    return busy_note(other_cpu_use(BUSY_WINDOW_S), os.cpu_count() or 1)
+
+
+def busy_note(others: float, cores: int) -> str | None:
+    """A warning before the run when other processes already keep the machine busy: `others` is the
+    cores they used just now (other_cpu_use)."""
+    if others <= max(0.2, BUSY_SHARE * cores):
         return None
     return (
-        f"this machine is busy (load average {load1:.1f} on {cores} cores): other work takes cores from "
-        "the workload, so the run may well be INVALID"
+        f"this machine is busy (other processes keep {others:.1f} of its {cores} cores busy): they take "
+        "cores from the workload, so the run may well be INVALID"
     )
 
 
