@@ -1,12 +1,14 @@
 """How often is `wattbench demo` VALID on this machine? Runs the demo N times in a row and prints, per run,
-VALID or INVALID with the demo's one-line reason, how far apart its calibration intervals were and how
-long it took, then "K of N VALID".
+VALID or INVALID with the demo's one-line reason, the load at its start, the throughput of each
+calibration interval and their spread, and each level's actual load against its target; then "K of N
+VALID".
 
     python bench/bench_demo_validity.py [--runs 10] [--probe 30] [demo options, e.g. --measure 10]
 
 Two things decide whether a level can be held within ±2 %, and both are printed:
-- other work on the machine, which takes cores from the workload: the load average and the number of
-  cores at the start and the end;
+- other work on the machine, which takes cores from the workload: the load average at each run's start,
+  and the CPU that processes other than the bench and its demos used over a second just before it (the
+  load average still carries the previous run for a minute or more; that figure does not);
 - whether the machine's own speed holds still, which a load average does not show. A virtual machine
   whose host is busy, or a CPU that changes its clock, does more work in one second than in the next.
   Before the runs, one core runs the built-in transaction flat out for --probe seconds and its
@@ -14,18 +16,32 @@ Two things decide whether a level can be held within ±2 %, and both are printed
   that make the calibrated throughput, (max - min) / mean) shows the same thing inside the run. A run
   whose spread is beyond the tolerance cannot be held within it by any pacing, so the result is also
   given for the runs whose calibration held still.
+
+Ctrl-C ends it with one line and exit status 130, the demo it was running stopped, and no figures.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+
+try:
+    from wattbench_devkit.benchrun import run_main
+except ImportError as exc:  # a hint on one line, not a traceback
+    print(
+        f"bench_demo_validity: {exc}. Install the development kit (in the checkout): "
+        "python -m pip install -e . -e ./devkit",
+        file=sys.stderr,
+    )
+    sys.exit(2)
 
 TOLERANCE = 0.02  # the demo's load tolerance: the limit of a real sweep
 
@@ -58,35 +74,51 @@ def _probe(seconds: float) -> str:
     return text
 
 
-def _spread(workdir: Path, k: int, stdout: str) -> float | None:
-    """The run's calibration spread, from its own stored report."""
-    from wattbench.core.plan import calibration_spread
+@dataclass
+class Run:
+    """One demo: its verdict line and what its JSON report says of calibration and levels."""
 
-    run = None
-    for ln in stdout.splitlines():
-        if "wattbench report " in ln:
-            run = ln.split("wattbench report ", 1)[1].split()[0]
-    if run is None:
-        return None
-    argv = [
-        sys.executable,
-        "-m",
-        "wattbench.cli",
-        "report",
-        run,
-        "--store",
-        str(workdir / f"demo-{k}.sqlite"),
-    ]
-    proc = subprocess.run([*argv, "--json"], capture_output=True, text=True, cwd=workdir)
+    line: str
+    took_s: float
+    load1: float
+    others: float  # cores used by other processes just before it
+    calibration: list[float] = field(default_factory=list)
+    levels: list[tuple[float, float | None]] = field(default_factory=list)  # (target, actual)
+
+    @property
+    def valid(self) -> bool:
+        return self.line.startswith("VALID")
+
+    def spread(self) -> float | None:
+        from wattbench.core.plan import calibration_spread
+
+        return calibration_spread(self.calibration)
+
+
+def read_report(workdir: Path, store: Path) -> tuple[list[float], list[tuple[float, float | None]]]:
+    """The calibration intervals' ops/s and each target level's (target, actual), from the JSON report
+    of the run in its store (the run's own store: its one run is the latest)."""
+    argv = [sys.executable, "-m", "wattbench.cli", "report", "latest", "--store", str(store), "--json"]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=workdir)
     try:
-        rates = [c["ops_per_s"] for c in json.loads(proc.stdout)["measured"]["calibration"]]
+        doc = json.loads(proc.stdout)
+        cal = [float(c["ops_per_s"]) for c in doc["measured"]["calibration"]]
+        levels = [
+            (float(lv["target"]), None if lv.get("actual") is None else float(lv["actual"]))
+            for lv in doc["result"]["levels"]
+            if lv["kind"] == "target" and lv.get("target") is not None
+        ]
     except (ValueError, KeyError, TypeError):
-        return None
-    return calibration_spread(rates)
+        return [], []
+    return cal, levels
 
 
-def _one_run(demo_args: list[str], workdir: Path, k: int) -> tuple[str, float, float | None]:
-    t0 = time.monotonic()
+def one_run(demo_args: list[str], workdir: Path, k: int) -> Run:
+    from wattbench.cli.demo import other_cpu_use
+
+    load1 = os.getloadavg()[0]
+    others = other_cpu_use(1.0)
+    store = workdir / f"demo-{k}.sqlite"
     argv = [
         sys.executable,
         "-m",
@@ -95,15 +127,51 @@ def _one_run(demo_args: list[str], workdir: Path, k: int) -> tuple[str, float, f
         "--quiet",
         "--html",
         str(workdir / f"demo-{k}.html"),
+        "--store",
+        str(store),
+        *demo_args,
     ]
-    argv += ["--store", str(workdir / f"demo-{k}.sqlite"), *demo_args]
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=workdir)
+    t0 = time.monotonic()
+    # Its own session, so that a terminal's Ctrl-C reaches the bench alone, which stops the demo.
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=workdir, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        proc.send_signal(signal.SIGINT)  # the demo's own way out: it stops its workers and services
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
     took = time.monotonic() - t0
-    lines = [ln[len("demo result: ") :] for ln in proc.stdout.splitlines() if ln.startswith("demo result: ")]
+    lines = [ln[len("demo result: ") :] for ln in out.splitlines() if ln.startswith("demo result: ")]
     if proc.returncode in (0, 1) and lines:  # 0 valid, 1 invalid
-        return lines[-1], took, _spread(workdir, k, proc.stdout)
-    last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
-    return f"ERROR: the demo exited with {proc.returncode}: {last}", took, None
+        cal, levels = read_report(workdir, store)
+        return Run(lines[-1], took, load1, others, cal, levels)
+    last = (err.strip().splitlines() or out.strip().splitlines() or ["no output"])[-1]
+    return Run(f"ERROR: the demo exited with {proc.returncode}: {last}", took, load1, others)
+
+
+def describe(run: Run, k: int, n: int) -> list[str]:
+    """The lines printed for one run."""
+    lines = [
+        f"run {k}/{n}: {run.line}",
+        f"  start: load average {run.load1:.2f}, other processes {run.others:.2f} cores; {run.took_s:.0f} s",
+    ]
+    if run.calibration:
+        spread = run.spread()
+        rates = " / ".join(f"{r:,.0f}" for r in run.calibration)
+        lines.append(
+            f"  calibration: {rates} ops/s"
+            + (f", spread {spread * 100:.1f} % (the intervals used)" if spread is not None else "")
+        )
+    if run.levels:
+        cells = [f"{t * 100:g} %: {'-' if a is None else f'{a * 100:.1f} %'}" for t, a in run.levels]
+        lines.append("  actual load: " + ", ".join(cells))
+    return lines
 
 
 def main() -> int:
@@ -119,8 +187,6 @@ def main() -> int:
         help="seconds of the one-core speed probe before the runs (30; 0: none)",
     )
     args, demo_args = ap.parse_known_args()
-    if args.runs < 1:
-        ap.error("--runs must be at least 1")
     # A demo option it would refuse is refused here, once, not after every run.
     from wattbench.cli import demo
 
@@ -130,24 +196,18 @@ def main() -> int:
     print(f"start: {_load()}", flush=True)
     if args.probe > 0:
         print(f"one core flat out for {args.probe:g} s: {_probe(args.probe)}", flush=True)
-    valid = steady = steady_valid = 0
+    runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="wattbench-demo-bench-") as tmp:
         for k in range(1, args.runs + 1):
-            before = os.getloadavg()[0]
-            line, took, spread = _one_run(demo_args, Path(tmp), k)
-            valid += line.startswith("VALID")
-            if spread is not None and spread <= TOLERANCE:
-                steady += 1
-                steady_valid += line.startswith("VALID")
-            cal = f"calibration spread {spread * 100:.1f} %, " if spread is not None else ""
-            print(
-                f"run {k}/{args.runs}: {line} ({cal}{took:.0f} s, load average {before:.2f} at its start)",
-                flush=True,
-            )
-    print(f"{valid} of {args.runs} VALID", flush=True)
+            run = one_run(demo_args, Path(tmp), k)
+            runs.append(run)
+            for line in describe(run, k, args.runs):
+                print(line, flush=True)
+    steady = [r for r in runs if (s := r.spread()) is not None and s <= TOLERANCE]
+    print(f"{sum(r.valid for r in runs)} of {args.runs} VALID", flush=True)
     print(
-        f"{steady_valid} of {steady} VALID among the runs whose calibration spread was at most "
-        f"{TOLERANCE * 100:g} %",
+        f"{sum(r.valid for r in steady)} of {len(steady)} VALID among the runs whose calibration spread "
+        f"was at most {TOLERANCE * 100:g} %",
         flush=True,
     )
     print(f"end: {_load()}", flush=True)
@@ -155,4 +215,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main("bench_demo_validity", main)

@@ -18,6 +18,7 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 SCRIPTS = sorted(BENCH.glob("*.py"))
 # The benchmarks that use the kit (services, streams, the memory rig, the fuzz targets).
 DEVKIT_USERS = [
+    "bench_demo_validity.py",
     "bench_firmware_memory.py",
     "bench_influx_write.py",
     "bench_ingest.py",
@@ -457,6 +458,11 @@ CTRL_C_CASES = {
         ["wattbench.cli collect"],
     ),
     "bench_influx_write in its writes": ("bench_influx_write", ["--repeat", "50"], ["influxd"]),
+    "bench_demo_validity in a demo": (
+        "bench_demo_validity",
+        ["--runs", "1", "--probe", "0", "--measure", "5"],
+        ["wattbench.cli demo"],
+    ),
     "soak under load": (
         "soak",
         ["--duration", "120", "--appliances", "4", "--per-process", "2", "--profiles", "default"],
@@ -506,3 +512,34 @@ def test_ctrl_c_on_a_bench_stops_what_it_started(case: str) -> None:
     time.sleep(1)
     left = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert left == [], [p.cmdline() for p in left]
+
+
+@pytest.mark.timeout(300)
+def test_the_demo_validity_bench_prints_each_runs_calibration_levels_and_load(tmp_path: Path) -> None:
+    """One demo with windows of a fraction of a second: the run's verdict, the load at its start, its
+    calibration intervals with their spread and each level's actual load against its target, then the
+    count of VALID runs."""
+    pytest.importorskip("wattbench_fw.host")
+    res = subprocess.run(
+        [
+            sys.executable, str(BENCH / "bench_demo_validity.py"), "--runs", "1", "--probe", "0",
+            "--measure", "0.5", "--pre", "0.3", "--post", "0.1", "--gap", "0.1",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=280,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = res.stdout.splitlines()
+    assert out[0].startswith("start: load average ")
+    run = out.index(next(ln for ln in out if ln.startswith("run 1/1: ")))
+    assert out[run].split(": ", 1)[1].startswith(("VALID", "INVALID")), out[run]
+    assert out[run + 1].startswith("  start: load average ") and "other processes" in out[run + 1]
+    cal = out[run + 2]
+    assert cal.startswith("  calibration: ") and cal.count(" / ") == 2 and "spread" in cal, cal
+    levels = out[run + 3]
+    assert levels.startswith("  actual load: 100 %: ") and "10 %: " in levels, levels
+    assert levels.count("%: ") == 10, levels
+    assert out[-3] in ("1 of 1 VALID", "0 of 1 VALID")
+    assert out[-1].startswith("end: load average ")
