@@ -17,6 +17,10 @@ Two things decide whether a level can be held within ±2 %, and both are printed
   whose spread is beyond the tolerance cannot be held within it by any pacing, so the result is also
   given for the runs whose calibration held still.
 
+Each run also says where the CPU went while it ran: its workers, the demo's own process (broker,
+collector, appliance and driver), every other process, and steal (the time a hypervisor gave this
+virtual machine's cores to others), each as a mean in cores and the range of its 10 s means.
+
 Ctrl-C ends it with one line and exit status 130, the demo it was running stopped, and no figures.
 """
 
@@ -29,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +89,7 @@ class Run:
     others: float  # cores used by other processes just before it
     calibration: list[float] = field(default_factory=list)
     levels: list[tuple[float, float | None]] = field(default_factory=list)  # (target, actual)
+    cpu: str = ""  # CpuWatch.summary()
 
     @property
     def valid(self) -> bool:
@@ -113,6 +119,76 @@ def read_report(workdir: Path, store: Path) -> tuple[list[float], list[tuple[flo
     return cal, levels
 
 
+class CpuWatch:
+    """Where the machine's CPU went while a demo ran, second by second: its worker processes, the demo's
+    own process (broker, collector, appliance, driver: one process, many threads), every other process,
+    and the time the hypervisor gave this virtual machine's cores to others (steal). The first three
+    are in cores; steal too."""
+
+    PARTS = ("workers", "demo process", "other processes", "steal")
+
+    def __init__(self, pid: int) -> None:
+        import psutil
+
+        self._demo = psutil.Process(pid)
+        self._bench = psutil.Process()
+        self.samples: list[tuple[float, ...]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _read(self) -> tuple[float, ...]:
+        import psutil
+
+        from wattbench.cli.demo import _machine_busy_s
+
+        def cpu(p: psutil.Process) -> float:
+            try:
+                t = p.cpu_times()
+            except psutil.Error:
+                return 0.0
+            return t.user + t.system
+
+        try:
+            children = self._demo.children(recursive=True)
+        except psutil.Error:
+            children = []
+        demo = cpu(self._demo)
+        workers = sum(cpu(c) for c in children)
+        bench = cpu(self._bench)
+        steal = psutil.cpu_times()._asdict().get("steal", 0.0)
+        return time.monotonic(), _machine_busy_s(), demo, workers, bench, steal
+
+    def _loop(self) -> None:
+        prev = self._read()
+        while not self._stop.wait(1.0):
+            now = self._read()
+            dt = now[0] - prev[0]
+            machine, demo, workers, bench, steal = (now[i] - prev[i] for i in range(1, 6))
+            # A worker that ended inside the second takes its time with it: never below zero.
+            others = max(0.0, machine - demo - workers - bench - steal)
+            self.samples.append((max(0.0, workers) / dt, demo / dt, others / dt, steal / dt))
+            prev = now
+
+    def start(self) -> CpuWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def summary(self) -> str:
+        """Each part's mean over the run and the range of its 10 s means."""
+        if not self.samples:
+            return ""
+        cells = []
+        for i, name in enumerate(self.PARTS):
+            values = [s[i] for s in self.samples]
+            tens = [statistics.fmean(values[j : j + 10]) for j in range(0, len(values) - 9, 10)] or values
+            cells.append(f"{name} {statistics.fmean(values):.2f} ({min(tens):.2f} to {max(tens):.2f})")
+        return "  CPU, cores (10 s means): " + ", ".join(cells)
+
+
 def one_run(demo_args: list[str], workdir: Path, k: int) -> Run:
     from wattbench.cli.demo import other_cpu_use
 
@@ -136,9 +212,11 @@ def one_run(demo_args: list[str], workdir: Path, k: int) -> Run:
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=workdir, start_new_session=True
     )
+    watch = CpuWatch(proc.pid).start()
     try:
         out, err = proc.communicate()
     except BaseException:
+        watch.stop()
         proc.send_signal(signal.SIGINT)  # the demo's own way out: it stops its workers and services
         try:
             proc.wait(60)
@@ -147,10 +225,11 @@ def one_run(demo_args: list[str], workdir: Path, k: int) -> Run:
             proc.wait()
         raise
     took = time.monotonic() - t0
+    watch.stop()
     lines = [ln[len("demo result: ") :] for ln in out.splitlines() if ln.startswith("demo result: ")]
     if proc.returncode in (0, 1) and lines:  # 0 valid, 1 invalid
         cal, levels = read_report(workdir, store)
-        return Run(lines[-1], took, load1, others, cal, levels)
+        return Run(lines[-1], took, load1, others, cal, levels, watch.summary())
     last = (err.strip().splitlines() or out.strip().splitlines() or ["no output"])[-1]
     return Run(f"ERROR: the demo exited with {proc.returncode}: {last}", took, load1, others)
 
@@ -171,6 +250,8 @@ def describe(run: Run, k: int, n: int) -> list[str]:
     if run.levels:
         cells = [f"{t * 100:g} %: {'-' if a is None else f'{a * 100:.1f} %'}" for t, a in run.levels]
         lines.append("  actual load: " + ", ".join(cells))
+    if run.cpu:
+        lines.append(run.cpu)
     return lines
 
 

@@ -541,5 +541,7 @@ def test_the_demo_validity_bench_prints_each_runs_calibration_levels_and_load(tm
     levels = out[run + 3]
     assert levels.startswith("  actual load: 100 %: ") and "10 %: " in levels, levels
     assert levels.count("%: ") == 10, levels
+    assert out[run + 4].startswith("  CPU, cores (10 s means): workers "), out[run + 4]
+    assert "demo process" in out[run + 4] and "other processes" in out[run + 4] and "steal" in out[run + 4]
     assert out[-3] in ("1 of 1 VALID", "0 of 1 VALID")
     assert out[-1].startswith("end: load average ")
