@@ -136,37 +136,39 @@ class CpuWatch:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def _read(self) -> tuple[float, ...]:
+    def _read(self) -> tuple[float, float, float, dict[int, float], float]:
+        """The time, the machine's busy CPU seconds, steal, each demo process's CPU seconds, the bench's."""
         import psutil
 
         from wattbench.cli.demo import _machine_busy_s
 
-        def cpu(p: psutil.Process) -> float:
+        tree: dict[int, float] = {}
+        try:
+            procs = [self._demo, *self._demo.children(recursive=True)]
+        except psutil.Error:
+            procs = []
+        for p in procs:
             try:
                 t = p.cpu_times()
             except psutil.Error:
-                return 0.0
-            return t.user + t.system
-
-        try:
-            children = self._demo.children(recursive=True)
-        except psutil.Error:
-            children = []
-        demo = cpu(self._demo)
-        workers = sum(cpu(c) for c in children)
-        bench = cpu(self._bench)
+                continue
+            tree[p.pid] = t.user + t.system
+        bench = self._bench.cpu_times()
         steal = psutil.cpu_times()._asdict().get("steal", 0.0)
-        return time.monotonic(), _machine_busy_s(), demo, workers, bench, steal
+        return time.monotonic(), _machine_busy_s(), steal, tree, bench.user + bench.system
 
     def _loop(self) -> None:
         prev = self._read()
         while not self._stop.wait(1.0):
             now = self._read()
             dt = now[0] - prev[0]
-            machine, demo, workers, bench, steal = (now[i] - prev[i] for i in range(1, 6))
-            # A worker that ended inside the second takes its time with it: never below zero.
-            others = max(0.0, machine - demo - workers - bench - steal)
-            self.samples.append((max(0.0, workers) / dt, demo / dt, others / dt, steal / dt))
+            # Per process, for those seen both times: a worker that ends takes its time with it.
+            delta = {pid: now[3][pid] - prev[3][pid] for pid in now[3].keys() & prev[3].keys()}
+            demo = delta.get(self._demo.pid, 0.0)
+            workers = sum(v for pid, v in delta.items() if pid != self._demo.pid)
+            steal = now[2] - prev[2]
+            others = (now[1] - prev[1]) - demo - workers - (now[4] - prev[4]) - steal
+            self.samples.append((workers / dt, demo / dt, max(0.0, others) / dt, steal / dt))
             prev = now
 
     def start(self) -> CpuWatch:
