@@ -180,13 +180,13 @@ class CpuWatch:
         self._thread.join(5)
 
     def summary(self) -> str:
-        """Each part's mean over the run and the range of its 10 s means."""
+        """Each part's mean over the run and the range of its 10 s means (the last of what is left)."""
         if not self.samples:
             return ""
         cells = []
         for i, name in enumerate(self.PARTS):
             values = [s[i] for s in self.samples]
-            tens = [statistics.fmean(values[j : j + 10]) for j in range(0, len(values) - 9, 10)] or values
+            tens = [statistics.fmean(values[j : j + 10]) for j in range(0, len(values), 10)]
             cells.append(f"{name} {statistics.fmean(values):.2f} ({min(tens):.2f} to {max(tens):.2f})")
         return "  CPU, cores (10 s means): " + ", ".join(cells)
 
