@@ -7,6 +7,7 @@ dependency."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -197,3 +198,52 @@ def test_outside_the_commands_wattbench_imports_are_at_the_top() -> None:
                 ):
                     late.append(f"{rel}:{node.lineno} in {fn.name}()")
     assert not late, "move to the top of the module: " + ", ".join(late)
+
+
+# A late import (one inside a function) says why on its line, in this form, so that the module's head
+# shows everything else it depends on: `start-up` when loading it at the top would slow a command's
+# start (`wattbench --help` loads every subcommand's module) or a module others import for less, for a
+# slow third-party library or an own module that pulls one in; `optional` for a dependency that may
+# be missing; `cycle` for an import cycle that cannot be removed.
+LATE_REASON = re.compile(r"#\s*late:\s*(start-up|optional|cycle)\b")
+
+
+def _unexplained_late_imports(source: str) -> list[int]:
+    """Lines of the imports inside functions that carry no `# late: <reason>` comment."""
+    lines = source.splitlines()
+    found = []
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            # A formatter may wrap a long import and carry the comment to one of its inner lines.
+            text = "\n".join(lines[node.lineno - 1 : node.end_lineno])
+            if not LATE_REASON.search(text):
+                found.append(node.lineno)
+    return sorted(set(found))
+
+
+def test_every_late_import_says_why() -> None:
+    bare = [
+        f"{path.relative_to(PKG)}:{line}"
+        for path in sorted(PKG.rglob("*.py"))
+        for line in _unexplained_late_imports(path.read_text(encoding="utf-8"))
+    ]
+    assert not bare, "move to the top of the module, or say `# late: start-up|optional|cycle`: " + ", ".join(
+        bare
+    )
+
+
+def test_the_late_import_check_sees_one() -> None:
+    source = (
+        "import os\n\n"
+        "def f():\n"
+        "    import json\n"
+        "    from rich.table import Table  # late: start-up\n"
+        "    from .x import (  # late: cycle\n        y,\n    )\n"
+        "    def g():\n"
+        "        import re  # late: because\n"
+    )
+    assert _unexplained_late_imports(source) == [4, 10]

@@ -15,6 +15,10 @@ calling process:
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -26,8 +30,6 @@ class BrokerStartError(RuntimeError):
 def _reason(exc: BaseException) -> str:
     """The cause of a failed start in the operating system's words: amqtt wraps the OSError of the bind
     in a BrokerError, and asyncio rewrites its text around the address we already name."""
-    import os
-    import socket
 
     while exc.__cause__ is not None:
         exc = exc.__cause__
@@ -60,9 +62,8 @@ def _config(host: str, port: int) -> dict[str, Any]:
 
 
 def _open_auth_class() -> Any:
-    from dataclasses import dataclass
 
-    from amqtt.plugins.base import BaseAuthPlugin
+    from amqtt.plugins.base import BaseAuthPlugin  # late: start-up
 
     class OpenAuth(BaseAuthPlugin):  # type: ignore[misc]
         """Lets every client in, like allow_anonymous, but keeps the sessions of clients that give a
@@ -81,7 +82,7 @@ def _open_auth_class() -> Any:
 
 
 def _broker_class() -> Any:
-    from amqtt.broker import Broker
+    from amqtt.broker import Broker  # late: start-up
 
     class RetainedToSubscribersBroker(Broker):  # type: ignore[misc]
         """amqtt's broker, sending a retained message only to a client subscribed to a matching filter.
@@ -120,7 +121,6 @@ def __getattr__(name: str) -> Any:
 
 
 def _free_port(host: str) -> int:
-    import socket
 
     try:
         with socket.socket() as s:
@@ -153,8 +153,7 @@ class EmbeddedBroker:
         return {"broker": self.url, "protocol": self.protocol, "mqtt_user": "wattbench-collector"}
 
     def start(self, timeout: float = 15.0) -> EmbeddedBroker:
-        import asyncio
-        import threading
+        import asyncio  # late: start-up
 
         # amqtt and its state machine log every packet and transition at INFO.
         for name in ("amqtt", "transitions"):
@@ -199,7 +198,7 @@ class EmbeddedBroker:
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
-        import asyncio
+        import asyncio  # late: start-up
 
         if self._loop is None or self._broker is None or not self._loop.is_running():
             return

@@ -172,7 +172,7 @@ def make_client(
     persistent keeps the broker's session: with 3.1.1 that is clean_session=False here; with MQTT 5 it
     is clean_start=False on connect (see session_connect_args). username overrides the settings' user
     (the collector names itself to 3.1.1 brokers that keep sessions only for named clients)."""
-    import paho.mqtt.client as mqtt
+    import paho.mqtt.client as mqtt  # late: start-up
 
     if protocol not in PROTOCOLS:
         raise ValueError(f"MQTT protocol {protocol!r}: use 5 or 3.1.1")
@@ -202,8 +202,8 @@ def session_connect_args(protocol: str, session_expiry_s: int, receive_maximum: 
     """connect() arguments that resume the broker's session: MQTT 5 only, 3.1.1 set it in the client."""
     if protocol != "5":
         return {}
-    from paho.mqtt.packettypes import PacketTypes
-    from paho.mqtt.properties import Properties
+    from paho.mqtt.packettypes import PacketTypes  # late: start-up
+    from paho.mqtt.properties import Properties  # late: start-up
 
     props = Properties(PacketTypes.CONNECT)
     props.SessionExpiryInterval = int(session_expiry_s)

@@ -44,6 +44,7 @@ import hashlib
 import importlib
 import json
 import math
+import re
 import tomllib
 from collections import deque
 from dataclasses import dataclass, field
@@ -209,7 +210,6 @@ def _is_zone(name: object) -> bool:
 
 def load_plugs(path: str | Path) -> list[Plug]:
     """The plugs of a mapping file; PlugConfigError with the plug and key for anything wrong."""
-    import re
 
     try:
         doc = tomllib.loads(Path(path).read_text())

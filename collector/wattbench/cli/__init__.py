@@ -12,8 +12,13 @@ import sys
 import traceback
 
 from .. import __version__
+from ..broker import BrokerStartError
+from ..config import ConfigError
 from ..exits import Exit
 from ..signals import interrupt_on_stop_signals
+from ..store.base import StoreError
+from ..sweep.publish import SinkError
+from ..workloads.base import WorkloadError
 from .options import CliError, Parser, add_verbose, verbosity
 
 # subcommand -> (module, one-line help). The module provides add_arguments(parser) and run(args) -> int.
@@ -77,11 +82,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _known_failure(exc: BaseException) -> tuple[str, int] | None:
     """(one-line message, exit code) for failures the user can act on; None for a bug."""
-    from ..broker import BrokerStartError
-    from ..config import ConfigError
-    from ..store.base import StoreError
-    from ..sweep.publish import SinkError
-    from ..workloads.base import WorkloadError
 
     if isinstance(exc, CliError):
         return str(exc), exc.code

@@ -19,11 +19,12 @@ import time
 from typing import Any
 
 from ..exits import Exit
+from ..signals import stop_event
+from .options import broker_address, number, whole
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sim", action="store_true", help="simulated meters (no hardware needed)")
-    from .options import broker_address, number, whole
 
     p.add_argument(
         "--broker", default=None, type=broker_address, help="MQTT broker host[:port] (default 127.0.0.1:1883)"
@@ -74,7 +75,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def build_config(args: argparse.Namespace) -> dict[str, Any]:
-    from wattbench_fw.host import broker_address, sim_config
+    from wattbench_fw.host import broker_address, sim_config  # late: start-up
 
     if args.config:
         with open(args.config) as f:
@@ -147,10 +148,8 @@ def _line(c: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from wattbench_fw.errors import ConfigError
-    from wattbench_fw.host import HostAppliance
-
-    from ..signals import stop_event
+    from wattbench_fw.errors import ConfigError  # late: start-up
+    from wattbench_fw.host import HostAppliance  # late: start-up
 
     if not args.sim and not args.config:
         print("wattbench appliance: give --sim (simulated meters) or --config FILE", file=sys.stderr)

@@ -4,21 +4,20 @@ An address it cannot listen on is one line and exit 3 (BrokerStartError, through
 from __future__ import annotations
 
 import argparse
+import logging
 
 from ..broker import EmbeddedBroker
+from ..signals import stop_event
+from .options import tcp_port
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    from .options import tcp_port
 
     parser.add_argument("--port", type=tcp_port, default=1883, help="TCP port (default 1883, 0: any free)")
 
 
 def run(args: argparse.Namespace) -> int:
-    import logging
-
-    from ..signals import stop_event
 
     log = logging.getLogger("wattbench.broker")
     logging.getLogger("wattbench").setLevel(logging.INFO)

@@ -7,6 +7,13 @@ unreachable or refused the credentials, 4 store or spool unusable (nothing more 
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
+
+from ..config import SETTINGS, ConfigError, load_config
+from ..exits import Exit
+from ..signals import stop_event
+from .options import CHECKS, add_broker_options, add_store_options, option_values
 
 EPILOG = """\
 configuration: defaults < --config FILE (TOML) < WATTBENCH_* environment < options.
@@ -18,8 +25,6 @@ exit codes: 0 stopped cleanly, 1 internal error, 2 bad configuration,
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..config import SETTINGS
-    from .options import CHECKS, add_broker_options, add_store_options
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
@@ -32,14 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import logging
-    import sys
 
-    from ..config import ConfigError, load_config
-    from ..exits import Exit
-    from ..ingest.collector import Collector, CollectorError
-    from ..signals import stop_event
-    from .options import option_values
+    from ..ingest.collector import Collector, CollectorError  # late: start-up
 
     log = logging.getLogger("wattbench.cli.collect")
     if logging.getLogger().level > logging.INFO or not logging.getLogger().handlers:

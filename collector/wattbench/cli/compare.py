@@ -21,7 +21,21 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .options import CliError
+import wattbench_schema as contract
+
+from ..core.compare import Candidate, Curve, Point, Prices, compare
+from ..core.leveltable import TableError, comparability
+from ..core.published import parse_table
+from ..report.outputs import Comparison, write_outputs
+from .options import (
+    CliError,
+    add_output_options,
+    add_store_options,
+    number,
+    open_store_from_args,
+    outputs_from_args,
+    store_given,
+)
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -39,8 +53,6 @@ def _named_number(text: str) -> tuple[str, float]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..report.outputs import Comparison
-    from .options import add_output_options, add_store_options, number
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
@@ -70,7 +82,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _read_json(path: Path) -> Any:
-    import wattbench_schema as contract
 
     try:
         return contract.strict_loads(path.read_bytes())
@@ -80,7 +91,6 @@ def _read_json(path: Path) -> Any:
 
 def _levels_points(levels: list[dict[str, Any]]) -> tuple[list[Any], float | None, float | None]:
     """Target-load points, active idle, and the shortest window (from Wh and W), of result levels."""
-    from ..core.compare import Point
 
     points = [
         Point(float(lv.get("target", 0.0)), float(lv["ops"]), float(lv["W"]))
@@ -107,7 +117,6 @@ def _levels_points(levels: list[dict[str, Any]]) -> tuple[list[Any], float | Non
 
 
 def from_result(name: str, source: str, result: dict[str, Any]) -> Any:
-    from ..core.compare import Candidate, Curve
 
     points, idle, shortest = _levels_points(result.get("levels", []))
     if not points:
@@ -134,7 +143,6 @@ def from_result(name: str, source: str, result: dict[str, Any]) -> Any:
 
 
 def from_suite(name: str, source: str, doc: dict[str, Any]) -> Any:
-    from ..core.compare import Candidate, Curve, Point
 
     curves, shortest, specs, levels = [], [], set(), set()
     for w in doc.get("worklets", []):
@@ -174,9 +182,6 @@ def from_suite(name: str, source: str, doc: dict[str, Any]) -> Any:
 
 
 def from_table(name: str, source: str, path: Path) -> Any:
-    from ..core.compare import Candidate, Curve, Point
-    from ..core.leveltable import TableError, comparability
-    from ..core.published import parse_table
 
     try:
         with open(path, encoding="utf-8-sig", newline="") as f:
@@ -242,9 +247,6 @@ def load_candidate(item: str, name: str | None, store: Store | None) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..core.compare import Prices, compare
-    from ..report.outputs import Comparison, write_outputs
-    from .options import open_store_from_args, outputs_from_args, store_given
 
     if len(args.name) > len(args.inputs):
         raise CliError(f"{len(args.name)} names for {len(args.inputs)} inputs")

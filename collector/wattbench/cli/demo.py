@@ -16,12 +16,41 @@ seconds of one level. The windows are 10 s because a level's count of Poisson ar
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..broker import EmbeddedBroker
+from ..config import CollectorConfig
+from ..core.plan import Timing, calibration_spread, specpower_plan
 from ..exits import Exit
+from ..report.measured import badge_text
+from ..report.outputs import RunResult, SuiteResult, write_outputs
+from ..sweep.channels import ChannelError
+from ..sweep.progress import LogDisplay, RichDisplay
+from ..sweep.scoring import ScoringOptions
+from ..workloads import DEFAULT, make_workload
+from . import suite as suite_cli
+from . import sweep as sweep_cli
+from .options import (
+    add_output_options,
+    add_store_options,
+    broker_address,
+    number,
+    open_store_from_args,
+    output_console,
+    outputs_from_args,
+    store_spec,
+    whole,
+)
 
 if TYPE_CHECKING:
     from contextlib import ExitStack
@@ -40,8 +69,6 @@ DEMO_NICE = 10
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..report.outputs import RunResult, SuiteResult
-    from .options import add_output_options, add_store_options, broker_address, number, whole
 
     parser.add_argument(
         "--broker",
@@ -79,9 +106,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import shutil
-    import tempfile
-    from pathlib import Path
 
     workdir = Path(tempfile.mkdtemp(prefix="wattbench-demo-"))
     keep: list[Path] = []  # what the demo's last lines point to
@@ -102,16 +126,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
-    import contextlib
-    import time
 
-    from ..ingest.collector import CollectorError
-    from ..report.outputs import RunResult, SuiteResult, write_outputs
-    from ..sweep.channels import ChannelError
-    from ..sweep.session import NothingMeasured
-    from . import suite as suite_cli
-    from . import sweep as sweep_cli
-    from .options import output_console, outputs_from_args
+    from ..ingest.collector import CollectorError  # late: start-up
+    from ..sweep.session import NothingMeasured  # late: start-up
 
     console = output_console()
     outputs = outputs_from_args(args, SuiteResult if args.suite else RunResult, console)
@@ -176,7 +193,6 @@ def start_broker(args: argparse.Namespace, console: Any, stack: ExitStack) -> tu
     if args.broker:
         console.print(f"[bold]broker[/]: {args.broker}")
         return args.broker, "5"
-    from ..broker import EmbeddedBroker
 
     broker = EmbeddedBroker(port=0).start()
     stack.callback(_stopping("broker", broker.stop))
@@ -191,9 +207,7 @@ def start_store(
     it is named, and the collector. InfluxDB must answer now: the collector would spool what it cannot
     store and the sweep would run its minutes only to find nothing to read (StoreUnavailable: exit 3,
     at once)."""
-    from ..config import CollectorConfig
-    from ..ingest.collector import Collector
-    from .options import open_store_from_args, store_spec
+    from ..ingest.collector import Collector  # late: start-up
 
     spec = store_spec(args, default=str(workdir / "demo.sqlite"))
     store = open_store_from_args(args, must_exist=bool(args.influx), default=spec)
@@ -222,7 +236,7 @@ def start_appliance(
 ) -> HostAppliance | None:
     """The host-mode appliance with a meter that follows this machine's CPU use; None when it could
     not reach the broker. Returns once the collector has its first samples (or after 15 s)."""
-    from wattbench_fw.host import HostAppliance, sim_config
+    from wattbench_fw.host import HostAppliance, sim_config  # late: start-up
 
     cfg = sim_config(dev="demo-sim", broker=broker, hz=10, model="cpu", idle_w=60.0, peak_w=250.0)
     cfg["flash_dir"] = str(workdir / "appliance")
@@ -248,7 +262,6 @@ class DemoPlan:
 
 def plan_demo(args: argparse.Namespace, workdir: Path, console: Any) -> DemoPlan:
     """The demo's plan, said in one line: phases of seconds each."""
-    from ..core.plan import Timing, specpower_plan
 
     timing = Timing(args.pre, args.measure, args.post, args.gap)
     plan = specpower_plan(timing=timing)
@@ -274,13 +287,9 @@ def sweep_setup(
 ) -> SweepSetup:
     """The SweepSetup `wattbench sweep --no-inlet-required` would make for the built-in workload, after
     saying what the reader should know before the run."""
-    import sys
 
-    from ..sweep.driver import new_run_id
-    from ..sweep.progress import LogDisplay, RichDisplay
-    from ..sweep.scoring import ScoringOptions
-    from ..sweep.session import MqttSettings, SweepSetup
-    from ..workloads import DEFAULT, make_workload
+    from ..sweep.driver import new_run_id  # late: start-up
+    from ..sweep.session import MqttSettings, SweepSetup  # late: start-up
 
     console.print("no inlet probe in the demo: the inlet temperature check is not applied")
     note = machine_note()
@@ -303,8 +312,8 @@ def sweep_setup(
 
 def measure(setup: SweepSetup, plan: DemoPlan, console: Any) -> Any:
     """The run, as `wattbench sweep` or, with --suite, `wattbench suite` runs it: its outcome."""
-    from ..sweep.session import run_sweep
-    from ..sweep.suite import run_suite
+    from ..sweep.session import run_sweep  # late: start-up
+    from ..sweep.suite import run_suite  # late: start-up
 
     if plan.suite is None:
         return run_sweep(setup)
@@ -328,9 +337,8 @@ def suite_verdict(doc: Mapping[str, Any]) -> str:
 def demo_suite(workdir: Any, workers: int | None, nice: int) -> Any:
     """One worklet of each group. The storage worklet reads a 64 MiB file in the demo's folder,
     directly where that filesystem allows it and through the page cache (said so) where it does not."""
-    import os
 
-    from ..sweep.suite import parse_suite
+    from ..sweep.suite import parse_suite  # late: start-up
 
     path = str(workdir / "worklet.dat")
     probe = workdir / "direct.probe"
@@ -358,7 +366,7 @@ def demo_suite(workdir: Any, workers: int | None, nice: int) -> Any:
 
 def _machine_busy_s() -> float:
     """CPU seconds the whole machine has spent busy since boot, all cores together."""
-    import psutil
+    import psutil  # late: start-up
 
     t = psutil.cpu_times()._asdict()
     # guest time is already in user and nice; iowait is a core idle while a disk works.
@@ -367,7 +375,7 @@ def _machine_busy_s() -> float:
 
 def _tree_cpu_s() -> float:
     """CPU seconds used by this process and its children, those already ended included."""
-    import psutil
+    import psutil  # late: start-up
 
     me = psutil.Process()
     total = 0.0
@@ -386,7 +394,6 @@ def other_cpu_use(window_s: float) -> float:
     carries a run that ended a minute ago (a demo just after another read as a busy machine) and counts
     this process's own broker, collector and appliance; CPU time over the window counts what the others
     do now, a process that starts or ends inside it included."""
-    import time
 
     m0, o0, t0 = _machine_busy_s(), _tree_cpu_s(), time.monotonic()
     time.sleep(window_s)
@@ -403,7 +410,6 @@ BUSY_SHARE = 0.1
 
 def machine_note() -> str | None:
     """The busy-machine warning, judged from what other processes do as the run begins."""
-    import os
 
     return busy_note(other_cpu_use(BUSY_WINDOW_S), os.cpu_count() or 1)
 
@@ -433,10 +439,7 @@ def verdict(evaluation: Any, load_tolerance: float = 0.02) -> str:
     and, when a load was missed and the calibration intervals were further apart than the tolerance,
     that the machine's own speed moved (the likely cause on a shared or virtual machine)."""
     if evaluation.valid:
-        from ..report.measured import badge_text
-
         return badge_text(True, evaluation.checks, evaluation.result)
-    from ..core.plan import calibration_spread
 
     levels = {lv.phase: lv for lv in evaluation.levels}
     parts = []

@@ -17,8 +17,10 @@ import json
 import sys
 from typing import Any
 
+from ..core.align import windows_from_events
+from ..core.estimate import compare, summary
 from ..exits import Exit
-from .options import add_store_options, output_console, run_id
+from .options import add_store_options, open_store_from_args, output_console, run_id
 
 EPILOG = """examples:
   wattbench compare-estimate latest --prometheus http://127.0.0.1:9090 \\
@@ -54,7 +56,7 @@ def estimates_for(
 ) -> dict[str, float | str]:
     """The estimator's average watts over each phase's window, or why there is none. Raises ValueError
     when the query gives several series, PromError when Prometheus fails."""
-    from ..promql import instant
+    from ..promql import instant  # late: start-up
 
     out: dict[str, float | str] = {}
     for phase in phases:
@@ -78,10 +80,7 @@ def estimates_for(
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..core.align import windows_from_events
-    from ..core.estimate import compare, summary
-    from ..promql import PromError
-    from .options import open_store_from_args
+    from ..promql import PromError  # late: start-up
 
     store = open_store_from_args(args)
     try:
@@ -130,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_table(doc: dict[str, Any]) -> None:
-    from rich.table import Table
+    from rich.table import Table  # late: start-up
 
     table = Table(title=f"run {doc['run']}: estimator against measured power")
     for col in ("level", "measured W", "estimated W", "error"):

@@ -148,8 +148,8 @@ def mpremote_command(port: str, dest: Path, reset: bool = True) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from wattbench_fw import config as fwconfig
-    from wattbench_fw.errors import ConfigError
+    from wattbench_fw import config as fwconfig  # late: start-up
+    from wattbench_fw.errors import ConfigError  # late: start-up
 
     missing = [opt for opt in ("port", "board", "config") if not getattr(args, opt)]
     if missing:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import ssl
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
@@ -16,8 +17,17 @@ from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
+import wattbench_schema
+
 from ..argtypes import checked_by, number, whole
+from ..config import SETTINGS, default_state_dir, load_config
+from ..core import FieldError
 from ..exits import Exit
+from ..mqttconn import AddressError, parse_broker
+from ..report.outputs import TERMINAL, Outputs, renderers
+from ..store import known_spec, open_store
+from ..sweep.channels import parse_channel, parse_offset
+from ..sweep.scoring import ScoringOptions
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -87,7 +97,7 @@ class Parser(argparse.ArgumentParser):
 
 @cache
 def _console_class() -> type[Console]:
-    from rich.console import Console
+    from rich.console import Console  # late: start-up
 
     class CommandConsole(Console):
         def on_broken_pipe(self) -> None:
@@ -155,7 +165,6 @@ def readable_file(text: str) -> str:
 
 @cache
 def _run_id_pattern() -> re.Pattern[str]:
-    import wattbench_schema
 
     return re.compile(wattbench_schema.load_schema("common")["$defs"]["run_id"]["pattern"])
 
@@ -171,7 +180,6 @@ def run_id(text: str) -> str:
 
 def ca_file(text: str) -> str:
     """A CA certificate file TLS can load: a wrong file fails here, not at the first connect."""
-    import ssl
 
     readable_file(text)
     try:
@@ -183,7 +191,6 @@ def ca_file(text: str) -> str:
 
 def broker_address(text: str) -> str:
     """A broker address that follows the rules in wattbench.mqttconn (docs/guide.md)."""
-    from ..mqttconn import AddressError, parse_broker
 
     try:
         parse_broker(text)
@@ -205,7 +212,6 @@ def tcp_port(text: str) -> int:
 def store_path(text: str) -> str:
     if not text:
         raise argparse.ArgumentTypeError("empty path")
-    from ..store import known_spec
 
     if not known_spec(text):
         raise argparse.ArgumentTypeError(
@@ -240,7 +246,6 @@ def option_values(
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """The settings the command line gives (of those named; all by default), and the option each
     came from, as the resolver takes them. An option this command does not have gives nothing."""
-    from ..config import SETTINGS
 
     wanted = None if names is None else set(names)
     values: dict[str, Any] = {}
@@ -261,7 +266,6 @@ def resolve(args: argparse.Namespace, names: Iterable[str], path: str | None = N
     """The settings named, from the command line over the environment over the file (path) over the
     defaults: the CollectorConfig with those filled in (not resolved(): a reader needs no collector id).
     Raises ConfigError, exit 2."""
-    from ..config import load_config
 
     names = list(names)
     values, given_as = option_values(args, names)
@@ -277,7 +281,6 @@ def add_store_options(
     parser: argparse.ArgumentParser, *, purpose: str = "read", default_help: str = DEFAULT_STORE_HELP
 ) -> Any:
     """purpose "read": the store must already exist; "write": a missing SQLite file is created."""
-    from ..config import SETTINGS
 
     g = parser.add_argument_group("store")
     where = "must exist, never created" if purpose == "read" else "created if missing"
@@ -288,7 +291,6 @@ def add_store_options(
 def default_store() -> str:
     """The store every command uses when none is given: WATTBENCH_INFLUX_URL or WATTBENCH_STORE, else
     wattbench.sqlite in the state folder, where `wattbench collect` writes by default."""
-    from ..config import default_state_dir
 
     cfg = resolve(argparse.Namespace(), ["store", "state_dir"])
     if cfg.store:
@@ -318,7 +320,6 @@ def open_store_from_args(
     """Open the store the options name (or default, see store_spec). must_exist (for every reader,
     and for the sweep, which needs the collector's store) refuses a missing file instead of creating an
     empty one and checks that InfluxDB answers; failures raise StoreError (exit 3)."""
-    from ..store import open_store
 
     spec = store_spec(args, default)
     if spec.startswith(("http://", "https://")):
@@ -334,7 +335,6 @@ def open_store_from_args(
 def add_broker_options(
     parser: argparse.ArgumentParser, *, help_broker: str = "MQTT broker (default 127.0.0.1:1883)"
 ) -> None:
-    from ..config import SETTINGS
 
     g = parser.add_argument_group("broker")
     SETTINGS.add_arguments(g, "broker", CHECKS, broker_help=help_broker)
@@ -361,7 +361,6 @@ def add_output_options(
     rendering of the registry as --NAME FILE, checked writable as the command line is read so a long
     run never ends on a path it cannot write, and, with stdout, each stdout rendering as a flag
     (--json). defaults: a file rendering's path when its option is not given (the demo's page)."""
-    from ..report.outputs import renderers
 
     g = parser.add_argument_group("output")
     for r in renderers(kinds):
@@ -381,7 +380,6 @@ def add_output_options(
 def outputs_from_args(args: argparse.Namespace, kind: type, console: Console | None = None) -> Outputs:
     """The Outputs (report/outputs.py) the options of add_output_options chose for a result of kind,
     shown on console (default: the command's console on stdout)."""
-    from ..report.outputs import TERMINAL, Outputs, renderers
 
     given = vars(args)
     chosen = [r for r in renderers([kind]) if given.get(r.name.replace("-", "_"))]
@@ -408,8 +406,6 @@ def add_json_flag(parser: argparse.ArgumentParser, help: str = "print JSON inste
 
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..sweep.channels import parse_channel, parse_offset
-    from ..sweep.scoring import ScoringOptions
 
     d = ScoringOptions()
     g = parser.add_argument_group("scoring and checks")
@@ -501,7 +497,6 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
 def as_given(options: Mapping[str, str], build: Callable[[], T]) -> T:
     """build(), with a value the core refuses named by the option it came from (options: the core's
     field -> the option), so the one line points at what the user typed, not at a field name."""
-    from ..core import FieldError
 
     try:
         return build()
@@ -525,6 +520,5 @@ COST_OPTIONS = {"price": "--price", "tariff_kwh": "--tariff", "years": "--years"
 
 def scoring_from_args(args: argparse.Namespace) -> ScoringOptions:
     """The command's ScoringOptions; a value the core refuses is named by its option."""
-    from ..sweep.scoring import ScoringOptions
 
     return as_given({**LIMIT_OPTIONS, **COST_OPTIONS}, lambda: ScoringOptions.from_args(args))

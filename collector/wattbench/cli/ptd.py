@@ -19,7 +19,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import __version__
 from ..exits import Exit
+from ..mqttconn import BrokerError
+from ..signals import stop_event
+from . import main as cli_main
 from .options import CliError, number, tcp_port, whole
 
 DEVICE_TYPE = 0
@@ -72,12 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import __version__
-    from ..mqttconn import BrokerError
-    from ..ptd.protocol import PtdState, console_line, identity
-    from ..ptd.server import PtdServer, now_ms
-    from ..ptd.source import SourceError, open_source, parse_device_port
-    from ..signals import stop_event
+    from ..ptd.protocol import PtdState, console_line, identity  # late: start-up
+    from ..ptd.server import PtdServer, now_ms  # late: start-up
+    from ..ptd.source import SourceError, open_source, parse_device_port  # late: start-up
 
     if args.device_type != str(DEVICE_TYPE):
         raise CliError(
@@ -159,6 +160,5 @@ def run(args: argparse.Namespace) -> int:
 
 def main() -> None:
     """The `wattbench-ptd` executable: the same as `wattbench ptd`, for power-dev's `ptd` setting."""
-    from . import main as cli_main
 
     sys.exit(cli_main(["ptd", *sys.argv[1:]]))

@@ -18,14 +18,27 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..report.outputs import RunResult, write_outputs
+from ..sweep.publish import MqttSink, SinkError, StoreSink
+from ..sweep.scoring import ScoringOptions, score_run, stored_run
+from .options import (
+    add_broker_options,
+    add_output_options,
+    add_scoring_arguments,
+    add_store_options,
+    mqtt_password,
+    mqtt_user,
+    open_store_from_args,
+    outputs_from_args,
+    scoring_from_args,
+)
+
 if TYPE_CHECKING:
     from ..core.evaluate import Evaluation
     from ..store.base import Store
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..report.outputs import RunResult
-    from .options import add_broker_options, add_output_options, add_scoring_arguments, add_store_options
 
     parser.add_argument("run_id", metavar="RUN_ID", help='run id, or "latest"')
     add_store_options(parser)
@@ -37,8 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load(args: argparse.Namespace, store: Store) -> tuple[Evaluation, str] | str:
     """(evaluation, run id), or an error message."""
-    from ..sweep.scoring import ScoringOptions, score_run, stored_run
-    from .options import scoring_from_args
 
     run = args.run_id
     if run == "latest":
@@ -81,7 +92,6 @@ def keep_result(args: argparse.Namespace, store: Store, ev: Evaluation, sink: An
     """Store a result scored here and publish it (sink: an MqttSink or None), the way a sweep does.
     A stored result is published again as it is. Returns what the user should be told, if anything,
     and whether storing or publishing failed."""
-    from ..sweep.publish import StoreSink
 
     if args.rescore:
         return (
@@ -109,8 +119,6 @@ def open_publisher(args: argparse.Namespace, run: str) -> Any:
     """An MqttSink for --broker, connected before anything is scored; None without --broker."""
     if not getattr(args, "broker", None):
         return None
-    from ..sweep.publish import MqttSink
-    from .options import mqtt_password, mqtt_user
 
     return MqttSink(
         args.broker, f"wattbench-report-{run}", mqtt_user(args), mqtt_password(args), args.mqtt_ca
@@ -118,11 +126,6 @@ def open_publisher(args: argparse.Namespace, run: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
-
-    from ..report.outputs import RunResult, write_outputs
-    from ..sweep.publish import SinkError
-    from .options import open_store_from_args, outputs_from_args, scoring_from_args
 
     try:
         # out-of-range limits are refused before the store is opened, not after a re-score has begun

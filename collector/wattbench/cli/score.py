@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 from ..core.leveltable import (
@@ -38,6 +39,9 @@ from ..core.leveltable import (
     totals,
 )
 from ..core.published import parse_table
+from ..report.outputs import write_outputs
+from ..report.score import PublishedCheck, ScoredTable
+from .options import add_output_options, number, outputs_from_args
 
 DEFAULT_TOLERANCE = 0.005
 
@@ -52,8 +56,6 @@ def read_table(path: Path) -> Table:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..report.score import ScoredTable
-    from .options import add_output_options, number
 
     parser.add_argument("file", type=Path, help="per-level table, CSV or JSON")
     parser.add_argument(
@@ -80,11 +82,6 @@ def _check_options(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
-
-    from ..report.outputs import write_outputs
-    from ..report.score import PublishedCheck, ScoredTable
-    from .options import outputs_from_args
 
     problem = _check_options(args)
     if problem:

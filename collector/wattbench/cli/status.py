@@ -15,14 +15,21 @@ prints the document described by schema/v1/status-report.schema.json.
 from __future__ import annotations
 
 import argparse
+import json
+import logging
+import sys
+import time
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from ..config import ConfigError, default_state_dir, load_config, redact_url
+from ..core.clocktrack import device_minus_host
 from ..exits import Exit
+from ..store import open_reader
+from .options import add_json_flag, add_store_options, option_values, output_console
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .options import add_json_flag, add_store_options
 
     parser.add_argument("--state-dir", metavar="DIR", help="where collectors write their status files")
     add_store_options(parser)
@@ -65,7 +72,6 @@ def _bytes(n: Any) -> str:
 
 
 def read_state_files(state_dir: str) -> list[dict[str, Any]]:
-    import json
 
     out = []
     for path in sorted(Path(state_dir).glob("collector-*.json")):
@@ -83,15 +89,11 @@ class StoreUnreachable(Exception):
 def gather(args: argparse.Namespace) -> dict[str, Any]:
     """The raw sources: status files, wb_health rows, the store's sequence check. Raises ConfigError
     for a bad configuration and StoreUnreachable when the store named cannot be read."""
-    from ..config import ConfigError, load_config
-    from .options import option_values
 
     overrides, given_as = option_values(args, ["state_dir", "store", "influx_db"])
     cfg = load_config(args.config, overrides=overrides, given_as=given_as)
     cfg_state = cfg.state_dir
     if not cfg_state:
-        from ..config import default_state_dir
-
         cfg_state = str(default_state_dir())
     out: dict[str, Any] = {
         "state_dir": cfg_state,
@@ -105,9 +107,6 @@ def gather(args: argparse.Namespace) -> dict[str, Any]:
         default_db = Path(cfg_state) / "wattbench.sqlite"
         spec = str(default_db) if default_db.exists() else None
     if spec:
-        from ..config import redact_url
-        from ..store import open_reader
-
         out["store"] = redact_url(spec)
         # What the configuration says about the store's connection; how much to write at once is not
         # for a reader.
@@ -161,7 +160,6 @@ def _is_num(v: Any) -> TypeGuard[int | float]:
 
 def device_entry(dev: str, collector: str, source: str, acct: dict[str, Any]) -> dict[str, Any]:
     """One device as one collector accounts it, in the shape and sign conventions of the schema."""
-    from ..core.clocktrack import device_minus_host
 
     out: dict[str, Any] = {"dev": dev, "collector": collector, "source": source}
     seen = acct.get("last_seen_ms") if source == "file" else acct.get("t")
@@ -257,11 +255,8 @@ def report(doc: dict[str, Any]) -> dict[str, Any]:
 
 def render(doc: dict[str, Any]) -> None:
     """The tables, from the report document."""
-    import time
 
-    from rich.table import Table
-
-    from .options import output_console
+    from rich.table import Table  # late: start-up
 
     console = output_console()
     if not console.is_terminal:  # piped or logged: do not squeeze the tables into 80 columns
@@ -384,11 +379,6 @@ def render(doc: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-    import logging
-    import sys
-
-    from ..config import ConfigError
 
     log = logging.getLogger("wattbench.cli.status")
     try:

@@ -16,16 +16,44 @@ interrupted (the finished worklets are kept and the suite result written, marked
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
 from typing import Any
 
+import wattbench_schema as contract
+
+from ..core.plan import Timing, parse_levels
 from ..exits import Exit
-from .options import CliError
+from ..report.outputs import SuiteResult, write_outputs
+from ..sweep.channels import ChannelError
+from ..sweep.progress import LogDisplay, RichDisplay
+from ..sweep.publish import SinkError
+from ..workloads.base import WorkloadError
+from .options import (
+    CliError,
+    add_output_options,
+    add_scoring_arguments,
+    as_given,
+    mqtt_password,
+    mqtt_user,
+    number,
+    outputs_from_args,
+    readable_file,
+    run_id,
+    scoring_from_args,
+    side_console,
+)
+from .sweep import (
+    NOTHING_STORED,
+    PLAN_OPTIONS,
+    add_connection_arguments,
+    add_plan_arguments,
+    ended_early_code,
+    sweep_store,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..report.outputs import SuiteResult
-    from .options import add_output_options, add_scoring_arguments, number, readable_file, run_id
-    from .sweep import add_connection_arguments, add_plan_arguments
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
@@ -48,7 +76,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _plan_defaults() -> argparse.Namespace:
-    from .sweep import add_plan_arguments
 
     parser = argparse.ArgumentParser(add_help=False)
     add_plan_arguments(parser)
@@ -60,7 +87,6 @@ PLAN_DEFAULTS = _plan_defaults()
 
 def read_reference(path: str) -> dict[str, Any]:
     """An earlier suite result, checked against its schema."""
-    import wattbench_schema as contract
 
     try:
         with open(path, "rb") as f:
@@ -88,27 +114,10 @@ def exit_code(suite_run: Any) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    import logging
-    import sys
 
-    from ..core.plan import Timing, parse_levels
-    from ..report.outputs import SuiteResult, write_outputs
-    from ..sweep.channels import ChannelError
-    from ..sweep.driver import new_run_id
-    from ..sweep.progress import LogDisplay, RichDisplay
-    from ..sweep.publish import SinkError
-    from ..sweep.session import MqttSettings, NothingMeasured, SweepSetup
-    from ..sweep.suite import load_suite, plan_for, preflight_suite, run_suite
-    from ..workloads.base import WorkloadError
-    from .options import (
-        as_given,
-        mqtt_password,
-        mqtt_user,
-        outputs_from_args,
-        scoring_from_args,
-        side_console,
-    )
-    from .sweep import NOTHING_STORED, PLAN_OPTIONS, ended_early_code, sweep_store
+    from ..sweep.driver import new_run_id  # late: start-up
+    from ..sweep.session import MqttSettings, NothingMeasured, SweepSetup  # late: start-up
+    from ..sweep.suite import load_suite, plan_for, preflight_suite, run_suite  # late: start-up
 
     log = logging.getLogger("wattbench.suite")
     try:

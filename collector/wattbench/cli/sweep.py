@@ -17,10 +17,46 @@ its first measurement window closes stores and publishes nothing and prints one 
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
 from typing import Any
 
+from .. import workloads
+from ..core.plan import Timing, parse_levels, specpower_plan
 from ..exits import Exit
-from .options import CliError, add_scoring_arguments, as_given, scoring_from_args
+from ..report.outputs import RunResult, write_outputs
+from ..sweep.channels import ChannelError
+from ..sweep.progress import LogDisplay, RichDisplay
+from ..sweep.publish import SinkError
+from ..workloads import (
+    choose,
+    load_config,
+    make_workload,
+    option_values,
+    program_source,
+    setting_source,
+    settings_for,
+)
+from ..workloads.base import PlanRequest, SettingError, WorkloadError
+from .options import (
+    CliError,
+    add_broker_options,
+    add_output_options,
+    add_scoring_arguments,
+    add_store_options,
+    as_given,
+    checked_by,
+    default_store,
+    mqtt_password,
+    mqtt_user,
+    number,
+    open_store_from_args,
+    outputs_from_args,
+    run_id,
+    scoring_from_args,
+    store_given,
+    whole,
+)
 
 # The plan's fields -> the options that give them, for a value the plan refuses.
 PLAN_OPTIONS = {
@@ -34,8 +70,6 @@ PLAN_OPTIONS = {
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..core.plan import parse_levels
-    from .options import checked_by, number, whole
 
     g = parser.add_argument_group("plan (SPECpower_ssj2008 defaults)")
     g.add_argument(
@@ -74,7 +108,6 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
-    from .. import workloads
 
     g = parser.add_argument_group("workload")
     g.add_argument("--workload", choices=tuple(workloads.REGISTRY), help=f"default {workloads.DEFAULT}")
@@ -84,14 +117,11 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..report.outputs import RunResult
-    from .options import add_output_options
 
     add_output_options(parser, RunResult)
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
-    from .options import add_broker_options, add_store_options
 
     add_broker_options(parser, help_broker="publish phase events and the result here")
     group = add_store_options(parser, default_help="none: give the store `wattbench collect` writes")
@@ -105,7 +135,6 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
-    from .options import number, run_id
 
     parser.add_argument(
         "--run", metavar="ID", type=run_id, help="run id (default: UTC time and a random suffix)"
@@ -123,9 +152,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def plan_from_args(args: argparse.Namespace, workload: Any, config: dict[str, Any]) -> Any:
     """The workload's own plan, or the graduated loads of the plan options."""
-    from ..core.plan import Timing, parse_levels, specpower_plan
-    from ..workloads import option_values
-    from ..workloads.base import PlanRequest
 
     timing = as_given(PLAN_OPTIONS, lambda: Timing(args.pre, args.measure, args.post, args.gap))
     request = PlanRequest(timing, not args.no_idle, option_values(vars(args)), config)
@@ -143,16 +169,6 @@ def plan_from_args(args: argparse.Namespace, workload: Any, config: dict[str, An
 def workload_from_args(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """The workload the options and the workload file give, checked before anything runs, and its
     settings."""
-    from ..workloads import (
-        choose,
-        load_config,
-        make_workload,
-        option_values,
-        program_source,
-        setting_source,
-        settings_for,
-    )
-    from ..workloads.base import SettingError, WorkloadError
 
     config: dict[str, Any] = load_config(args.workload_config) if args.workload_config else {}
     given = option_values(vars(args))
@@ -184,7 +200,6 @@ def ended_early_code(reason: str | None) -> int:
 
 def sweep_store(args: argparse.Namespace) -> Any:
     """The collector's store, which must already be there and answer; None for an ops-only run."""
-    from .options import default_store, open_store_from_args, store_given
 
     if getattr(args, "ops_only", False):
         if store_given(args):
@@ -208,17 +223,9 @@ def exit_code(outcome: Any) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    import logging
-    import sys
 
-    from ..report.outputs import RunResult, write_outputs
-    from ..sweep.channels import ChannelError
-    from ..sweep.driver import new_run_id
-    from ..sweep.progress import LogDisplay, RichDisplay
-    from ..sweep.publish import SinkError
-    from ..sweep.session import MqttSettings, NothingMeasured, SweepSetup, run_sweep
-    from ..workloads.base import WorkloadError
-    from .options import mqtt_password, mqtt_user, outputs_from_args
+    from ..sweep.driver import new_run_id  # late: start-up
+    from ..sweep.session import MqttSettings, NothingMeasured, SweepSetup, run_sweep  # late: start-up
 
     log = logging.getLogger("wattbench.sweep")
     outputs = outputs_from_args(args, RunResult)

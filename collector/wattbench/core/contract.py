@@ -5,6 +5,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+import wattbench_schema
+
 
 class ContractError(ValueError):
     """A message the sweep built does not match the contract: a bug, never sent."""
@@ -12,15 +14,13 @@ class ContractError(ValueError):
 
 @cache
 def _validator(name: str) -> Any:
-    import fastjsonschema
-
-    import wattbench_schema
+    import fastjsonschema  # late: start-up
 
     return fastjsonschema.compile(wattbench_schema.inline_refs(name))
 
 
 def validate(name: str, payload: dict[str, Any]) -> dict[str, Any]:
-    import fastjsonschema
+    import fastjsonschema  # late: start-up
 
     try:
         _validator(name)(payload)

@@ -27,7 +27,7 @@ __all__ = ["Collector", "CollectorConfig", "CollectorError"]
 def __getattr__(name: str) -> Any:
     # The collector imports paho and the store lazily; keep `import wattbench.ingest` light.
     if name in ("Collector", "CollectorError"):
-        from . import collector
+        from . import collector  # late: start-up
 
         return getattr(collector, name)
     raise AttributeError(name)

@@ -176,7 +176,7 @@ def registry_for(live: Callable[[], Live]) -> CollectorRegistry:
 def serve(live: Callable[[], Live], host: str, port: int) -> Any:
     """Serve /metrics on host:port in a daemon thread; returns the server (its shutdown() stops it).
     An address in use raises OSError here, before the collector starts."""
-    from prometheus_client import start_http_server
+    from prometheus_client import start_http_server  # late: start-up
 
     server, _thread = start_http_server(port, addr=host, registry=registry_for(live))
     return server

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from paho.mqtt.subscribeoptions import SubscribeOptions
+
 import wattbench_schema as contract
 
 from .. import mqttconn
@@ -250,8 +252,6 @@ class MqttLink:
         # broker lost them (expired session, broker without persistence).
         filters = topic_filters(self.config.share, self.extra_filters)
         if self.v5:
-            from paho.mqtt.subscribeoptions import SubscribeOptions
-
             # Retained messages are sent on every subscribe, and marked retained only then (not
             # retain-as-published): a plug's retained copy is counted and dropped as what it is (see
             # bridge/), and a live message is never mistaken for one. MQTT 3.1.1 brokers do the same.

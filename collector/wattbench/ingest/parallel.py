@@ -31,7 +31,10 @@ from __future__ import annotations
 import mmap
 import multiprocessing
 import os
+import signal
 import sys
+import threading
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, NamedTuple
 
@@ -73,7 +76,6 @@ def _init(
     global _validator, _memory
     if arena is not None:
         _memory = _attach(arena)
-    import signal
 
     # Ctrl-C and a service manager's SIGTERM reach the whole process group; the collector shuts its
     # workers down itself once it has drained, so they must not die first.
@@ -106,9 +108,6 @@ def _exit_with_parent() -> None:
     """A worker waits on its call queue forever if the collector is killed (SIGKILL, OOM killer), so
     it watches its parent and leaves with it. Polling the parent pid is used instead of Linux's
     PR_SET_PDEATHSIG, which fires when the creating *thread* exits, not the process."""
-    import os
-    import threading
-    import time
 
     parent = os.getppid()
 

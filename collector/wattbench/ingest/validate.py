@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import fastjsonschema
 import orjson  # several times faster than json for the sample batches
 
 import wattbench_schema as contract
@@ -168,7 +169,6 @@ class Validator:
         verifier: Any = None,
         encoder: SampleEncoder | None = None,
     ) -> None:
-        import fastjsonschema
 
         self.verifier = verifier  # ingest.auth.Verifier for HMAC-signed batches, or None
 

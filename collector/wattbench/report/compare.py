@@ -105,13 +105,13 @@ _NAME_WIDTH = 20
 
 
 def _longest_word(texts: Sequence[str]) -> int:
-    from rich.cells import cell_len
+    from rich.cells import cell_len  # late: start-up
 
     return max((cell_len(w) for t in texts for w in t.split()), default=1)
 
 
 def _longest_line(texts: Sequence[str]) -> int:
-    from rich.cells import cell_len
+    from rich.cells import cell_len  # late: start-up
 
     return max((cell_len(t) for t in texts), default=1)
 
@@ -147,8 +147,8 @@ def compare_renderables(rows: Sequence[Row], prices: Prices | None, width: int =
     """The table at most `width` wide. Text wraps between words and a name may fold, but a number is
     never cut: each figure column is at least as wide as its longest word, and columns that do not
     fit beside each other go into a further table with the candidates repeated."""
-    from rich.table import Table
-    from rich.text import Text
+    from rich.table import Table  # late: start-up
+    from rich.text import Text  # late: start-up
 
     cols = _columns(rows)
     names = [r.candidate.name + (f" {NOT_COMPARABLE}" if r.incomparable else "") for r in rows]
@@ -315,8 +315,8 @@ def _suite_cells(w: Mapping[str, Any]) -> list[str]:
 
 def suite_renderables(doc: Mapping[str, Any]) -> list[Any]:
     """A suite result on the terminal: each worklet's efficiency, the score, and what it is not."""
-    from rich.table import Table
-    from rich.text import Text
+    from rich.table import Table  # late: start-up
+    from rich.text import Text  # late: start-up
 
     table = Table(title=f"suite {doc['suite']}, run {doc['run']}", title_justify="left")
     for head in (

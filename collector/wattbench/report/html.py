@@ -52,7 +52,7 @@ th{background:#f4f5f7;text-align:left}td.n{text-align:right;font-variant-numeric
 def figure_svg(fig: Any) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # late: start-up
 
     plt.close(fig)
     text = buf.getvalue()
@@ -60,10 +60,10 @@ def figure_svg(fig: Any) -> str:
 
 
 def pyplot() -> Any:
-    import matplotlib
+    import matplotlib  # late: start-up
 
     matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # late: start-up
 
     plt.rcParams["svg.fonttype"] = "none"  # text stays text: smaller, searchable
     plt.rcParams["svg.hashsalt"] = "wattbench"  # same input, same page

@@ -232,7 +232,7 @@ def _write(out: IO[str], text: Rendering) -> None:
 def write_outputs(result: RunResult | SuiteResult | Comparison | ScoredTable, outputs: Outputs) -> None:
     """Show the result on stdout as outputs.stdout says, then write each file, in the table's order,
     and say where each went: on the console with the tables, on stderr when stdout is for a program."""
-    from rich.console import Console  # late: rich takes a while to load, and not every command shows tables
+    from rich.console import Console  # late: start-up (rich is slow to load)
 
     console = outputs.console or Console()
     kind = type(result)

@@ -131,7 +131,7 @@ def _shown(scored: ScoredTable) -> tuple[list[LevelScore], list[LevelScore]]:
 
 def score_renderables(scored: ScoredTable) -> list[Any]:
     """The terminal's table with the overall; the lines beside it are the command's to print."""
-    from rich.text import Text
+    from rich.text import Text  # late: start-up
 
     head, tail = _shown(scored)
     if not tail:

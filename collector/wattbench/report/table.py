@@ -151,7 +151,7 @@ def nodes_cells(levels: Sequence[LevelScore]) -> tuple[list[str], list[list[str]
 
 
 def _rich_table(head: Sequence[str], body: Sequence[Sequence[str]], title: str | None) -> Any:
-    from rich.table import Table
+    from rich.table import Table  # late: start-up
 
     table = Table(title=title, title_justify="left", header_style="bold")
     for i, name in enumerate(head):
@@ -172,7 +172,7 @@ def nodes_table(levels: Sequence[LevelScore]) -> Any:
 def checks_table(checks: Sequence[Check], compact: bool = True) -> Any:
     """Every failure on its own line; with compact, passes of one check are folded into one line
     (the HTML report and the JSON keep every line)."""
-    from rich.table import Table
+    from rich.table import Table  # late: start-up
 
     table = Table(header_style="bold", show_edge=False, box=None, pad_edge=False)
     table.add_column("", width=4)
@@ -202,7 +202,7 @@ def checks_table(checks: Sequence[Check], compact: bool = True) -> Any:
 
 def channels_table(rows: Sequence[dict[str, Any]]) -> Any:
     """The channels a run used (the result's `channels`): the power ones are what was summed."""
-    from rich.table import Table
+    from rich.table import Table  # late: start-up
 
     table = Table(title="Channels", header_style="bold", show_edge=False, box=None, pad_edge=False)
     for col in ("device", "channel", "meter", "role", "node", "accuracy", "updates", "samples"):
@@ -236,7 +236,7 @@ def report_renderables(
 ) -> list[RenderableType]:
     """Everything the terminal shows for a scored run, as rich renderables. result (the result
     message) gives the verdict its standard statement."""
-    from rich.text import Text
+    from rich.text import Text  # late: start-up
 
     out: list[Any] = []
     if any(lv.kind == "concurrency" for lv in levels):
@@ -288,8 +288,8 @@ def report_renderables(
 def measured_renderables(evaluation: Any) -> list[RenderableType]:
     """What was measured: the system under test, the workload's command line, the host's load, a
     simulated meter, calibration, timing (a rehearsal is marked) and inlet."""
-    from rich.table import Table
-    from rich.text import Text
+    from rich.table import Table  # late: start-up
+    from rich.text import Text  # late: start-up
 
     m = ms.measured(evaluation)
     table = Table(
@@ -340,7 +340,7 @@ def print_evaluation(console: Console, evaluation: Any) -> None:
 
 def render_evaluation(evaluation: Any, width: int = 140) -> str:
     """The whole terminal report of a scored run as plain text."""
-    from rich.console import Console
+    from rich.console import Console  # late: start-up
 
     console = Console(width=width, record=True, file=_Null(), color_system=None)
     print_evaluation(console, evaluation)
@@ -391,7 +391,7 @@ def print_summary_report(
     title: str | None = None,
 ) -> None:
     """print_report for a table too long to draw row by row."""
-    from rich.text import Text
+    from rich.text import Text  # late: start-up
 
     console.print(summary_levels_table(head, tail, total_ops, total_power, overall, loads, ops_label, title))
     console.print(Text(overall_line(overall, ops_label), style="bold"))
@@ -408,7 +408,7 @@ def print_report(console: Console, *args: Any, **kwargs: Any) -> None:
 
 def render_text(*args: Any, width: int = 110, **kwargs: Any) -> str:
     """The report as plain text (for logs, notes and tests)."""
-    from rich.console import Console
+    from rich.console import Console  # late: start-up
 
     console = Console(width=width, record=True, file=_Null(), color_system=None)
     print_report(console, *args, **kwargs)

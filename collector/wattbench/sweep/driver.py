@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import secrets
 import signal
 import socket
 import time
@@ -56,7 +57,6 @@ class RunRecord:
 
 
 def new_run_id(now: float | None = None) -> str:
-    import secrets
 
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now if now is not None else time.time()))
     return f"{stamp}-{secrets.token_hex(2)}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -76,16 +77,16 @@ def status_lines(st: Status) -> list[str]:
 
 class RichDisplay:
     def __init__(self, console: Any = None) -> None:
-        from rich.console import Console
+        from rich.console import Console  # late: start-up
 
         self.console = console or Console(stderr=True)
         self._live: Any = None
         self._status: Status | None = None
 
     def _render(self) -> Any:
-        from rich.console import Group
-        from rich.progress_bar import ProgressBar
-        from rich.text import Text
+        from rich.console import Group  # late: start-up
+        from rich.progress_bar import ProgressBar  # late: start-up
+        from rich.text import Text  # late: start-up
 
         st = self._status
         if st is None:
@@ -96,7 +97,7 @@ class RichDisplay:
         return Group(*parts)
 
     def start(self) -> None:
-        from rich.live import Live
+        from rich.live import Live  # late: start-up
 
         self._live = Live(
             get_renderable=self._render, console=self.console, refresh_per_second=4, transient=True
@@ -119,7 +120,6 @@ class LogDisplay:
     """No live view (not a terminal, or --quiet): finished phases go to the log."""
 
     def __init__(self) -> None:
-        import logging
 
         self.log = logging.getLogger("wattbench.sweep")
         self.last: Status | None = None

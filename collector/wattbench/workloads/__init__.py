@@ -9,6 +9,7 @@ each workload declares."""
 from __future__ import annotations
 
 import argparse
+import tomllib
 from collections.abc import Mapping
 from importlib import import_module
 from pathlib import Path
@@ -55,7 +56,6 @@ def sample_config(name: str) -> Path:
 
 def load_config(path: str | Path) -> dict[str, Any]:
     """A workload configuration file (TOML)."""
-    import tomllib
 
     try:
         with open(path, "rb") as f:

@@ -13,6 +13,7 @@ import base64
 import gzip
 import json
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ...config import redact_url
@@ -111,7 +112,7 @@ class InfluxHttp:
 
     def _pool(self) -> Any:
         if self._http is None:
-            import urllib3
+            import urllib3  # late: start-up
 
             kw: dict[str, Any] = {
                 "timeout": urllib3.Timeout(connect=5.0, read=self.timeout_s),
@@ -125,7 +126,7 @@ class InfluxHttp:
         return self._http
 
     def _ping(self) -> None:
-        import urllib3
+        import urllib3  # late: start-up
 
         try:
             resp = self._pool().request("GET", f"{self.url}/ping", headers=self._auth_headers())
@@ -139,8 +140,6 @@ class InfluxHttp:
 
     def _executor(self) -> Any:
         if self._pool_exec is None:
-            from concurrent.futures import ThreadPoolExecutor
-
             self._pool_exec = ThreadPoolExecutor(self.parallel_writes, thread_name_prefix="wb-influx")
         return self._pool_exec
 
@@ -203,7 +202,7 @@ class InfluxHttp:
     def send(self, items: list[tuple[bytes, int]]) -> None:
         """Write the items (line protocol, lines in it) in requests of about batch_lines lines, in
         parallel when there are several; raises StoreUnavailable or StoreRejected."""
-        import urllib3
+        import urllib3  # late: start-up
 
         try:
             self._ensure()
@@ -227,7 +226,7 @@ class InfluxHttp:
             return False
 
     def _query_raw(self, q: str, post: bool = False, chunked: bool = False) -> list[dict[str, Any]]:
-        import urllib3
+        import urllib3  # late: start-up
 
         params = {"q": q, "epoch": "ms"}
         if not q.upper().startswith(("CREATE", "DROP", "SHOW DATABASES")):

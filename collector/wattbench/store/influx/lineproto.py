@@ -110,12 +110,12 @@ def load_point_writer() -> None:
     """Import what point_line needs now. influxdb-client takes about 0.3 s of CPU to import, so a
     long-running writer (the collector) pays for it while it starts rather than at its first health
     line, with messages streaming in behind it; a report that only reads never pays for it."""
-    import influxdb_client  # noqa: F401
+    import influxdb_client  # noqa: F401  # late: start-up
 
 
 def point_line(measurement: str, tags: dict[str, str], fields: dict[str, Any], t_ms: int) -> str | None:
     """One line of a low-volume measurement, or None when it has no field left to write."""
-    from influxdb_client import Point, WritePrecision
+    from influxdb_client import Point, WritePrecision  # late: start-up
 
     cast = _cast(measurement, fields)
     if not cast:

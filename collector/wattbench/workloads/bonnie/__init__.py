@@ -5,6 +5,7 @@ does, so its rate is what the filesystem gives; it cannot be paced to a lower lo
 
 from __future__ import annotations
 
+import os
 from typing import Any, ClassVar
 
 from ..base import WorkloadError
@@ -35,7 +36,6 @@ class BonnieWorkload(ToolWorkload):
         return f"bonnie++ -d {settings['dir']} -s 0 -n {settings['files']} -q{user}"
 
     def open(self) -> None:
-        import os
 
         super().open()
         try:

@@ -17,6 +17,7 @@ actual load instead of making it up later.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import math
 import multiprocessing as mp
 import os
@@ -24,6 +25,7 @@ import select
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
+from importlib import import_module
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -44,8 +46,6 @@ __all__ = ["BuiltinWorkload", "max_lag_s"]
 def _fine_timer() -> None:
     """Ask Linux for 1 ns timer slack so short sleeps end on time (the default slack is 50 us)."""
     try:
-        import ctypes
-
         ctypes.CDLL(None, use_errno=True).prctl(29, 1, 0, 0, 0)  # PR_SET_TIMERSLACK
     except (OSError, AttributeError):
         pass
@@ -67,7 +67,6 @@ def _worker(
     _fine_timer()
     if nice > 0:
         os.nice(nice)
-    from importlib import import_module
 
     try:
         work = import_module(unit[0]).make_unit(seed * 1000 + index, **unit[1])

@@ -21,6 +21,7 @@ How ops come back (report):
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
@@ -69,8 +70,6 @@ def read_ops_text(text: str, pattern: re.Pattern[str]) -> float | None:
     """The last op count in a text (a result file, or everything a command printed)."""
     stripped = text.strip()
     if stripped.startswith("{"):
-        import json
-
         with contextlib.suppress(ValueError):
             doc = json.loads(stripped)
             if isinstance(doc, dict) and isinstance(doc.get("ops"), int | float):

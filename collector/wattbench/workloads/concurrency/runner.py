@@ -7,6 +7,7 @@ window divided by the jobs completed.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -39,7 +40,6 @@ class ConcurrencyWorkload(WorkloadDefaults):
         self._phase: Phase | None = None
         self._done = 0
         self._started = 0.0
-        import re
 
         self._pattern = re.compile(DEFAULT_PATTERN, re.IGNORECASE)
         fill(self.template, self.shell, load=1, target=1, rate=0, level="c1", duration=1, copy=1, copies=1)

@@ -3,6 +3,7 @@ Poisson arrivals), counted as I/Os completed in the window."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -18,7 +19,6 @@ SIZE = re.compile(r"^[0-9]+[kKmMgGtT]?$")
 def direct_io_problem(path: str) -> str | None:
     """Why the file cannot be opened for direct I/O, tried on the file itself; None when it can. A
     filesystem that refuses O_DIRECT (tmpfs before Linux 6.6, some network filesystems) says EINVAL."""
-    import errno
 
     flag = getattr(os, "O_DIRECT", 0)
     if not flag:

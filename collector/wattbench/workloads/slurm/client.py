@@ -9,6 +9,7 @@ cannot reach the controller stops before its first phase, not an hour in.
 from __future__ import annotations
 
 import calendar
+import os
 import re
 import shutil
 import subprocess
@@ -216,7 +217,6 @@ class Slurm:
     bin_dir: str | None = None
 
     def _run(self, argv: Sequence[str], check: bool = True) -> str:
-        import os
 
         exe = shutil.which(argv[0], path=self.bin_dir) if self.bin_dir else shutil.which(argv[0])
         if exe is None:

@@ -3,6 +3,8 @@ O_DIRECT where the filesystem allows it (direct = false reads through the page c
 
 from __future__ import annotations
 
+import os
+import random as rnd
 from collections.abc import Callable
 
 from .._storage import open_file
@@ -13,8 +15,6 @@ BLOCK = 4096
 def make_unit(
     seed: int, file: str = "wattbench-worklet.dat", size_mb: int = 1024, direct: bool = True
 ) -> Callable[[], int]:
-    import os
-    import random as rnd
 
     fd, buf, blocks = open_file(file, size_mb, direct, BLOCK)
     rng = rnd.Random(seed)

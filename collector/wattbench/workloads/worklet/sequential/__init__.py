@@ -3,6 +3,7 @@ with O_DIRECT where the filesystem allows it. Each worker starts at its own plac
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from .._storage import open_file
@@ -13,7 +14,6 @@ CHUNK = 1 << 20
 def make_unit(
     seed: int, file: str = "wattbench-worklet.dat", size_mb: int = 1024, direct: bool = True
 ) -> Callable[[], int]:
-    import os
 
     fd, buf, chunks = open_file(file, size_mb, direct, CHUNK)
     pos = [seed % chunks]
