@@ -16,15 +16,12 @@ from wattbench.ptd.protocol import (
     NO_MEASUREMENT,
     STOP_REPLY,
     UNKNOWN,
-    Channel,
     PtdState,
-    Reading,
-    aggregate,
     identity,
     parse_command,
-    stamp,
 )
 from wattbench.ptd.ranges import MeterRanges, lookup
+from wattbench.ptd.samples import Channel, Reading, aggregate, stamp
 from wattbench.ptd.source import (
     SourceError,
     meter_from_meta,

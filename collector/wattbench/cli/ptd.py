@@ -76,7 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..ptd.protocol import PtdState, console_line, identity  # late: start-up
+    from ..ptd.protocol import PtdState, identity  # late: start-up
+    from ..ptd.samples import console_line  # late: start-up
     from ..ptd.server import PtdServer, now_ms  # late: start-up
     from ..ptd.source import SourceError, open_source, parse_device_port  # late: start-up
 

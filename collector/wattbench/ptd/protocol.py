@@ -13,8 +13,9 @@ The shapes are those power-dev's server sends and parses (docs/mlperf-power.md l
   are `ERROR:` lines and a sample above 1 % uncertainty PTDaemon's `WARNING:` line, the shapes
   power-dev's compliance/check.py weighs.
 
-Each channel's ranges and accuracy are its meter kind's row (ranges.py): `SR` takes the next range up,
-and every sample's uncertainty comes from its reading and the range in force.
+A second's sample and its lines are samples.py's. Each channel's ranges and accuracy are its meter
+kind's row (ranges.py): `SR` takes the next range up, and every sample's uncertainty comes from its
+reading and the range in force.
 
 `Hello` is answered with the protocol's fixed greeting, because power-dev will not talk to a daemon
 that answers otherwise; `Identify` then says truthfully that this is wattbench and which meter it reads.
@@ -24,9 +25,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
-from .ranges import MeterRanges, next_range, uncertainty
+from .ranges import next_range, uncertainty
+from .samples import Channel, ChannelSample, Reading, Sample, aggregate, console_line, sum_uncertainty
 
 GREETING = "Hello, PTDaemon here!"
 GO_REPLY = "Starting untimed measurement, maximum 500000 samples at 1000ms with 0 rampup samples"
@@ -37,168 +38,10 @@ UNKNOWN = "Error: Unknown command"
 RANGE_CHANGED = "Range {q} changed"
 MAX_SAMPLES = 500_000
 INTERVAL_MS = 1000
-MISSED = -2.0
-INVALID = -1.0
 # A line longer than this is not a command of the protocol; it is refused, not buffered without end.
 MAX_LINE = 1024
 # PTDaemon's limit for a sample's uncertainty (check.py reads the warning it logs above it).
 UNCERTAINTY_LIMIT = 0.01
-
-
-def stamp(t_ms: int) -> str:
-    """UTC time as PTDaemon writes it: MM-DD-YYYY HH:MM:SS.fff."""
-    dt = datetime.fromtimestamp(t_ms / 1000.0, tz=UTC)
-    return dt.strftime("%m-%d-%Y %H:%M:%S.") + f"{dt.microsecond // 1000:03d}"
-
-
-def console_line(t_ms: int, message: str) -> str:
-    return f"{stamp(t_ms)}: {message}"
-
-
-@dataclass(frozen=True)
-class Reading:
-    """One reading of a wattbench source: its UTC time (ms) from the appliance's NTP-disciplined
-    clock, W with V, A and PF when the meter gives them, and the channel it is of (0 is the first
-    channel the daemon reads)."""
-
-    t_ms: int
-    watts: float
-    volts: float | None = None
-    amps: float | None = None
-    pf: float | None = None
-    ch: int = 0
-
-
-@dataclass(frozen=True)
-class Channel:
-    """A channel the daemon reads: its label (dev/channel) and its meter's ranges and accuracy."""
-
-    label: str
-    row: MeterRanges
-
-
-@dataclass(frozen=True)
-class ChannelSample:
-    """One channel's 1 s sample: the mean of its readings in that second. over names the quantity that
-    was above its range ("Current" or "Voltage"), and u is the relative uncertainty of W on the
-    ranges in force."""
-
-    watts: float
-    volts: float
-    amps: float
-    pf: float
-    readings: int
-    u: float | None = None
-    over: str = ""
-
-    @property
-    def missed(self) -> bool:
-        return self.readings == 0
-
-    @property
-    def valid(self) -> bool:
-        return not self.missed and not self.over
-
-    def fields(self) -> str:
-        return f"Watts,{self.watts:.6f},Volts,{self.volts:.6f},Amps,{self.amps:.6f},PF,{self.pf:.6f}"
-
-    def invalid(self, over: str) -> ChannelSample:
-        """The sample as PTDaemon logs an over-range one: the quantity over its range, W and PF are -1
-        (power-dev issue #219 shows `Watts,-1.000000,Volts,121.610000,Amps,-1.000000,PF,-1.000000`)."""
-        volts = INVALID if over == "Voltage" else self.volts
-        amps = INVALID if over == "Current" else self.amps
-        return ChannelSample(INVALID, volts, amps, INVALID, self.readings, None, over)
-
-
-MISSED_CHANNEL = ChannelSample(MISSED, MISSED, MISSED, MISSED, 0)
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One 1 s sample of a measurement, stamped with the second's end: the channels' samples and,
-    first, their sum. With one channel the sum is that channel. With several, the sum line carries the
-    highest volts and amps of the channels (power-dev's ranging reads them from it, see
-    docs/mlperf-power.md) and PF -1. A sample with a channel missed or over its range is invalid, and
-    so is its sum: -2 for a missed one, -1 for one over range."""
-
-    t_ms: int
-    channels: tuple[ChannelSample, ...]
-    u: float | None = None
-
-    @property
-    def valid(self) -> bool:
-        return all(c.valid for c in self.channels)
-
-    @property
-    def missed(self) -> bool:
-        return any(c.missed for c in self.channels)
-
-    @property
-    def total(self) -> ChannelSample:
-        if len(self.channels) == 1:
-            return self.channels[0]
-        if self.missed:
-            return MISSED_CHANNEL
-        volts = max(c.volts for c in self.channels)
-        amps = max(c.amps for c in self.channels)
-        if not self.valid:
-            return ChannelSample(INVALID, volts, amps, INVALID, 1, None, "sum")
-        return ChannelSample(sum(c.watts for c in self.channels), volts, amps, INVALID, 1, self.u)
-
-    @property
-    def watts(self) -> float:
-        return self.total.watts
-
-    def fields(self, every_channel: bool = False) -> str:
-        """The RL line: the sum, then, for RL,*,* with several channels, each channel."""
-        line = f"Time,{stamp(self.t_ms)},{self.total.fields()}"
-        if every_channel and len(self.channels) > 1:
-            line += "".join(f",{c.fields()}" for c in self.channels)
-        return line
-
-    def log_line(self, mark: str) -> str:
-        return f"Time,{stamp(self.t_ms)},{self.total.fields()},Mark,{mark}"
-
-    def console_line(self, mark: str) -> str:
-        line = f"{stamp(self.t_ms)},{self.total.fields()},Mark,{mark}"
-        if len(self.channels) > 1:
-            line += "".join(f",Ch{i + 1},{c.fields()}" for i, c in enumerate(self.channels))
-        return line
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
-def aggregate(readings: list[Reading]) -> ChannelSample:
-    """The 1 s sample of one channel's `readings`; with none, a missed sample (-2 everywhere). A quantity
-    the meter does not give is -1, as PTDaemon writes an unknown value."""
-    good = [r for r in readings if math.isfinite(r.watts) and r.watts >= 0]
-    if not good:
-        return MISSED_CHANNEL
-
-    def mean_of(values: list[float | None]) -> float:
-        known = [v for v in values if v is not None and math.isfinite(v)]
-        m = _mean(known)
-        return INVALID if m is None else m
-
-    return ChannelSample(
-        sum(r.watts for r in good) / len(good),
-        mean_of([r.volts for r in good]),
-        mean_of([r.amps for r in good]),
-        mean_of([r.pf for r in good]),
-        len(good),
-    )
-
-
-def sum_uncertainty(pairs: list[tuple[float, float]]) -> float | None:
-    """The relative uncertainty of a sum (or a mean) of powers from (watts, relative uncertainty)
-    pairs: the absolute errors added, over the total. A meter's accuracy is systematic, so it neither
-    shrinks by averaging nor cancels between channels. None when no power was drawn."""
-    total = sum(w for w, _ in pairs)
-    if total > 0:
-        return sum(w * u for w, u in pairs) / total
-    return None
 
 
 # ---------------------------------------------------------------------------------------- commands

@@ -10,7 +10,8 @@ import threading
 import time
 from typing import TextIO
 
-from .protocol import MAX_LINE, Output, PtdState, console_line
+from .protocol import MAX_LINE, Output, PtdState
+from .samples import console_line
 from .source import Source
 
 # How long a client may send nothing before the daemon stops waiting for it; power-dev is silent

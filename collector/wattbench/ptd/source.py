@@ -27,8 +27,8 @@ from wattbench_fw.meters.sim import SimMeter
 from wattbench_fw.meters.simdc import SimDC
 
 from ..mqttconn import AddressError, Settings, open_client
-from .protocol import Channel, Reading
 from .ranges import MeterRanges, NoRanges, lookup
+from .samples import Channel, Reading
 
 # The contract's identifiers (schema/v1/common.schema.json): device and channel names.
 _IDS = {
