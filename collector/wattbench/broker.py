@@ -62,7 +62,6 @@ def _config(host: str, port: int) -> dict[str, Any]:
 
 
 def _open_auth_class() -> Any:
-
     from amqtt.plugins.base import BaseAuthPlugin  # late: start-up
 
     class OpenAuth(BaseAuthPlugin):  # type: ignore[misc]
@@ -121,7 +120,6 @@ def __getattr__(name: str) -> Any:
 
 
 def _free_port(host: str) -> int:
-
     try:
         with socket.socket() as s:
             s.bind((host, 0))

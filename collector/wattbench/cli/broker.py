@@ -18,7 +18,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
     log = logging.getLogger("wattbench.broker")
     logging.getLogger("wattbench").setLevel(logging.INFO)
     broker = EmbeddedBroker(args.host, args.port).start()

@@ -25,7 +25,6 @@ exit codes: 0 stopped cleanly, 1 internal error, 2 bad configuration,
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
     add_broker_options(parser)
@@ -37,7 +36,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
     from ..ingest.collector import Collector, CollectorError  # late: start-up
 
     log = logging.getLogger("wattbench.cli.collect")

@@ -53,7 +53,6 @@ def _named_number(text: str) -> tuple[str, float]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
     parser.add_argument("inputs", nargs="+", metavar="RUN|FILE", help="runs, result files, suites or tables")
@@ -82,7 +81,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _read_json(path: Path) -> Any:
-
     try:
         return contract.strict_loads(path.read_bytes())
     except contract.DecodeError:
@@ -117,7 +115,6 @@ def _levels_points(levels: list[dict[str, Any]]) -> tuple[list[Any], float | Non
 
 
 def from_result(name: str, source: str, result: dict[str, Any]) -> Any:
-
     points, idle, shortest = _levels_points(result.get("levels", []))
     if not points:
         raise CliError(f"{source}: the result has no target load or job level with power")
@@ -143,7 +140,6 @@ def from_result(name: str, source: str, result: dict[str, Any]) -> Any:
 
 
 def from_suite(name: str, source: str, doc: dict[str, Any]) -> Any:
-
     curves, shortest, specs, levels = [], [], set(), set()
     for w in doc.get("worklets", []):
         pts = tuple(
@@ -182,7 +178,6 @@ def from_suite(name: str, source: str, doc: dict[str, Any]) -> Any:
 
 
 def from_table(name: str, source: str, path: Path) -> Any:
-
     try:
         with open(path, encoding="utf-8-sig", newline="") as f:
             table = parse_table(f, is_json=path.suffix.lower() == ".json")
@@ -247,7 +242,6 @@ def load_candidate(item: str, name: str | None, store: Store | None) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-
     if len(args.name) > len(args.inputs):
         raise CliError(f"{len(args.name)} names for {len(args.inputs)} inputs")
     if not (math.isfinite(args.years) and args.years > 0):

@@ -54,7 +54,6 @@ from .options import (
 
 if TYPE_CHECKING:
     from contextlib import ExitStack
-    from pathlib import Path
 
     from wattbench_fw.host import HostAppliance
 
@@ -69,7 +68,6 @@ DEMO_NICE = 10
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-
     parser.add_argument(
         "--broker",
         metavar="HOST:PORT",
@@ -106,7 +104,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
     workdir = Path(tempfile.mkdtemp(prefix="wattbench-demo-"))
     keep: list[Path] = []  # what the demo's last lines point to
     try:
@@ -126,7 +123,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
-
     from ..ingest.collector import CollectorError  # late: start-up
     from ..sweep.session import NothingMeasured  # late: start-up
 

@@ -32,9 +32,6 @@ from ..sweep.scoring import ScoringOptions
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..report.outputs import Outputs
-    from ..sweep.scoring import ScoringOptions
-
 T = TypeVar("T")
 
 
@@ -165,7 +162,6 @@ def readable_file(text: str) -> str:
 
 @cache
 def _run_id_pattern() -> re.Pattern[str]:
-
     return re.compile(wattbench_schema.load_schema("common")["$defs"]["run_id"]["pattern"])
 
 
@@ -335,7 +331,6 @@ def open_store_from_args(
 def add_broker_options(
     parser: argparse.ArgumentParser, *, help_broker: str = "MQTT broker (default 127.0.0.1:1883)"
 ) -> None:
-
     g = parser.add_argument_group("broker")
     SETTINGS.add_arguments(g, "broker", CHECKS, broker_help=help_broker)
 
@@ -406,7 +401,6 @@ def add_json_flag(parser: argparse.ArgumentParser, help: str = "print JSON inste
 
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
-
     d = ScoringOptions()
     g = parser.add_argument_group("scoring and checks")
     g.add_argument(

@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-
     parser.add_argument("run_id", metavar="RUN_ID", help='run id, or "latest"')
     add_store_options(parser)
     add_output_options(parser, RunResult)
@@ -126,7 +125,6 @@ def open_publisher(args: argparse.Namespace, run: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-
     try:
         # out-of-range limits are refused before the store is opened, not after a re-score has begun
         scoring_from_args(args)

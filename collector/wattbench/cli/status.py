@@ -30,7 +30,6 @@ from .options import add_json_flag, add_store_options, option_values, output_con
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-
     parser.add_argument("--state-dir", metavar="DIR", help="where collectors write their status files")
     add_store_options(parser)
     parser.add_argument(
@@ -72,7 +71,6 @@ def _bytes(n: Any) -> str:
 
 
 def read_state_files(state_dir: str) -> list[dict[str, Any]]:
-
     out = []
     for path in sorted(Path(state_dir).glob("collector-*.json")):
         try:
@@ -379,7 +377,6 @@ def render(doc: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
     log = logging.getLogger("wattbench.cli.status")
     try:
         doc = report(gather(args))

@@ -54,7 +54,6 @@ from .sweep import (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
     parser.add_argument("suite", metavar="FILE", type=readable_file, help="the suite file (TOML)")
@@ -76,7 +75,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _plan_defaults() -> argparse.Namespace:
-
     parser = argparse.ArgumentParser(add_help=False)
     add_plan_arguments(parser)
     return parser.parse_args([])
@@ -114,7 +112,6 @@ def exit_code(suite_run: Any) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-
     from ..sweep.driver import new_run_id  # late: start-up
     from ..sweep.session import MqttSettings, NothingMeasured, SweepSetup  # late: start-up
     from ..sweep.suite import load_suite, plan_for, preflight_suite, run_suite  # late: start-up

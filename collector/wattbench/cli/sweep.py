@@ -70,7 +70,6 @@ PLAN_OPTIONS = {
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
-
     g = parser.add_argument_group("plan (SPECpower_ssj2008 defaults)")
     g.add_argument(
         "--calibrations",
@@ -108,7 +107,6 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
-
     g = parser.add_argument_group("workload")
     g.add_argument("--workload", choices=tuple(workloads.REGISTRY), help=f"default {workloads.DEFAULT}")
     g.add_argument("--workload-config", metavar="FILE", help="TOML settings (see the workload's sample.toml)")
@@ -117,12 +115,10 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
-
     add_output_options(parser, RunResult)
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
-
     add_broker_options(parser, help_broker="publish phase events and the result here")
     group = add_store_options(parser, default_help="none: give the store `wattbench collect` writes")
     group.add_argument(
@@ -223,7 +219,6 @@ def exit_code(outcome: Any) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-
     from ..sweep.driver import new_run_id  # late: start-up
     from ..sweep.session import MqttSettings, NothingMeasured, SweepSetup, run_sweep  # late: start-up
 

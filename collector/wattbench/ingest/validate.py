@@ -169,7 +169,6 @@ class Validator:
         verifier: Any = None,
         encoder: SampleEncoder | None = None,
     ) -> None:
-
         self.verifier = verifier  # ingest.auth.Verifier for HMAC-signed batches, or None
 
         limits = contract.topics()["limits"]

@@ -242,7 +242,6 @@ def _rows_html(head: Sequence[str], body: Sequence[Sequence[str]]) -> str:
 
 
 def _checks_html(checks: Sequence[Any]) -> str:
-
     out = ["<table><thead><tr><th></th><th>check</th><th>phase</th><th>reason</th></tr></thead><tbody>"]
     for c in failures_first(checks):
         mark = '<span class="pass">pass</span>' if c.ok else '<span class="fail">FAIL</span>'

@@ -57,7 +57,6 @@ class RunRecord:
 
 
 def new_run_id(now: float | None = None) -> str:
-
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now if now is not None else time.time()))
     return f"{stamp}-{secrets.token_hex(2)}"
 

@@ -120,7 +120,6 @@ class LogDisplay:
     """No live view (not a terminal, or --quiet): finished phases go to the log."""
 
     def __init__(self) -> None:
-
         self.log = logging.getLogger("wattbench.sweep")
         self.last: Status | None = None
 

@@ -36,7 +36,6 @@ class BonnieWorkload(ToolWorkload):
         return f"bonnie++ -d {settings['dir']} -s 0 -n {settings['files']} -q{user}"
 
     def open(self) -> None:
-
         super().open()
         try:
             os.makedirs(self.settings["dir"], exist_ok=True)

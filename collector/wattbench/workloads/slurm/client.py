@@ -217,7 +217,6 @@ class Slurm:
     bin_dir: str | None = None
 
     def _run(self, argv: Sequence[str], check: bool = True) -> str:
-
         exe = shutil.which(argv[0], path=self.bin_dir) if self.bin_dir else shutil.which(argv[0])
         if exe is None:
             raise SlurmError(f"{argv[0]} not found: install Slurm's client commands (Debian: slurm-client)")

@@ -15,7 +15,6 @@ BLOCK = 4096
 def make_unit(
     seed: int, file: str = "wattbench-worklet.dat", size_mb: int = 1024, direct: bool = True
 ) -> Callable[[], int]:
-
     fd, buf, blocks = open_file(file, size_mb, direct, BLOCK)
     rng = rnd.Random(seed)
 

@@ -14,7 +14,6 @@ CHUNK = 1 << 20
 def make_unit(
     seed: int, file: str = "wattbench-worklet.dat", size_mb: int = 1024, direct: bool = True
 ) -> Callable[[], int]:
-
     fd, buf, chunks = open_file(file, size_mb, direct, CHUNK)
     pos = [seed % chunks]
 
