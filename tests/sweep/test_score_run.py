@@ -13,7 +13,7 @@ import pytest
 from sweep_synth import RUN, T0, specpower_phases, sweep_events, trace
 
 from wattbench.cli import report as report_cli
-from wattbench.cli.options import add_scoring_arguments
+from wattbench.cli.scoring import add_scoring_arguments
 from wattbench.core import contract
 from wattbench.core.align import ChannelSpec
 from wattbench.core.evaluate import Evaluation

@@ -18,9 +18,10 @@ import sys
 import time
 from typing import Any
 
+from ..argtypes import whole
 from ..exits import Exit
 from ..signals import stop_event
-from .options import broker_address, number, whole
+from .options import broker_address, number
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

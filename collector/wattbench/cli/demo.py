@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..argtypes import whole
 from ..broker import EmbeddedBroker
 from ..config import CollectorConfig
 from ..core.plan import Timing, calibration_spread, specpower_plan
@@ -49,7 +50,6 @@ from .options import (
     output_console,
     outputs_from_args,
     store_spec,
-    whole,
 )
 
 if TYPE_CHECKING:

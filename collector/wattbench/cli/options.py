@@ -19,15 +19,13 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import wattbench_schema
 
-from ..argtypes import checked_by, number, whole
+from ..argtypes import number
 from ..config import SETTINGS, default_state_dir, load_config
 from ..core import FieldError
 from ..exits import Exit
 from ..mqttconn import AddressError, parse_broker
 from ..report.outputs import TERMINAL, Outputs, renderers
 from ..store import known_spec, open_store
-from ..sweep.channels import parse_channel, parse_offset
-from ..sweep.scoring import ScoringOptions
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -396,98 +394,6 @@ def add_json_flag(parser: argparse.ArgumentParser, help: str = "print JSON inste
     parser.add_argument_group("output").add_argument("--json", action="store_true", help=help)
 
 
-# Scoring limits, channels, clock offsets and cost: the same group for `sweep`, `suite` and `report`.
-# Their defaults are ScoringOptions' (sweep/scoring.py), which are the core's own.
-
-
-def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
-    d = ScoringOptions()
-    g = parser.add_argument_group("scoring and checks")
-    g.add_argument(
-        "--channel",
-        action="append",
-        default=[],
-        type=checked_by(parse_channel, "channel"),
-        metavar="DEV/CH[@NODE]",
-        help="power channel (repeat)",
-    )
-    g.add_argument(
-        "--inlet",
-        action="append",
-        default=[],
-        type=checked_by(parse_channel, "channel"),
-        metavar="DEV/CH",
-        help="inlet temperature channel",
-    )
-    g.add_argument(
-        "--clock-offset",
-        action="append",
-        default=[],
-        type=checked_by(parse_offset, "offset"),
-        metavar="DEV=MS",
-        help="device minus host clock",
-    )
-    g.add_argument(
-        "--load-tolerance",
-        type=number(),
-        default=d.load_tolerance,
-        metavar="F",
-        help=f"actual vs target load ({d.load_tolerance:g})",
-    )
-    g.add_argument(
-        "--load-mode",
-        choices=["relative", "points"],
-        default=d.load_mode,
-        help=f"how the tolerance applies ({d.load_mode})",
-    )
-    g.add_argument(
-        "--min-inlet",
-        type=number(),
-        default=d.min_inlet,
-        metavar="C",
-        help=f"minimum inlet temperature ({d.min_inlet:g})",
-    )
-    g.add_argument(
-        "--no-inlet-required", action="store_true", help="do not fail a run without an inlet probe"
-    )
-    g.add_argument(
-        "--max-uncertainty",
-        type=number(),
-        default=d.max_uncertainty,
-        metavar="F",
-        help="fail a window whose power uncertainty is above F (e.g. 0.01); by default the report states "
-        "which standard the accuracy meets instead",
-    )
-    g.add_argument(
-        "--require",
-        choices=["none", "eehpc-l1", "eehpc-l2", "eehpc-l3", "spec"],
-        default=d.require,
-        help=f"fail the run unless its measurement meets this standard (default: {d.require}, only stated)",
-    )
-    g.add_argument(
-        "--max-skew",
-        type=number(),
-        default=d.max_skew,
-        metavar="MS",
-        help=f"clock skew limit ({d.max_skew:g})",
-    )
-    g.add_argument(
-        "--system-nodes",
-        type=whole(),
-        default=d.system_nodes,
-        metavar="N",
-        help="nodes in the system measured: the standard statement then judges the share metered "
-        "(EE HPC WG); by default that share is left to you",
-    )
-    g.add_argument("--price", type=number(), default=d.price, help="system price, for ops per currency unit")
-    g.add_argument(
-        "--tariff", type=number(), default=d.tariff, metavar="PER_KWH", help="electricity price per kWh"
-    )
-    g.add_argument(
-        "--years", type=number(), default=d.years, help=f"years of service for lifetime cost ({d.years:g})"
-    )
-
-
 def as_given(options: Mapping[str, str], build: Callable[[], T]) -> T:
     """build(), with a value the core refuses named by the option it came from (options: the core's
     field -> the option), so the one line points at what the user typed, not at a field name."""
@@ -498,21 +404,3 @@ def as_given(options: Mapping[str, str], build: Callable[[], T]) -> T:
         if exc.field not in options:
             raise
         raise CliError(f"{options[exc.field]}: {exc.reason}") from None
-
-
-LIMIT_OPTIONS = {
-    "load_tolerance": "--load-tolerance",
-    "load_mode": "--load-mode",
-    "min_inlet_c": "--min-inlet",
-    "max_uncertainty": "--max-uncertainty",
-    "max_skew_ms": "--max-skew",
-    "require": "--require",
-    "system_nodes": "--system-nodes",
-}
-COST_OPTIONS = {"price": "--price", "tariff_kwh": "--tariff", "years": "--years"}
-
-
-def scoring_from_args(args: argparse.Namespace) -> ScoringOptions:
-    """The command's ScoringOptions; a value the core refuses is named by its option."""
-
-    return as_given({**LIMIT_OPTIONS, **COST_OPTIONS}, lambda: ScoringOptions.from_args(args))

@@ -20,11 +20,12 @@ import argparse
 import sys
 
 from .. import __version__
+from ..argtypes import whole
 from ..exits import Exit
 from ..mqttconn import BrokerError
 from ..signals import stop_event
 from . import main as cli_main
-from .options import CliError, number, tcp_port, whole
+from .options import CliError, number, tcp_port
 
 DEVICE_TYPE = 0
 

@@ -24,14 +24,13 @@ from ..sweep.scoring import ScoringOptions, score_run, stored_run
 from .options import (
     add_broker_options,
     add_output_options,
-    add_scoring_arguments,
     add_store_options,
     mqtt_password,
     mqtt_user,
     open_store_from_args,
     outputs_from_args,
-    scoring_from_args,
 )
+from .scoring import add_scoring_arguments, scoring_from_args
 
 if TYPE_CHECKING:
     from ..core.evaluate import Evaluation

@@ -32,7 +32,6 @@ from ..workloads.base import WorkloadError
 from .options import (
     CliError,
     add_output_options,
-    add_scoring_arguments,
     as_given,
     mqtt_password,
     mqtt_user,
@@ -40,9 +39,9 @@ from .options import (
     outputs_from_args,
     readable_file,
     run_id,
-    scoring_from_args,
     side_console,
 )
+from .scoring import add_scoring_arguments, scoring_from_args
 from .sweep import (
     NOTHING_STORED,
     PLAN_OPTIONS,

@@ -22,6 +22,7 @@ import sys
 from typing import Any
 
 from .. import workloads
+from ..argtypes import checked_by, whole
 from ..core.plan import Timing, parse_levels, specpower_plan
 from ..exits import Exit
 from ..report.outputs import RunResult, write_outputs
@@ -42,10 +43,8 @@ from .options import (
     CliError,
     add_broker_options,
     add_output_options,
-    add_scoring_arguments,
     add_store_options,
     as_given,
-    checked_by,
     default_store,
     mqtt_password,
     mqtt_user,
@@ -53,10 +52,9 @@ from .options import (
     open_store_from_args,
     outputs_from_args,
     run_id,
-    scoring_from_args,
     store_given,
-    whole,
 )
+from .scoring import add_scoring_arguments, scoring_from_args
 
 # The plan's fields -> the options that give them, for a value the plan refuses.
 PLAN_OPTIONS = {
