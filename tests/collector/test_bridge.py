@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import wattbench_schema as schema
-from wattbench.bridge import Bridge, BridgeError, Plug, PlugConfigError, format_for, load_plugs
+from wattbench.bridge import BridgeError, Plug, PlugConfigError, format_for, load_plugs
+from wattbench.bridge.translate import Bridge
 
 TASMOTA = (
     b'{"Time":"2026-11-25T10:00:00","ENERGY":{"TotalStartTime":"2026-01-01T00:00:00","Total":12.345,'

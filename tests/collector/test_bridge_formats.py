@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from wattbench.bridge import Bridge, BridgeError, Plug, PlugConfigError, format_for, load_plugs
+from wattbench.bridge import BridgeError, Plug, PlugConfigError, format_for, load_plugs
+from wattbench.bridge.translate import Bridge
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "plugs"
 FILES = sorted(DATA.glob("*.json"))

@@ -10,7 +10,8 @@ import json
 import pytest
 
 import wattbench_schema as schema
-from wattbench.bridge import Bridge, Plug, PlugConfigError, load_plugs, plug_time_ms
+from wattbench.bridge import Plug, PlugConfigError, load_plugs, plug_time_ms
+from wattbench.bridge.translate import Bridge
 
 T0 = 1_764_064_800_000  # 2025-11-25T10:00:00Z
 TOPIC = "tele/plug1/SENSOR"

@@ -28,7 +28,8 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..bridge import Bridge, PlugConfigError, load_plugs
+from ..bridge import PlugConfigError, load_plugs
+from ..bridge.translate import Bridge
 from ..config import CollectorConfig, ConfigError, split_metrics_address
 from ..exits import Exit
 from ..spool import Spool, SpoolError

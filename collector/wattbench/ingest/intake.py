@@ -26,7 +26,7 @@ from typing import Any
 
 import wattbench_schema as contract
 
-from ..bridge import Bridge
+from ..bridge.translate import Bridge
 from ..config import CollectorConfig
 from .checks import Checks, Message
 from .handover import Ack, Commit, Handover
