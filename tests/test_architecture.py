@@ -7,9 +7,12 @@ dependency."""
 from __future__ import annotations
 
 import ast
+import dataclasses
+import importlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -265,3 +268,69 @@ def test_no_module_is_over_500_lines() -> None:
     }
     assert not long, f"over {MAX_LINES} lines: {long}"
     assert all((PKG / rel).is_file() for rel in GENERATED_TABLES), "an exception names no module"
+
+
+REPO = PKG.parents[1]
+HOW_TO_ADD = "## How to add a meter, a workload, a store, a renderer, a setting"
+# The names of a registry's rows, by the registry's name in docs/architecture.md. The meter table also
+# has rows for sensors, whose folders are under wattbench_fw/sensors/.
+ROW_NAMES: dict[str, Callable[[Any], set[str]]] = {
+    "TABLE": lambda table: {row[0] for row in table if row[1] == "meters"},
+    "REGISTRY": lambda registry: set(registry),
+    "BACKENDS": lambda backends: {b.name for b in backends},
+    "RENDERERS": lambda renderers: {r.name for r in renderers},
+    "CollectorConfig": lambda cls: {f.name for f in dataclasses.fields(cls)},
+}
+REGISTRY_LINE = re.compile(r"^Registry: `(\w+)` in `([^`]+)`(?:, a row per folder of `([^`]+)`)?\.$", re.M)
+
+
+def _how_to_add() -> dict[str, str]:
+    doc = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert HOW_TO_ADD in doc, f"docs/architecture.md has no section {HOW_TO_ADD!r}"
+    section = doc.split(HOW_TO_ADD, 1)[1].split("\n## ", 1)[0]
+    parts = section.split("\n### ")[1:]
+    return {part.split("\n", 1)[0]: part for part in parts}
+
+
+def _files_to_touch(part: str) -> list[str]:
+    files = part.split("Files to touch:\n", 1)[1].split("\n\n", 1)[0]
+    return re.findall(r"^- `([^`]+)`", files, re.M)
+
+
+def _module_of(path: str) -> str:
+    rel = Path(path).with_suffix("")
+    parts = rel.parts[1:] if rel.parts[0] in ("collector", "firmware") else rel.parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _exists(path: Path) -> bool:
+    # A module may be a package: store/<name>.py is store/influx/ for the InfluxDB backend.
+    return path.exists() or (path.suffix == ".py" and (path.with_suffix("") / "__init__.py").is_file())
+
+
+def test_the_how_to_add_section_names_what_is_there() -> None:
+    # A list of files to touch that has drifted sends the next contributor to files that are not there,
+    # or leaves out the row that makes the new part known.
+    parts = _how_to_add()
+    assert list(parts) == ["A meter", "A workload", "A store", "A renderer", "A setting"]
+    wrong = []
+    for title, part in parts.items():
+        files = _files_to_touch(part)
+        registry = REGISTRY_LINE.search(part)
+        assert files and registry, f"{title}: no files to touch or no registry line"
+        name, where, folder = registry.groups()
+        assert where in files, f"{title}: the registry's file {where} is not among the files to touch"
+        rows = ROW_NAMES[name](vars(importlib.import_module(_module_of(where)))[name])
+        assert rows, f"{title}: {name} has no rows"
+        for path in files:
+            for each in sorted(rows) if "<name>" in path else [None]:
+                full = path.replace("<name>", each) if each else path
+                if not _exists(REPO / full):
+                    wrong.append(f"{title}: {full} is not there")
+        if folder:
+            folders = {p.name for p in (REPO / folder).iterdir() if p.is_dir() and p.name != "__pycache__"}
+            if folders != rows:
+                wrong.append(
+                    f"{title}: folders without a row {sorted(folders - rows)}, rows without a folder {sorted(rows - folders)}"
+                )
+    assert not wrong, "\n".join(wrong)
