@@ -334,3 +334,72 @@ def test_the_how_to_add_section_names_what_is_there() -> None:
                     f"{title}: folders without a row {sorted(folders - rows)}, rows without a folder {sorted(rows - folders)}"
                 )
     assert not wrong, "\n".join(wrong)
+
+
+# ---- the firmware --------------------------------------------------------------------------------
+
+FIRMWARE = Path(__file__).resolve().parents[1] / "firmware" / "wattbench_fw"
+
+
+def _firmware_module(path: Path) -> str:
+    parts = list(path.relative_to(FIRMWARE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _firmware_graph() -> dict[str, set[str]]:
+    """Module -> the firmware modules it imports (inside functions too: a board loads those late for
+    its RAM, and a late import still closes a cycle). Importing a module imports its packages first."""
+    modules = {_firmware_module(p): p for p in FIRMWARE.rglob("*.py") if "boards" not in p.parts}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        out = graph.setdefault(name, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join([*parts[: len(parts) - (node.level - 1)], *([base] if base else [])])
+                # "from wattbench_fw import port" names a module, "from wattbench_fw.port import x" a name.
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            for target in targets:
+                parts = target.split(".")
+                for i in range(2, len(parts) + 1):  # the packages on the way, then the module
+                    mod = ".".join(parts[:i])
+                    if mod in modules and mod != name and not name.startswith(mod + "."):
+                        out.add(mod)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[str]:
+    def reach(start: str) -> set[str]:
+        seen: set[str] = set()
+        todo = list(graph.get(start, ()))
+        while todo:
+            node = todo.pop()
+            if node not in seen:
+                seen.add(node)
+                todo.extend(graph.get(node, ()))
+        return seen
+
+    return sorted(m for m in graph if m in reach(m))
+
+
+def test_no_import_cycle_in_the_firmware() -> None:
+    # A cycle works on CPython only by the order modules happen to load in; on a board it also keeps
+    # modules resident that a driver-less configuration never needed.
+    cycles = _cycles(_firmware_graph())
+    assert not cycles, f"firmware modules on an import cycle: {cycles}"
+
+
+def test_the_firmware_cycle_check_sees_a_cycle() -> None:
+    graph = _firmware_graph()
+    assert "wattbench_fw.contract" in graph["wattbench_fw.errors"]
+    assert "wattbench_fw.meters" in graph["wattbench_fw.board"]  # "from wattbench_fw import meters"
+    graph["wattbench_fw.contract"] = {*graph["wattbench_fw.contract"], "wattbench_fw.errors"}
+    assert "wattbench_fw.contract" in _cycles(graph)

@@ -7,7 +7,7 @@ Defaults are filled in, so the rest of the firmware can index the result without
 import json
 
 from wattbench_fw import meters, port
-from wattbench_fw.contract import BOARDS, MAX_CHANNELS, METERS, ROLES, valid_channel_id, valid_device_id
+from wattbench_fw.contract import BOARDS, MAX_CHANNELS, ROLES, valid_channel_id, valid_device_id
 from wattbench_fw.errors import ConfigError
 from wattbench_fw.persist import MAX_SEQ_BLOCK
 
@@ -182,8 +182,8 @@ def _check_channel(i, ch, buses, board):
             path + ".c: channel name must match ^[a-z0-9][a-z0-9_.-]{0,23}$, got %r" % (ch.get("c"),)
         )
     meter = ch.get("meter")
-    if meter not in METERS:
-        raise ConfigError("%s.meter: must be one of %s, got %r" % (path, ", ".join(METERS), meter))
+    if meter not in meters.KINDS:
+        raise ConfigError("%s.meter: must be one of %s, got %r" % (path, ", ".join(meters.KINDS), meter))
     _num(path + ".hz", ch.get("hz"), 0, 10000, lo_open=True)
     ch.setdefault("agg", 1)
     _int(path + ".agg", ch["agg"], 1, 1000000)

@@ -3,10 +3,10 @@
 The single source of truth is schema/ in the repository (package wattbench_schema). A device cannot
 import it, so this module repeats what the firmware uses, and tests/firmware/test_fw_contract.py
 checks every value here against wattbench_schema. The one exception is the list of meter kinds: it is
-the firmware's meter table (wattbench_fw.meters.TABLE), which wattbench_schema reads in turn.
+the firmware's meter table (wattbench_fw.meters.KINDS), which wattbench_schema reads in turn. It is not
+repeated here: errors imports this module and the table's module imports errors, and re-exporting the
+table closed that cycle.
 """
-
-from wattbench_fw.meters import KINDS as METERS  # noqa: F401  (re-exported: the contract's meter kinds)
 
 VERSION = 1
 

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import wattbench_schema as schema
-from wattbench_fw import contract
+from wattbench_fw import contract, meters
 
 
 def test_flags_match_schema() -> None:
@@ -51,7 +51,7 @@ def test_enums_match_schema() -> None:
     meta = schema.load_schema("meta")
     chan = meta["properties"]["channels"]["items"]["properties"]
     # The firmware's meters, then the smart-plug formats the collector bridges (never the firmware's)
-    assert list(contract.METERS) + list(schema.bridged_kinds()) == chan["meter"]["enum"]
+    assert list(meters.KINDS) + list(schema.bridged_kinds()) == chan["meter"]["enum"]
     assert list(contract.ROLES) == chan["role"]["enum"]
     assert list(contract.BOARDS) == meta["properties"]["board"]["enum"]
     assert contract.MAX_CHANNELS == meta["properties"]["channels"]["maxItems"]

@@ -24,6 +24,7 @@ free on small boards.
 """
 
 from wattbench_fw import port
+from wattbench_fw.errors import ConfigError
 
 # The bus types a meter hangs on, named: a row made of literals only would be folded by MicroPython's
 # compiler into one constant whose strings each become a heap object when the module loads (about 100
@@ -67,17 +68,12 @@ def row(kind):
 def driver_class(kind):
     r = row(kind)
     if r is None:
-        # Imported here, not at the top: errors imports contract, which imports this table.
-        from wattbench_fw.errors import ConfigError
-
         raise ConfigError("unknown meter " + repr(kind))
     # A non-empty fromlist makes __import__ return the driver's own module (CPython and MicroPython).
     return getattr(__import__("wattbench_fw." + r[1] + "." + kind, None, None, (r[2],), 0), r[2])
 
 
 def create(kind, bus, opts):
-    from wattbench_fw.errors import ConfigError
-
     cls = driver_class(kind)
     try:
         return cls(bus, **opts)
