@@ -54,8 +54,9 @@ ALLOWED: dict[str, set[str]] = {
     "ingest": {"core", "config", "exits", "spool", "store", "mqttconn", "bridge"},
     "workloads": {"core", "argtypes", "exits"},
     "report": {"core", "store"},
-    "sweep": {"core", "store", "workloads", "mqttconn", "config"},
-    "ptd": {"mqttconn"},
+    "sweep": {"core", "store", "workloads", "mqttconn", "config", "meterinfo"},
+    "ptd": {"mqttconn", "meterinfo"},
+    "meterinfo": set(),
     "cli": {
         "core",
         "argtypes",
@@ -74,6 +75,7 @@ ALLOWED: dict[str, set[str]] = {
         "promql",
         "bridge",
         "ptd",
+        "meterinfo",
     },
 }
 

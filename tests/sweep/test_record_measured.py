@@ -19,6 +19,7 @@ from wattbench.core import suite as su
 from wattbench.core.align import ChannelSpec
 from wattbench.core.evaluate import evaluate
 from wattbench.core.plan import Timing, specpower_plan
+from wattbench.meterinfo import simulated_kinds
 from wattbench.report import html as page
 from wattbench.report.compare import render_suite_html, suite_renderables
 from wattbench.report.jsonreport import report_dict
@@ -129,7 +130,25 @@ def _sim_run(meter: str) -> Any:
     events[0]["sut"] = {"cores": 2}
     store = MemoryStore()
     store.add_series(trace("sim-01", "p0", T0, events[-1]["t"], 10, lambda t: np.full(t.shape, 250.0)))
-    return evaluate(RUN, events, store.series, [ChannelSpec("sim-01", "p0", hz=10, meter=meter)], {})
+    return evaluate(
+        RUN,
+        events,
+        store.series,
+        [ChannelSpec("sim-01", "p0", hz=10, meter=meter, simulated=meter in simulated_kinds())],
+        {},
+    )
+
+
+def test_a_meter_folder_says_whether_its_power_is_simulated() -> None:
+    """The simulated meters say so in their own folders (analyzer.json), so no list of meter kinds in
+    the collector names them; the channel's metadata carries the kind, and the sweep marks it."""
+    from wattbench.sweep.channels import KnownRole, with_meta
+
+    assert simulated_kinds() == {"sim", "simdc"}
+    spec = with_meta(ChannelSpec("sim-01", "p0"), KnownRole("power", meter="sim"))
+    assert (
+        spec.simulated and not with_meta(ChannelSpec("b", "p"), KnownRole("power", meter="wt300")).simulated
+    )
 
 
 def test_a_simulated_meter_is_said_in_the_result_json_html_and_terminal() -> None:

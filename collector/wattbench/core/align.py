@@ -75,6 +75,8 @@ class ChannelSpec:
     # Its metadata gives role component (a CPU package, DRAM) and the run named it: its power is
     # summed as the run asked, and every report says the sum is component power, not wall power.
     component: bool = False
+    # Its meter's power is modelled, not measured (its folder says so: wattbench.meterinfo).
+    simulated: bool = False
 
     @property
     def key(self) -> str:

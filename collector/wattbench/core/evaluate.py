@@ -226,11 +226,6 @@ def evaluate(
     )
 
 
-# The firmware's simulated meters (firmware/wattbench_fw/meters/sim, simdc): their power is modelled
-# (a demo's follows the host's CPU use), not measured.
-SIMULATED_METERS = ("sim", "simdc")
-
-
 def recorded(events: Sequence[Mapping[str, Any]], channels: Sequence[al.ChannelSpec]) -> dict[str, Any]:
     """What the run recorded of how it was measured, for the result: the workload's command line
     (redacted when it was recorded), the host's load average at the start and end (run_start, then
@@ -247,7 +242,7 @@ def recorded(events: Sequence[Mapping[str, Any]], channels: Sequence[al.ChannelS
             load["end"] = float(e["load"])
     if load:
         out["load"] = load
-    if any(c.role == "power" and c.meter in SIMULATED_METERS for c in channels):
+    if any(c.role == "power" and c.simulated for c in channels):
         out["simulated_meter"] = True
     return out
 

@@ -59,7 +59,7 @@ class SourceSpec:
     @property
     def label(self) -> str:
         if self.kind != "mqtt":
-            prefix = "sim" if self.kind == "simulated" else "simdc"
+            prefix = SimMeter.KIND if self.kind == "simulated" else SimDC.KIND
             return prefix + ":" + ",".join(f"{w:g}" for w in self.watts)
         return ",".join(f"{d}/{c}" for d, c in self.targets)
 
@@ -416,8 +416,8 @@ class SimSource:
 
     def __init__(self, spec: SourceSpec, dc: bool = False, hz: float = 10.0) -> None:
         self.label = spec.label
-        self._kind = "simdc" if spec.kind == "simulated-dc" else "sim"
-        meter_cls = SimDC if self._kind == "simdc" else SimMeter
+        meter_cls = SimDC if spec.kind == "simulated-dc" else SimMeter
+        self._kind = meter_cls.KIND
         self._meters = [meter_cls(model="const", watts=w) for w in spec.watts]
         row = lookup(self._kind)
         self._channels = tuple(

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..core.align import ChannelSpec
+from ..meterinfo import simulated_kinds
 from .offsets import DEFAULT_DEADBAND_MS, offsets_from_store, wait_for_data
 from .survey import RECENT_MS, Survey, has_power, survey, survey_store
 
@@ -145,6 +146,7 @@ def with_meta(spec: ChannelSpec, known: KnownRole | None) -> ChannelSpec:
         node=spec.node or known.node,
         hz=spec.hz or known.hz,
         meter=spec.meter or known.meter,
+        simulated=(spec.meter or known.meter) in simulated_kinds(),
         acc=spec.acc if spec.acc is not None else known.acc,
         upd=spec.upd if spec.upd is not None else known.upd,
         quantities=spec.quantities if spec.quantities is not None else known.quantities,
