@@ -190,3 +190,22 @@ def test_slurm_sockets_fit_however_deep_the_test_folder(tmp_path: Path) -> None:
     finally:
         cluster.stop()
     assert not cluster.sockdir.exists()
+
+
+def test_a_port_still_in_time_wait_is_not_handed_out() -> None:
+    """A service that binds without SO_REUSEADDR (ipmi_sim's console) cannot take a port whose earlier
+    connections are in TIME_WAIT; the check that said such a port was free made the fourth ipmi_sim of
+    a worker fail with "bind to console socket: Address already in use"."""
+    import socket
+
+    with socket.socket() as server:
+        # as Python's HTTP servers (the Redfish stand-in) bind: with SO_REUSEADDR
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        conn, _ = server.accept()
+        conn.close()  # the server's side closes first: its port holds the TIME_WAIT
+        client.close()
+    assert not services._bindable(port, socket.SOCK_STREAM)

@@ -144,7 +144,7 @@ def test_a_meter_folder_says_whether_its_power_is_simulated() -> None:
     the collector names them; the channel's metadata carries the kind, and the sweep marks it."""
     from wattbench.sweep.channels import KnownRole, with_meta
 
-    assert simulated_kinds() == {"sim", "simdc"}
+    assert "sim" in simulated_kinds() and "wt300" not in simulated_kinds()
     spec = with_meta(ChannelSpec("sim-01", "p0"), KnownRole("power", meter="sim"))
     assert (
         spec.simulated and not with_meta(ChannelSpec("b", "p"), KnownRole("power", meter="wt300")).simulated
