@@ -179,8 +179,8 @@ import { loadMicroPython } from %(module)s;
 import { readFileSync } from "fs";
 const mp = await loadMicroPython({ stdout: (s) => process.stdout.write(s), linebuffer: false });
 mp.FS.mkdirTree("/lib/wattbench_fw/meters");
-// hass and contract read the meter table (meters/__init__.py, which needs port.py).
-for (const name of ["__init__.py", "contract.py", "hass.py", "hass_state.py", "port.py", "meters/__init__.py"]) {
+// hass and contract read the meter table (meters/__init__.py, which needs port.py and errors.py).
+for (const name of ["__init__.py", "contract.py", "errors.py", "hass.py", "hass_state.py", "port.py", "meters/__init__.py"]) {
   mp.FS.writeFile("/lib/wattbench_fw/" + name, readFileSync(%(firmware)s + "/" + name));
 }
 mp.runPython(readFileSync(process.argv[2], "utf8"));
