@@ -147,18 +147,7 @@ def test_no_import_cycle_between_units() -> None:
     graph: dict[str, set[str]] = {}
     for src, dst in _internal_edges():
         graph.setdefault(src, set()).add(dst)
-
-    def reach(start: str) -> set[str]:
-        seen: set[str] = set()
-        todo = list(graph.get(start, ()))
-        while todo:
-            node = todo.pop()
-            if node not in seen:
-                seen.add(node)
-                todo.extend(graph.get(node, ()))
-        return seen
-
-    cycles = sorted(u for u in graph if u in reach(u))
+    cycles = _cycles(graph)
     assert not cycles, f"units on an import cycle: {cycles}"
 
 

@@ -1,5 +1,5 @@
 """Every MQTT connection wattbench opens starts here: the broker address, the paho client, the
-credentials and TLS, and the probe for the protocol version the broker speaks.
+credentials and TLS.
 
 Broker addresses (the rules are documented in docs/guide.md and pinned by
 schema/vectors/broker-address.json, which the firmware's host mode passes as well):
@@ -243,30 +243,3 @@ def open_client(
         why = f"connection refused ({refused[0]})" if refused else "no answer to CONNECT"
         raise BrokerError(f"MQTT broker {where}: {why}")
     return client
-
-
-def probe_protocol(settings: Settings, client_id: str, timeout: float = 5.0) -> str:
-    """ "5" unless the broker answers an MQTT 5 CONNECT with "unsupported protocol version".
-
-    The probe is a separate, clean, property-less connection (some 3.1.1-only brokers cannot even
-    parse v5 properties and never answer); a persistent session of the caller is not touched."""
-    answer: list[str] = []
-    done = threading.Event()
-
-    def on_connect(client: Any, userdata: Any, flags: Any, reason: Any, properties: Any = None) -> None:
-        answer.append(str(reason))
-        done.set()
-
-    probe = make_client(settings, client_id[:64], protocol="5")
-    probe.on_connect = on_connect
-    try:
-        probe.connect(settings.address.host, settings.address.port, keepalive=max(5, int(timeout)))
-    except OSError:
-        return "5"  # unreachable for now: the caller's own connection retries and reports it
-    probe.loop_start()
-    try:
-        done.wait(timeout)
-    finally:
-        probe.disconnect()
-        probe.loop_stop()
-    return "3.1.1" if answer and answer[0] == "Unsupported protocol version" else "5"

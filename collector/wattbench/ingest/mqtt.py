@@ -127,12 +127,6 @@ def preflight(config: CollectorConfig, cancel: threading.Event | None = None) ->
             time.sleep(min(0.5, left))
 
 
-def probe_protocol(config: CollectorConfig, timeout: float = 5.0) -> str:
-    """ "5" unless the broker refuses MQTT 5 (see mqttconn.probe_protocol); the collector's own
-    persistent session is not touched."""
-    return mqttconn.probe_protocol(config.mqtt_settings(), f"{config.client_id}-probe", timeout)
-
-
 class MqttLink:
     """protocol: "5" or "3.1.1" (with config.protocol_fallback, see preflight)."""
 
