@@ -1,4 +1,4 @@
-"""Accounting from a batch's digest (accounting.plain_batch, DeviceAccount.admit_plain) against
+"""Accounting from a batch's digest (plainbatch.plain_batch, DeviceAccount.admit_plain) against
 accounting from its rows (DeviceAccount.admit): the same account after every batch, whatever the
 stream, and the digest only where the rows really are plain."""
 

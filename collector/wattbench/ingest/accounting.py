@@ -20,12 +20,11 @@ from typing import Any
 from wattbench_schema import FLAG_CLOCK_STEP
 
 from .continuity import EnergyStep, follow_plain, plain_repeats
-from .plainbatch import ENERGY_SLACK_WH, PlainBatch, plain_batch
+from .plainbatch import ENERGY_SLACK_WH, PlainBatch
 from .restarts import Restarts
 from .seqtrack import SeqTracker
 
-# The ingest modules take the digest of a plain batch from here, beside the account it feeds.
-__all__ = ["COUNTERS", "Accounts", "DeviceAccount", "EnergyStep", "PlainBatch", "plain_batch"]
+__all__ = ["COUNTERS", "Accounts", "DeviceAccount", "EnergyStep"]
 
 OFFSET_WINDOW = 32
 RATE_WINDOW_MS = 10_000

@@ -11,7 +11,7 @@ protocol) the workers also encode an accepted sample batch's rows: encoding is s
 the collector's largest cost under its interpreter lock. A batch is read, checked and encoded in one
 pass where the encoder's one pass can vouch for it, else checked completely and encoded row by row
 (encoder.encode). The collector uses those bytes when it keeps every row of the batch. The one pass
-also gives the rows as columns, which the worker digests for accounting (accounting.plain_batch): the
+also gives the rows as columns, which the worker digests for accounting (plainbatch.plain_batch): the
 collector then accounts for the batch without reading it again. What the bytes are is the store's
 business: nothing here reads them.
 
@@ -39,8 +39,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, NamedTuple
 
 from ..store.base import SampleEncoder
-from .accounting import PlainBatch
 from .auth import Verifier
+from .plainbatch import PlainBatch
 from .validate import Accepted, Rejected, Validator, Verdict
 
 Item = tuple[str, bytes, int]  # topic, payload, receive time (ms)

@@ -18,8 +18,8 @@ import wattbench_schema as contract
 
 from ..core.fastcheck import SURROGATE_ESCAPE, compile_fast, compile_fast_decode, count_keys
 from ..store.base import SampleEncoder
-from .accounting import PlainBatch, plain_batch
 from .auth import AuthError
+from .plainbatch import PlainBatch, plain_batch
 
 CONSUMED = ("samples", "status", "meta", "phase", "result")
 EXCERPT_CHARS = 120
@@ -67,7 +67,7 @@ class Rejected:
 
 # A message's stateless check: its rejection (None: it passed) and, for an accepted sample batch of a
 # store with an encoder, its rows as the encoder made them and, when they are plain, what accounting
-# needs of them (accounting.plain_batch).
+# needs of them (plainbatch.plain_batch).
 Verdict = tuple[Rejected | None, bytes | None, PlainBatch | None]
 
 

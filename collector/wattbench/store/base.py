@@ -67,7 +67,7 @@ class StoredReject(TypedDict):
 
 class BatchColumns(NamedTuple):
     """A sample batch as a one-pass encoder read it, in columns: what the collector's accounting
-    digests (ingest.accounting.plain_batch) without reading the rows again. wh holds `absent` for a
+    digests (ingest.plainbatch.plain_batch) without reading the rows again. wh holds `absent` for a
     row without an energy counter."""
 
     boot: int
