@@ -28,6 +28,7 @@ SEG_SUFFIX = ".bin"
 ACKED = 0x80000000
 COMPACT = 0x40000000
 N_MASK = 0x3FFFFFFF
+OOM_TRIES = 100  # calls of next_unsent, one a loop turn or so, before a record that never fits is dropped
 
 
 class Entry:
@@ -141,9 +142,12 @@ def scan_segment(path):
 def _pack(payload):
     # The codec is loaded for one record and released after it: on a board its code would
     # otherwise stay in RAM through an outage and its backfill (port.release).
-    from wattbench_fw import compact
-
+    compact = None
     try:
+        # Loading the codec can itself fail on a fragmented heap (MemoryError): the batch is then
+        # kept as JSON like one the codec cannot pack.
+        from wattbench_fw import compact
+
         return compact.pack(payload)
     except Exception:
         return None  # kept as JSON: a batch is never lost for the sake of packing it
@@ -179,6 +183,8 @@ class Buffer:
         self.pushed = 0
         self.acked_samples = 0
         self._next_seg = 0
+        self._oom_eid = -1  # the record whose rebuild last ran out of heap, and how often in a row
+        self._oom = 0
         if self.dir and self.flash_limit:
             port.makedirs(self.dir)
             self._load_segments()
@@ -290,9 +296,23 @@ class Buffer:
             for i in range(len(seg)):
                 eid = seg.eid(i)
                 if eid > self.cursor and not seg.acked(i):
+                    before = self.cursor
                     self.cursor = eid
                     try:
                         payload = self._read_flash(seg, i)
+                    except MemoryError:
+                        # No run of the payload's size on the heap just now: the record is fine,
+                        # so it is handed out on a later call (after a collection), not dropped.
+                        # A record that never fits (a damaged size) is dropped after OOM_TRIES.
+                        self._oom = self._oom + 1 if self._oom_eid == eid else 1
+                        self._oom_eid = eid
+                        if self._oom < OOM_TRIES:
+                            self.cursor = before
+                            return None
+                        seg.set_acked(i)
+                        self.dropped += seg.n(i)
+                        skipped = True
+                        continue
                     except (OSError, ValueError):
                         seg.set_acked(i)  # unreadable: counted as dropped here, not again
                         self.dropped += seg.n(i)

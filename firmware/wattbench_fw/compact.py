@@ -289,11 +289,12 @@ class _Reader:
 
 
 def unpack(data):
-    """The payload bytes of a compact record, filled in place into a buffer of exactly its length
-    rather than joined from parts. ValueError if the record is damaged."""
+    """The payload of a compact record, filled in place into a buffer of exactly its length rather
+    than joined from parts. ValueError if the record is damaged; MemoryError if the heap has no run
+    of the payload's size just now (the record is fine: the caller tries again later)."""
     try:
         return _unpack(data)
-    except (IndexError, UnicodeError, MemoryError):
+    except (IndexError, UnicodeError):
         raise ValueError(DAMAGED)
 
 
@@ -364,6 +365,6 @@ def _unpack(data):
     out.put(tail)
     if rd.i != len(data) or out.i != size:
         raise ValueError(DAMAGED)
-    # As bytes: a bytearray handed to the link stayed live on a board after it was sent (1.7 KB
-    # more steady heap in the memory rig).
-    return bytes(out.b)
+    # The buffer itself, not a bytes copy: the copy needed a second run of the payload's size while
+    # the first was held, and on a fixed heap that is often not there (MicroPython's unix port).
+    return out.b

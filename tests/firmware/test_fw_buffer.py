@@ -7,6 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from wattbench_fw import encode
 from wattbench_fw.buffer import COMPACT, Buffer, scan_segment
 
@@ -203,6 +205,77 @@ def test_a_damaged_compact_record_is_counted_as_dropped(tmp_path: Path) -> None:
     again = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=100_000, directory=str(tmp_path))
     assert drain_payloads(again) == [real_batch(1), real_batch(2)]
     assert again.dropped == 40
+
+
+def test_a_record_whose_rebuild_runs_out_of_heap_is_sent_later_not_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a fixed heap the payload's buffer may find no run of its size for a while (MicroPython's
+    # unix port at the esp32 heap): the record was counted as damaged and dropped.
+    from wattbench_fw import compact
+
+    buf = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=100_000, directory=str(tmp_path))
+    for i in range(2):
+        buf.push(real_batch(i), 40)
+    writer = compact._Writer
+    fails = [3]
+
+    def short_of_heap(size: int) -> compact._Writer:
+        if fails[0]:
+            fails[0] -= 1
+            raise MemoryError(f"memory allocation failed, allocating {size} bytes")
+        return writer(size)
+
+    monkeypatch.setattr(compact, "_Writer", short_of_heap)
+    for _ in range(3):
+        assert buf.next_unsent() is None
+    assert drain_payloads(buf) == [real_batch(0), real_batch(1)]
+    assert buf.dropped == 0 and buf.empty()
+
+
+def test_a_record_that_never_fits_the_heap_is_dropped_in_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wattbench_fw import buffer, compact
+
+    buf = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=100_000, directory=str(tmp_path))
+    for i in range(2):
+        buf.push(real_batch(i), 40)
+    size = [0]
+
+    def short_of_heap(n: int) -> None:
+        size[0] = n
+        raise MemoryError
+
+    monkeypatch.setattr(compact, "_Writer", short_of_heap)
+    for _ in range(buffer.OOM_TRIES - 1):
+        assert buf.next_unsent() is None
+    assert buf.next_unsent() is None  # both records given up on: the first, then the second's turn
+    assert buf.dropped == 40
+    monkeypatch.undo()
+    assert drain_payloads(buf) == [real_batch(1)]
+
+
+def test_a_codec_that_cannot_load_keeps_the_batch_as_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Loading the codec's code was outside the fallback: a MemoryError there failed the push.
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_room_for_the_codec(name: str, globals=None, locals=None, fromlist=(), level=0):
+        if name == "wattbench_fw" and fromlist and "compact" in fromlist:
+            raise MemoryError("memory allocation failed, allocating 464 bytes")
+        return real_import(name, globals, locals, fromlist, level)
+
+    buf = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=100_000, directory=str(tmp_path))
+    monkeypatch.setattr(builtins, "__import__", no_room_for_the_codec)
+    buf.push(real_batch(0), 40)
+    monkeypatch.undo()
+    (seg,) = tmp_path.glob("seg*.bin")
+    assert seg.read_bytes()[:2] == b"WB"
+    assert drain_payloads(buf) == [real_batch(0)]
 
 
 def test_a_batch_the_compact_form_cannot_shrink_is_stored_as_json(tmp_path: Path) -> None:
