@@ -19,12 +19,31 @@ A stale message still tells that the plug was reporting, so it moves the plug's 
 count (it is not counted missing), and so does the plug's latest message said again; a retained
 one, a redelivery or the repeat of an older message does not.
 
+A plug timed on arrival (its own time, if any, coarser than the period: Shelly's status, ESPHome,
+Tasmota without a zone) has its silences counted when it is back at its regular pace, not at the
+first message after the silence. That message may be the first of a burst the broker had queued for
+the collector's persistent session while the collector was down: the whole queue then arrives within
+milliseconds, and the silence before it says nothing about what was lost. Nor does the burst's arrival
+tell how many messages the silence held: the collector comes back at any phase of the plug's period,
+so a count taken there is off by up to one. What can be counted is the time from the last message
+before the silence to the first one after it that arrives at the plug's own pace (between BURST and
+SILENCE periods after the one before): both came live, so that time is whole periods, and the
+messages it should have held, less those that came (the burst, and any message heard but not stored),
+are the missing ones. Until then the silence is held (gap_from, gap_count) and every message of it
+takes one number, so numbers rise in arrival order and a burst longer than the silence counts none
+missing (never a negative count). Without a queue (QoS 0, a plug that was off) the count is the same,
+one message later. A second silence before the count is settled stays part of the same held span. A
+copy of the latest message within BURST periods of it is the latest delivered again (QoS 0 and 1, or
+a DUP), not a report of a steady plug, and counts for nothing; a steady plug whose queued messages
+are byte for byte the same is therefore counted missing for them, as each is a repeat. A plug timed
+on its own fine clock is unchanged: a burst is told from a silence by the times it names.
+
 Samples of a plug never share a millisecond: a burst the broker had queued, arriving within one, is
 stamped one ms apart in arrival order (the contract's time resolution; err, one reporting period,
-covers it). The sequence number, the clock of the gap count, the last stamp and the recent messages
-are the plug's state, saved with the collector's (state(), restore()), so a restarted collector goes
-on with the same boot and numbers: a silence across the restart is counted missing, and a
-redelivery after it is still a repeat.
+covers it). The sequence number, the clock of the gap count, a silence held, the last stamp and the
+recent messages are the plug's state, saved with the collector's (state(), restore()), so a restarted
+collector goes on with the same boot and numbers: a silence across the restart is counted missing,
+a burst across it is not, and a redelivery after it is still a repeat.
 """
 
 from __future__ import annotations
@@ -54,6 +73,10 @@ STALE_PERIODS = 2.0
 # this much without making a fresh reading stale.
 CLOCK_SLACK_MS = 1000
 RECENT = 64
+# In reporting periods after the message before: sooner is a burst (a queue being delivered), later a
+# silence (messages the plug did not send or the collector did not get).
+BURST = 0.5
+SILENCE = 1.5
 
 
 @dataclass
@@ -63,6 +86,8 @@ class _State:
     last_recv: int | None = None  # arrival of the last message that counts for gaps
     last_dev: int | None = None  # its own time, when it named one as fine as the period
     last_t: int | None = None  # the last sample's stamp
+    gap_from: int | None = None  # arrival of the last message before a silence not yet counted
+    gap_count: int = 0  # numbers taken since, by the messages heard and any counted missing
     meta_sent: bool = False
     recent: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT))
     drops: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROP_REASONS, 0))
@@ -74,6 +99,8 @@ class _State:
             "last_recv": self.last_recv,
             "last_dev": self.last_dev,
             "last_t": self.last_t,
+            "gap_from": self.gap_from,
+            "gap_count": self.gap_count,
             "recent": list(self.recent),
             "drops": dict(self.drops),
         }
@@ -94,6 +121,12 @@ class _State:
         if any(isinstance(v, bool) or not isinstance(v, int) for v in (boot, seq)):
             raise TypeError("boot, seq")
         out = cls(boot & 0xFFFFFFFF, seq, opt_int("last_recv"), opt_int("last_dev"), opt_int("last_t"))
+        # A collector from before silences were held saved neither: it holds none.
+        out.gap_from = opt_int("gap_from")
+        if out.gap_from is not None:
+            out.gap_count = opt_int("gap_count") or 0
+            if out.gap_count < 0:
+                raise ValueError("gap_count")
         out.recent.extend(str(k) for k in doc.get("recent") or [])
         drops = doc.get("drops") or {}
         for reason in DROP_REASONS:
@@ -207,7 +240,8 @@ class Bridge:
         if seen and dev_ms is not None:
             # The message names when it was taken: equal bytes are the same reading again. The plug
             # saying its latest once more shows it is still reporting; an older one says nothing new.
-            if key == state.recent[-1]:
+            if key == state.recent[-1] and not self._burst(state, plug, recv_ms):
+                state.seq += self._count(state, plug, recv_ms, fine, numbered=False)
                 self._heard(state, recv_ms, fine)
             return self._drop(state, plug, "repeat")
         state.recent.append(key)
@@ -215,6 +249,7 @@ class Bridge:
             dev_ms is not None
             and recv_ms - (dev_ms + dev_res) > STALE_PERIODS * plug.period_s * 1000.0 + CLOCK_SLACK_MS
         ):
+            state.seq += self._count(state, plug, recv_ms, fine, numbered=False)
             self._heard(state, recv_ms, fine)
             return self._drop(state, plug, "stale")
         watts = values.get("W")
@@ -228,7 +263,7 @@ class Bridge:
                 (contract.topic_for("meta", dev=plug.dev), contract.dumps(self._meta(plug, values, recv_ms)))
             )
             state.meta_sent = True
-        state.seq += self._step(state, plug, recv_ms, fine)
+        state.seq += self._count(state, plug, recv_ms, fine, numbered=True)
         self._heard(state, recv_ms, fine)
         # One ms apart at least: a queued burst keeps every reading under its own key in the store.
         t = recv_ms if state.last_t is None else max(recv_ms, state.last_t + 1)
@@ -248,19 +283,37 @@ class Bridge:
         return Translated(out, plug.dev)
 
     @staticmethod
-    def _step(state: _State, plug: Plug, recv_ms: int, dev_ms: int | None) -> int:
-        """How far the numbering moves: one, or the periods since the last message when the plug was
-        silent for more than 1.5 of them (the messages that never came). Measured on the plug's own
-        clock when this and the last message both named their time finely: a burst the broker had
-        queued is then not mistaken for a silence; else on arrival."""
+    def _burst(state: _State, plug: Plug, recv_ms: int) -> bool:
+        return state.last_recv is not None and recv_ms - state.last_recv < BURST * plug.period_s * 1000.0
+
+    @staticmethod
+    def _count(state: _State, plug: Plug, recv_ms: int, dev_ms: int | None, numbered: bool) -> int:
+        """How far the numbering moves for a message: one for a sample (none for a message heard but
+        not stored), plus the numbers of the messages that never came before it. On the plug's own
+        clock when this and the last message both named their time finely; else on arrival, where a
+        silence is held until the plug is back at its pace (the module's docstring says why)."""
+        own = 1 if numbered else 0
+        if state.last_recv is None:
+            return own
+        period_ms = plug.period_s * 1000.0
+        since = recv_ms - state.last_recv
         if dev_ms is not None and state.last_dev is not None:
-            since = dev_ms - state.last_dev
-        elif state.last_recv is not None:
-            since = recv_ms - state.last_recv
+            periods = (dev_ms - state.last_dev) / period_ms
+            step = max(1, round(periods)) if numbered and periods > SILENCE else own
         else:
-            return 1
-        periods = since / 1000.0 / plug.period_s
-        return max(1, round(periods)) if periods > 1.5 else 1
+            step = own
+            if since > SILENCE * period_ms and state.gap_from is None:
+                state.gap_from, state.gap_count = state.last_recv, 0
+        if state.gap_from is None:
+            return step
+        taken = max(step, 1)  # a message heard but not stored still came
+        if BURST * period_ms <= since <= SILENCE * period_ms:
+            expected = round((recv_ms - state.gap_from) / period_ms)
+            missing = max(0, expected - state.gap_count - taken)
+            state.gap_from, state.gap_count = None, 0
+            return step + missing
+        state.gap_count += taken
+        return step
 
     @staticmethod
     def _heard(state: _State, recv_ms: int, dev_ms: int | None) -> None:
