@@ -7,11 +7,24 @@ lands from start + N x period; the deadline scheduler's should stay under one pe
 loop's grows with N.
 
     python bench/bench_sampler_drift.py [--hz 1000] [--n 10000]
+
+--unix runs the same Sampler under MicroPython 1.27.0's unix port (32-bit, heap fixed at the esp32
+profile's 93,584 bytes; scripts/provision.sh builds it) instead of CPython: per channel count (1, 2
+and 4), how late reads begin at --hz for --seconds, and the highest per-channel rate of a ladder at
+which at most 0.1 % of the slots are missed (--rung, 3 s). The meter is a stand-in that answers at once, so the figures are
+the sampler's own cost on this host's CPU, not a board's: see docs/firmware.md for how they relate to
+a 240 MHz ESP32.
+
+    python bench/bench_sampler_drift.py --unix [--hz 10] [--seconds 10] [--rung 3]
 """
 
 from __future__ import annotations
 
+import os
 import statistics
+import sys
+import tempfile
+from pathlib import Path
 
 from wattbench_fw import port
 from wattbench_fw.clock import HostClock
@@ -84,7 +97,16 @@ def main() -> None:
     ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hz", type=number(above=0), default=1000.0)
     ap.add_argument("--n", type=whole(at_least=2), default=10_000)
+    ap.add_argument("--unix", action="store_true", help="time the Sampler on MicroPython's unix port")
+    ap.add_argument(
+        "--seconds", type=number(above=0), default=10.0, help="--unix: seconds at --hz per channel count"
+    )
+    ap.add_argument(
+        "--rung", type=number(above=0), default=3.0, help="--unix: seconds at each rate of the ladder"
+    )
     args = ap.parse_args()
+    if args.unix:
+        sys.exit(unix_port(args.hz if "--hz" in sys.argv else 10.0, args.seconds, args.rung))
     period = 1e6 / args.hz
     devs, missed, reads = deadline_run(args.hz, args.n)
     naive = naive_run(args.hz, args.n)
@@ -103,6 +125,44 @@ def main() -> None:
     print("naive read-then-sleep(period) loop:")
     trend = slope_us_per_sample(naive) * args.n
     print(f"  drift over {args.n} samples: {trend:.0f} us = {trend / period:.1f} periods")
+
+
+def unix_port(hz: float, seconds: float, rung: float) -> int:
+    try:
+        from wattbench_devkit import sampler_timing as st
+        from wattbench_devkit import unix
+    except ImportError as exc:  # a hint on one line, not a traceback
+        print(
+            f"bench_sampler_drift: {exc}. Install the development kit (in the checkout): python -m pip install -e . -e ./devkit",
+            file=sys.stderr,
+        )
+        return 2
+
+    reason = unix.unix_available()
+    if reason:
+        print(f"bench_sampler_drift: {reason}", file=sys.stderr)
+        return 2
+    lib = unix.compile_lib(Path(tempfile.mkdtemp(prefix="wattbench-sampler-")))
+    heap = unix.ESP32_HEAP
+    print(f"MicroPython {unix.VERSION} unix port, 32-bit, -X heapsize={heap} (the esp32 profile's heap)")
+    print("load average before: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    print(
+        f"{'channels':>8} {'Hz/ch':>6} {'reads':>7} {'missed':>6} {'late mean':>10} {'late p50':>12} "
+        f"{'late p99':>12} {'late max':>9} {'min free B':>10} {'highest sustained Hz/ch':>24}"
+    )
+    for channels in (1, 2, 4):
+        doc = st.timing(lib, hz, channels, seconds, heap)
+        best, runs = st.highest_sustained(lib, channels, rung, heap)
+        top = f"{best:,.0f}" if best is not None else "none"
+        if runs and not st.sustained(runs[-1]):
+            top += f" ({runs[-1]['missed']} of {runs[-1]['slots']} missed at {runs[-1]['hz']:,.0f})"
+        print(
+            f"{channels:>8} {hz:>6g} {doc['reads']:>7} {doc['missed']:>6} {doc['late_mean_us']:>7.0f} us "
+            f"{st.percentile(doc, 0.5):>12} {st.percentile(doc, 0.99):>12} {doc['late_max_us']:>6} us "
+            f"{doc['heap_free_min']:>10} {top:>24}"
+        )
+    print("load average after: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    return 0
 
 
 if __name__ == "__main__":
