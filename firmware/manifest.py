@@ -45,6 +45,7 @@ package(
         "sensors/__init__.py",
         "serialio.py",
         "sign.py",
+        "stateload.py",
         "wifi.py",
     )
     + _drivers("meters")

@@ -9,7 +9,7 @@ import json
 from wattbench_fw import meters, port
 from wattbench_fw.contract import BOARDS, MAX_CHANNELS, ROLES, valid_channel_id, valid_device_id
 from wattbench_fw.errors import ConfigError
-from wattbench_fw.persist import MAX_SEQ_BLOCK
+from wattbench_fw.stateload import MAX_SEQ_BLOCK
 
 # A configuration is a few levels deep (config > channels > channel > opts > steps > step); far
 # deeper nesting is a damaged file, refused before anything walks it recursively.

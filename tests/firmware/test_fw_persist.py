@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from wattbench_fw import port
-from wattbench_fw.persist import BOOT_LOST, MAX_SEQ_BLOCK, SEQ_LOST, SLOTS, EnergyTracker, Sequence, State
+from wattbench_fw.persist import EnergyTracker, Sequence, State
+from wattbench_fw.stateload import BOOT_LOST, MAX_SEQ_BLOCK, SEQ_LOST, SLOTS
 
 
 def test_sequence_continues_after_clean_and_unclean_reboots(tmp_path: Path) -> None:
