@@ -1,7 +1,7 @@
 """The appliance's GC heap under MicroPython, per board profile: the runs, the budgets, the table.
 
 Shared by tests/firmware/test_fw_memory.py and bench/bench_firmware_memory.py. Each run compiles the
-firmware with `mpy-cross -O2` (what `wattbench flash` deploys), loads it into the official MicroPython
+firmware with `mpy-cross -O3` (what `wattbench flash` deploys), loads it into the official MicroPython
 WebAssembly build and runs memrig/rig.py: boot through wattbench_fw.device.main with
 the profile's typical configuration, sampling in simulated time, an outage that spills the RAM buffer
 to flash, the backfill, Home Assistant discovery and a clean stop.
@@ -22,6 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from wattbench.cli.flash import MPY_CROSS_OPT
 
 from .mpy import FIRMWARE, run_micropython
 
@@ -73,7 +75,8 @@ def board_profile(profile: str) -> dict[str, Any]:
 
 
 def compile_firmware(dest: Path) -> Path:
-    """The package as .mpy files (mpy-cross -O2) plus its .json files, under dest/wattbench_fw."""
+    """The package as .mpy files (mpy-cross -O3, as `wattbench flash` makes them) plus its .json files,
+    under dest/wattbench_fw."""
     out = dest / "wattbench_fw"
     for src in FIRMWARE.rglob("*"):
         if "__pycache__" in src.parts or src.is_dir():
@@ -90,7 +93,7 @@ def compile_firmware(dest: Path) -> Path:
 
 def mpy_cross(src: Path, target: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "mpy_cross", "-O2", "-o", str(target), str(src)],
+        [sys.executable, "-m", "mpy_cross", MPY_CROSS_OPT, "-o", str(target), str(src)],
         check=True,
         capture_output=True,
     )

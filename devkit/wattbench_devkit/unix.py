@@ -3,7 +3,7 @@
 scripts/provision.sh builds the interpreter from ../shared/micropython-1.27.0 (unmodified sources, see
 their PROVENANCE.md) into the services cache; `interpreter()` finds it and `unix_available()` says why
 it cannot be used here. `UnixAppliance` runs the firmware's own board entry (`wattbench_fw.device`)
-under it, as `.mpy` files made by `mpy-cross -O2` like `wattbench flash` deploys them, with only
+under it, as `.mpy` files made by `mpy-cross -O3` like `wattbench flash` deploys them, with only
 `machine` and `network` from the port shim in `unixport/`: simulated meters, the firmware's MQTT
 client over real TCP, its clock and SNTP client, its buffer and flash spool in a real directory.
 """

