@@ -28,7 +28,10 @@ SEG_SUFFIX = ".bin"
 ACKED = 0x80000000
 COMPACT = 0x40000000
 N_MASK = 0x3FFFFFFF
-OOM_TRIES = 100  # calls of next_unsent, one a loop turn or so, before a record that never fits is dropped
+# Calls of next_unsent (about one a loop turn, at least 50 a second) before a record whose rebuild
+# never finds room is dropped as damaged: about a minute. 100 gave up on sound records while a
+# backfill waited for room (MicroPython 1.27.0 unix port, esp32 heap).
+OOM_TRIES = 3000
 
 
 class Entry:
@@ -242,12 +245,16 @@ class Buffer:
             seg = Segment(self._next_seg)
             self._next_seg += 1
             self.segments.append(seg)
-        with open(self._seg_path(seg.number), "ab") as f:
-            f.write(_header(magic, entry.n, len(body)))
-            f.write(body)
+        # What needs heap (the header, the index's next four words) before anything is written: a
+        # MemoryError after the write left a record in the file that the index did not know, so
+        # every later offset in the segment was wrong and those records were dropped as damaged.
+        head = _header(magic, entry.n, len(body))
         seg.add(
             entry.eid, entry.n | (COMPACT if magic == MAGIC_COMPACT else 0), seg.bytes + HEADER, len(body)
         )
+        with open(self._seg_path(seg.number), "ab") as f:
+            f.write(head)
+            f.write(body)
         entry.payload = None
         seg.bytes += need
         self.flash_used += need
@@ -270,10 +277,21 @@ class Buffer:
         self.ram_used += len(payload)
         self.pushed += 1
         while self.ram_used > self.ram_limit and self.ram:
-            oldest = self.ram.pop(0)
-            self.ram_used -= len(oldest.payload)
-            if self.flash_limit and self._spill(oldest):
-                continue
+            oldest = self.ram[0]
+            size = len(oldest.payload)
+            if self.flash_limit:
+                try:
+                    spilled = self._spill(oldest)
+                except MemoryError:
+                    # The heap has no room to pack or index it just now: it stays in RAM, over the
+                    # limit by a batch or so, and the next push tries again. It was lost, uncounted.
+                    return
+                if spilled:
+                    self.ram.pop(0)
+                    self.ram_used -= size
+                    continue
+            self.ram.pop(0)
+            self.ram_used -= size
             self.dropped += oldest.n
 
     def spill_all(self):

@@ -256,6 +256,34 @@ def test_a_record_that_never_fits_the_heap_is_dropped_in_the_end(
     assert drain_payloads(buf) == [real_batch(1)]
 
 
+def test_a_spill_the_heap_cannot_index_keeps_the_batch_in_ram(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A MemoryError growing the flash index came after the record was written: the batch was lost
+    # uncounted and the unindexed bytes shifted every later record of the segment (dropped as damaged).
+    from wattbench_fw import buffer
+
+    buf = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=100_000, directory=str(tmp_path))
+    buf.push(real_batch(0), 40)
+    add = buffer.Segment.add
+    fails = [1]
+
+    def short_of_heap(seg: buffer.Segment, *args: int) -> None:
+        if fails[0]:
+            fails[0] -= 1
+            raise MemoryError
+        add(seg, *args)
+
+    monkeypatch.setattr(buffer.Segment, "add", short_of_heap)
+    buf.push(real_batch(1), 40)
+    assert buf.counts() == {"ram": 40, "flash": 40, "dropped": 0}
+    buf.push(real_batch(2), 40)
+    assert buf.counts() == {"ram": 0, "flash": 120, "dropped": 0}
+    assert drain_payloads(buf) == [real_batch(0), real_batch(1), real_batch(2)]
+    again = Buffer(ram_bytes=1, flash_bytes=100_000, segment_bytes=100_000, directory=str(tmp_path))
+    assert again.counts()["flash"] == 0 and again.dropped == 0
+
+
 def test_a_codec_that_cannot_load_keeps_the_batch_as_json(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
