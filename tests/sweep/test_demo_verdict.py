@@ -100,3 +100,16 @@ def test_an_unsteady_calibration_is_named_once_as_the_likely_cause() -> None:
         "this machine's throughput differed by 18.5 % between the calibration intervals used, "
         "so its levels cannot be held within ±2 % reliably"
     )
+
+
+def test_a_level_that_fell_behind_says_how_much_it_did_not_serve() -> None:
+    checks = [Check("load_within_2pct", False, "actual 97.20% vs target 100.00%", "l100")]
+    ev = _evaluation(False, checks)
+    # 9,720 ops/s over 10 s served, 270 arrivals not: 2.7 % of the level's 9,990 arrivals.
+    ev.levels[0] = LevelScore(
+        "l100", "target", 1.0, 9_720.0, 250.0, duration_s=10.0, ops_count=97_200, actual=0.972, unserved=2_700
+    )
+    assert verdict(ev) == (
+        "INVALID: load_within_2pct failed at 100 % (97.2 % of calibrated, 2.7 % of its arrivals not served: "
+        "the machine fell behind)"
+    )

@@ -12,7 +12,7 @@ from wattbench.core import align as al
 from wattbench.core import compliance as cp
 from wattbench.core import contract
 from wattbench.core import score as sc
-from wattbench.core.evaluate import evaluate, levels_from_result
+from wattbench.core.evaluate import evaluate, levels_from_result, result_level
 from wattbench.core.plan import calibrated_rate
 
 
@@ -252,6 +252,37 @@ def test_calibration_spread_is_over_the_intervals_used() -> None:
     assert calibration_spread([50.0, 90.0, 110.0], 3) == pytest.approx(60.0 / (250.0 / 3))
     assert calibration_spread([100.0]) is None  # one interval says nothing about steadiness
     assert calibration_spread([]) is None
+
+
+def test_a_level_short_of_its_target_names_the_arrivals_it_did_not_serve() -> None:
+    # 97,200 ops served in 10 s and 2,700 arrivals not: the machine fell behind by 2.7 % of them.
+    lv = sc.LevelScore(
+        "l100",
+        "target",
+        1.0,
+        ops=9_720.0,
+        W=1.0,
+        duration_s=10.0,
+        ops_count=97_200,
+        actual=0.972,
+        unserved=2_700,
+    )
+    c = cp.check_load(lv, cp.Limits())
+    assert c is not None and not c.ok
+    assert c.reason.endswith("; 2.7% of its arrivals were not served in the window: the machine fell behind")
+    # Within the tolerance, or above the target, the count says nothing worth a reason.
+    ok = cp.check_load(
+        sc.LevelScore("l100", "target", 1.0, ops=1.0, W=1.0, duration_s=10.0, actual=0.99, unserved=5),
+        cp.Limits(),
+    )
+    assert ok is not None and ok.ok and "served" not in ok.reason
+    over = sc.LevelScore("l50", "target", 0.5, ops=1.0, W=1.0, duration_s=10.0, actual=0.53, unserved=3)
+    over_check = cp.check_load(over, cp.Limits())
+    assert over_check is not None and "served" not in over_check.reason
+    # A stored result keeps the count, so a re-score says the same.
+    row = result_level(lv)
+    assert row["unserved"] == 2_700
+    assert levels_from_result({"levels": [row]})[0].unserved == 2_700
 
 
 def test_a_failed_load_says_when_the_machine_was_not_steady_in_calibration() -> None:

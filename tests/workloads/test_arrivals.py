@@ -104,6 +104,47 @@ def test_a_claim_drops_what_is_before_the_window_or_too_far_behind() -> None:
     assert nxt is not None and late < nxt < late + 0.05
 
 
+def test_a_window_counts_what_it_did_not_serve_and_nothing_from_before_it() -> None:
+    """At a target load a window's count is its arrivals less the unserved ones, so a level short of
+    its target can say the machine fell behind (the drops of the lag bound and the queue at its end)."""
+    rate = 1000.0
+    s = ArrivalStream(mp.get_context("spawn"), seed=3)
+    s.start(rate=rate, now=0.0)
+    s.open_window(5.0)
+    # Five seconds of arrivals before the window never belonged to it.
+    assert s.unserved(5.0) == 0
+    first = s.claim(5.0)
+    assert first is not None
+    # Nothing claimed for 0.5 s: every arrival due by then is queued, about 500 of them, exactly as
+    # many as the claims then walk through.
+    queued = s.unserved(5.5)
+    assert 450 < queued < 550
+    walked = 0
+    while (due := s.claim(5.5)) is not None and due <= 5.5:
+        walked += 1
+    assert walked == queued
+    # Served, they are no longer unserved (the claim past 5.5 is held, not yet due).
+    assert s.unserved(5.5) == 0
+    # Fall behind to 8.0: the lag bound (1 s) drops the arrivals from 5.5 to 7.0, about 1500, which
+    # stay counted once the workers are back at the head of the stream.
+    head = s.claim(8.0)
+    assert head is not None and 7.0 < head < 7.05
+    assert 1450 < s.unserved(head) < 1550
+    # A new window starts its count again.
+    s.open_window(9.0)
+    s.claim(9.0)
+    assert s.unserved(9.0) == 0
+
+
+def test_calibration_counts_nothing_unserved() -> None:
+    s = ArrivalStream(mp.get_context("spawn"), seed=4)
+    s.start(rate=math.inf, now=0.0)
+    s.open_window(1.0)
+    for now in (1.0, 1.5, 3.0):
+        s.claim(now)
+    assert s.unserved(3.0) == 0
+
+
 def test_the_lag_bound_is_a_time_for_fast_streams_and_a_count_for_slow_ones() -> None:
     """A slow op's backlog at 100 % walks for seconds; a bound in time alone dropped the walk's peaks
     and left a slow worklet's 100 % level 2-4 % short of its target."""

@@ -139,6 +139,28 @@ def test_a_worker_far_behind_drops_arrivals_instead_of_bursting(paced: tuple[Bui
     # At most the lag bound of the stopped time is made up; the rest of its arrivals are dropped.
     kept = window - STALL_S + builtin_workers.max_lag_s(RATE)
     assert ops <= _most(kept), f"{ops} ops; without the stall's dropped arrivals at most {_most(kept):.0f}"
+    # The window counts what it did not serve: at least the stall's arrivals beyond the lag bound,
+    # and whatever of the backlog was still queued when it closed; with what it served, that is every
+    # arrival of the window.
+    unserved = wl.window_unserved()
+    dropped = RATE * (STALL_S - builtin_workers.max_lag_s(RATE))
+    assert unserved is not None and unserved > 0.8 * dropped, unserved
+    assert ops + unserved == pytest.approx(RATE * window, rel=0.1)
+
+
+def test_only_a_paced_level_counts_unserved_arrivals() -> None:
+    wl = BuiltinWorkload(workers=1)
+    wl.open()
+    try:
+        for phase, rate in ((CAL, None), (IDLE, 0.0)):
+            wl.start_phase(phase, rate)
+            wl.start_measure()
+            time.sleep(0.2)
+            wl.end_measure()
+            wl.end_phase()
+            assert wl.window_unserved() is None
+    finally:
+        wl.close()
 
 
 def test_workers_can_run_at_lower_priority() -> None:

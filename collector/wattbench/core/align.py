@@ -49,6 +49,7 @@ class Window:
     # A level run by a batch scheduler: the nodes its jobs ran on, from the scheduler's records.
     busy: tuple[str, ...] | None = None
     job_ops: int | None = None  # ops the window's jobs reported, summed; None when none reported any
+    unserved: int | None = None  # a paced level's arrivals not served in the window
 
     @property
     def duration_s(self) -> float:
@@ -215,6 +216,7 @@ def windows_from_events(events: Iterable[Mapping[str, Any]]) -> list[Window]:
                     copies=int(info["copies"]) if info.get("copies") is not None else None,
                     busy=_busy_nodes(ev.get("jobs")),
                     job_ops=_job_ops(ev.get("jobs")),
+                    unserved=int(ev["unserved"]) if ev.get("unserved") is not None else None,
                 )
             )
     return out

@@ -96,7 +96,8 @@ def _pct(x: float) -> str:
 def check_load(level: LevelScore, limits: Limits, calibration_spread: float | None = None) -> Check | None:
     """Actual load against the target, for target loads only. A failure names the calibration spread
     (sweep.plan.calibration_spread) when it is beyond the tolerance itself: then the machine's own speed
-    moved, and pacing could not have held the level."""
+    moved, and pacing could not have held the level. A level that fell short names the share of its
+    arrivals it did not serve, where the workload counted them (LevelScore.unserved)."""
     if level.kind != "target" or level.target is None:
         return None
     name = "load_within_2pct" if limits.load_tolerance == 0.02 else "load_within_tolerance"
@@ -111,6 +112,13 @@ def check_load(level: LevelScore, limits: Limits, calibration_spread: float | No
     reason = f"actual {_pct(level.actual)} vs target {_pct(level.target)} ({dev * 100:+.2f}% {unit}, limit ±{limits.load_tolerance * 100:g}%)"
     if not ok and calibration_spread is not None and calibration_spread > limits.load_tolerance:
         reason += f"; calibration intervals differed by {calibration_spread * 100:.1f}%"
+    share = level.unserved_share
+    if not ok and dev < 0 and share is not None and share >= 0.001:
+        # The window's count is its arrivals less the unserved ones: the machine did less than its
+        # calibrated throughput in this window, which no pacing can make up.
+        reason += (
+            f"; {share * 100:.1f}% of its arrivals were not served in the window: the machine fell behind"
+        )
     return Check(name, ok, reason, level.phase)
 
 

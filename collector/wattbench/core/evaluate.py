@@ -358,6 +358,7 @@ def _level(wp: al.WindowPower, calibrated: float | None) -> sc.LevelScore:
         node_W=wp.node_watts,
         busy=w.busy,
         job_ops=w.job_ops / w.duration_s if w.job_ops is not None and w.duration_s > 0 else None,
+        unserved=w.unserved,
     )
 
 
@@ -386,6 +387,8 @@ def result_level(lv: sc.LevelScore) -> dict[str, Any]:
         row["busy"] = list(lv.busy)
     if _finite(lv.job_ops):
         row["job_ops"] = float(lv.job_ops)  # type: ignore[arg-type]
+    if lv.unserved is not None:
+        row["unserved"] = int(lv.unserved)
     return row
 
 
@@ -477,6 +480,7 @@ def levels_from_result(result: Mapping[str, Any]) -> list[sc.LevelScore]:
                 copies=copies,
                 busy=tuple(row["busy"]) if isinstance(row.get("busy"), list) else None,
                 job_ops=float(row["job_ops"]) if row.get("job_ops") is not None else None,
+                unserved=int(row["unserved"]) if row.get("unserved") is not None else None,
             )
         )
     return out

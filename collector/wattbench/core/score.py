@@ -54,6 +54,16 @@ class LevelScore:
     node_W: dict[str, float] = field(default_factory=dict)
     busy: tuple[str, ...] | None = None  # nodes that ran the level's jobs (scheduler records)
     job_ops: float | None = None  # ops/s the level's jobs reported, beside jobs/s in ops
+    unserved: int | None = None  # a paced level's arrivals not served in its window
+
+    @property
+    def unserved_share(self) -> float | None:
+        """A paced level's unserved arrivals as a share of its arrivals (those served in the window
+        and those not), or None where the level has no count of them."""
+        if not self.unserved or self.duration_s is None or not self.duration_s > 0:
+            return None
+        served = self.ops_count if self.ops_count is not None else self.ops * self.duration_s
+        return self.unserved / (served + self.unserved) if served + self.unserved > 0 else None
 
     @property
     def has_power(self) -> bool:

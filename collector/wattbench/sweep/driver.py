@@ -281,10 +281,15 @@ class Driver:
             )
         ops = self.workload.end_measure()
         end_ev = self._emit(
-            "measure_end", phase.name, ops=int(ops), jobs=self.workload.window_jobs() or None, **fields
+            "measure_end",
+            phase.name,
+            ops=int(ops),
+            jobs=self.workload.window_jobs() or None,
+            unserved=self.workload.window_unserved(),
+            **fields,
         )
         seconds = (end_ev["t"] - start_ev["t"]) / 1000.0
-        self._note(phase, ops, seconds, rate)
+        self._note(phase, ops, seconds, rate, end_ev.get("unserved"))
         if phase.kind == "calibration" and seconds > 0:
             self.record.calibration.append(ops / seconds)
             if len(self.record.calibration) == len(self.plan.calibrations):
@@ -301,12 +306,16 @@ class Driver:
             g0 = self.mono()
             self._wait(timing.gap_s, phase, "gap", g0, timing.interval_s, None)
 
-    def _note(self, phase: Phase, ops: int, seconds: float, rate: float | None) -> None:
+    def _note(
+        self, phase: Phase, ops: int, seconds: float, rate: float | None, unserved: int | None = None
+    ) -> None:
         achieved = ops / seconds if seconds > 0 else 0.0
         if phase.kind == "concurrency":
             text = f"{phase.name}: {ops}/{phase.copies} jobs in {seconds:.1f} s"
         elif rate:
             text = f"{phase.name}: {achieved:,.0f} ops/s, {achieved / rate * 100:.1f}% of the target {rate:,.0f} ops/s"
+            if unserved and seconds > 0:
+                text += f", {unserved / (rate * seconds) * 100:.1f}% of its arrivals not served in the window"
         else:
             text = f"{phase.name}: {achieved:,.0f} ops/s"
         self.display.note(text)

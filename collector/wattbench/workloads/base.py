@@ -163,6 +163,11 @@ class Workload(Protocol):
         """The records of the jobs the last window ran, as a scheduler accounted them (phase schema's
         `jobs`); [] for a workload without a scheduler."""
 
+    def window_unserved(self) -> int | None:
+        """At a paced level, the last window's arrivals that were not served inside it (dropped once
+        the workers ran too far behind, or still queued when it closed); None for a workload that does
+        not pace arrivals, and for calibration and idle."""
+
     def plan(self, request: PlanRequest) -> Plan | None:
         """The workload's own phases (copies of a job, a cluster's levels), or None for the sweep's
         graduated loads of the plan options. A WorkloadError or ValueError is one line, exit 2."""
@@ -192,6 +197,9 @@ class WorkloadDefaults:
 
     def window_jobs(self) -> list[dict[str, Any]]:
         return []
+
+    def window_unserved(self) -> int | None:
+        return None
 
     def plan(self, request: PlanRequest) -> Plan | None:
         return None

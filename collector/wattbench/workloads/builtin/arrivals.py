@@ -26,6 +26,11 @@ driver records its start and arrivals due before it are dropped, so a ramp-up's 
 off inside the window. Everyone takes the lock with a timeout, so a worker stopped or killed while
 holding it cannot hang the sweep: a worker goes back to its command pipe, the driver reports it; and
 opening a window is one store that needs no lock.
+
+What a window did not serve is counted (unserved): the arrivals dropped by the lag bound after the
+window opened, and those due but not yet started when it closes. At a target load the window's count
+is its arrivals less these, so when a level falls short of its target they say it was the machine
+that fell behind its calibrated rate, and by how much, rather than the pacing or the arrival count.
 """
 
 from __future__ import annotations
@@ -65,7 +70,7 @@ class StreamLockError(RuntimeError):
     """The stream's lock was held for DRIVER_LOCK_WAIT_S: a worker stopped or died while claiming."""
 
 
-_NEXT, _RATE, _INDEX, _WINDOW = range(4)
+_NEXT, _RATE, _INDEX, _WINDOW, _DROPPED = range(5)
 
 
 class StratifiedGaps:
@@ -105,7 +110,7 @@ class ArrivalStream:
     worker as a process argument (its shared array and lock travel with it)."""
 
     def __init__(self, ctx: Any, seed: int) -> None:
-        self._state = ctx.RawArray("d", 4)
+        self._state = ctx.RawArray("d", 5)
         self._lock = ctx.Lock()
         self._seed = seed
         self._gaps = StratifiedGaps(seed)
@@ -140,13 +145,17 @@ class ArrivalStream:
             s[_RATE] = rate
             s[_INDEX] = 0.0
             s[_WINDOW] = now
+            s[_DROPPED] = 0.0
             s[_NEXT] = now + self._gaps.unit(0) / rate
         finally:
             self._lock.release()
 
     def open_window(self, now: float) -> None:
         """A measurement window opens at `now`: arrivals due before it are not served inside it. The
-        next claim moves the stream up to `now` (one float store, so no lock is needed)."""
+        next claim moves the stream up to `now` (one float store, so no lock is needed). The drop count
+        starts again; a claim racing with this may count its drop in the old window, which moves a
+        diagnostic by one arrival, never the window's count of ops."""
+        self._state[_DROPPED] = 0.0
         self._state[_WINDOW] = now
 
     def stop(self) -> None:
@@ -156,6 +165,27 @@ class ArrivalStream:
             self._state[_NEXT] = math.inf
         finally:
             self._lock.release()
+
+    def unserved(self, now: float) -> int:
+        """Arrivals of the window not served by `now`: those the lag bound dropped since the window
+        opened, and those due by `now` that no worker has claimed yet (the queue). The queue is counted
+        gap by gap as the claims would walk it, or from the rate when it is longer than the lag bound
+        (a stall). A read without the lock: a claim in flight moves it by one arrival."""
+        s = self._state
+        t, rate, k, window = s[_NEXT], s[_RATE], int(s[_INDEX]), s[_WINDOW]
+        queued = 0
+        if rate > 0 and rate != math.inf and max(t, window) <= now:
+            if now - max(t, window) > max_lag_s(rate):
+                queued = round((now - max(t, window)) * rate)
+            else:
+                if t < window:  # the next claim restarts the stream one gap after the window opened
+                    k += 1
+                    t = window + self._gaps.unit(k) / rate
+                while t <= now:
+                    queued += 1
+                    k += 1
+                    t += self._gaps.unit(k) / rate
+        return round(s[_DROPPED]) + queued
 
     def claimed(self) -> int:
         """How many arrivals this level has handed out or dropped so far (its index in the stream)."""
@@ -177,8 +207,14 @@ class ArrivalStream:
             if t == math.inf or not rate > 0:
                 return None
             k = int(s[_INDEX])
-            floor = max(s[_WINDOW], now - max_lag_s(rate))
+            window = s[_WINDOW]
+            floor = max(window, now - max_lag_s(rate))
             if t < floor:
+                # Arrivals due inside the window and older than the lag bound are the window's and
+                # were not served; those before the window opened never belonged to it. Their number
+                # from the rate: walking every gap would hold the lock through a long stall.
+                if rate != math.inf and floor > window:
+                    s[_DROPPED] += (floor - max(t, window)) * rate
                 k += 1
                 t = floor + self._gaps.unit(k) / rate
             k += 1

@@ -185,6 +185,8 @@ class BuiltinWorkload(WorkloadDefaults):
         self._conns: list[Connection] = []
         self._counters: Any = None
         self._mark = 0
+        self._paced = False
+        self._unserved: int | None = None
 
     SETTINGS = ("workers", "seed", "min_lines", "max_lines", "nice")
 
@@ -253,6 +255,8 @@ class BuiltinWorkload(WorkloadDefaults):
         return self._stream
 
     def start_phase(self, phase: Phase, rate: float | None) -> None:
+        self._paced = rate is not None and rate > 0
+        self._unserved = None
         if rate is not None and rate <= 0:
             self._send(("idle",))
             return
@@ -276,7 +280,13 @@ class BuiltinWorkload(WorkloadDefaults):
         return False
 
     def end_measure(self) -> int:
-        return self.completed() - self._mark
+        done = self.completed() - self._mark
+        if self._paced:
+            self._unserved = self._arrivals().unserved(time.monotonic())
+        return done
+
+    def window_unserved(self) -> int | None:
+        return self._unserved
 
     def end_phase(self) -> None:
         self._send(("idle",))
