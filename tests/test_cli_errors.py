@@ -434,6 +434,87 @@ ROWS = [
         "wattbench sweep: --ops-file: bad template",
         alone=True,
     ),
+    # the ops file is read from a folder the command cannot create it in: known before the first phase
+    Row(
+        "sweep-command-ops-file-folder-missing",
+        [
+            "sweep",
+            "--store",
+            "{store}",
+            "--cmd",
+            "true",
+            "--ops-file",
+            "{tmp}/nodir/ops-{{level}}.txt",
+            *FAST,
+        ],
+        2,
+        "wattbench sweep: --ops-file: folder '{tmp}/nodir' does not exist",
+        ["nodir"],
+        alone=True,
+    ),
+    Row(
+        "sweep-command-ops-file-folder-missing-in-workload-config",
+        ["sweep", "--store", "{store}", "--workload-config", "{tmp}/opsfile.toml", *FAST],
+        2,
+        "{tmp}/opsfile.toml: ops_file: folder '{tmp}/nodir' does not exist",
+        alone=True,
+    ),
+    Row(
+        "sweep-command-ops-file-is-a-folder",
+        ["sweep", "--store", "{store}", "--cmd", "true", "--ops-file", "{tmp}", *FAST],
+        2,
+        "wattbench sweep: --ops-file: {tmp} is a folder, not a file",
+        alone=True,
+    ),
+    # a channel named twice would be summed twice: twice the power, and a result that looks plausible
+    Row(
+        "sweep-channel-named-twice",
+        ["sweep", "--store", "{store}", "--channel", "bench/psu", "--channel", "bench/psu@srv1", *FAST],
+        2,
+        "wattbench sweep: --channel: bench/psu is named twice",
+        alone=True,
+    ),
+    Row(
+        "sweep-channel-named-as-power-and-inlet",
+        ["sweep", "--store", "{store}", "--channel", "bench/psu", "--inlet", "bench/psu", *FAST],
+        2,
+        "wattbench sweep: --inlet: bench/psu is also named with --channel",
+        alone=True,
+    ),
+    Row(
+        "suite-channel-named-twice",
+        [
+            "suite",
+            "{tmp}/suite.toml",
+            "--store",
+            "{store}",
+            "--channel",
+            "bench/psu",
+            "--channel",
+            "bench/psu",
+            *FAST,
+        ],
+        2,
+        "wattbench suite: --channel: bench/psu is named twice",
+        alone=True,
+    ),
+    Row(
+        "report-channel-named-twice",
+        [
+            "report",
+            "latest",
+            "--store",
+            "{store}",
+            "--rescore",
+            "--channel",
+            "bench/psu",
+            "--channel",
+            "bench/psu",
+        ],
+        2,
+        "wattbench report: --channel: bench/psu is named twice",
+        alone=True,
+    ),
     Row(
         "sweep-concurrency-job-not-found",
         ["sweep", "--store", "{store}", "--workload", "concurrency", "--job", "mybenchh {{copy}}", *FAST],
@@ -508,6 +589,9 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     (tmp_path / "notes.txt").write_text("not a database\n")
     (tmp_path / "fast.toml").write_text("connect_timeout_s = 2\n")
     (tmp_path / "mybench.toml").write_text('workload = "command"\nrun = "mybenchh {load}"\n')
+    (tmp_path / "opsfile.toml").write_text(
+        f'workload = "command"\nrun = "true"\nops_file = "{tmp_path}/nodir/ops-{{level}}.txt"\n'
+    )
     (tmp_path / "brokr.toml").write_text('[mqtt]\nbrokr = "127.0.0.1:1883"\n')
     (tmp_path / "period.toml").write_text("[collector]\nhealth_period_s = 0\n")
     (tmp_path / "suite.toml").write_text('[[worklet]]\nworklet = "sha256"\nworkers = 1\n')
@@ -545,6 +629,19 @@ def _stored_runs(store: str) -> list[str]:
         return s.runs()
     finally:
         s.close()
+
+
+def test_a_suite_refused_before_its_first_phase_prints_only_the_refusal(tmp_path: Path) -> None:
+    """The suite's plan and its first worklet's name were printed before that worklet's channels were
+    checked, so a typo in --channel ended in three lines on the terminal."""
+    store = make_store(tmp_path / "store.sqlite")
+    (tmp_path / "suite.toml").write_text('[[worklet]]\nworklet = "sha256"\nworkers = 1\n')
+    out = wattbench(["suite", "suite.toml", "--store", store, "--channel", "bench/nope", *FAST], tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == ""
+    assert out.stderr.splitlines() == [
+        "wattbench suite: --channel bench/nope: bench has no channel nope (its channels: psu)"
+    ]
 
 
 def test_a_missing_program_stores_nothing_and_prints_one_line(tmp_path: Path) -> None:

@@ -278,6 +278,26 @@ def test_a_bad_command_line_is_one_line(tmp_path: Path, args: list[str], code: i
     assert p.returncode == code, p.stderr
     errors = p.stderr.strip().splitlines()
     assert len(errors) == 1 and message in errors[0], p.stderr
+    # the refusal is all there is: no banner before it, and no log file left behind
+    assert p.stdout == "", p.stdout
+    assert not (tmp_path / "x.log").exists()
+
+
+def test_a_log_file_that_cannot_be_written_is_a_usage_error(tmp_path: Path) -> None:
+    """-l in a folder that is not there was found only after the banner, as exit 1 (a bug's status)
+    without naming -l."""
+    log = tmp_path / "nodir" / "x.log"
+    p = subprocess.run(
+        [ptd_bin(), "-l", str(log), "-p", str(free_port()), "0", "sim:10"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert p.returncode == 2, p.stderr
+    assert p.stdout == ""
+    assert p.stderr.splitlines() == [
+        f"wattbench ptd: argument -l: folder '{log.parent}' does not exist (see wattbench ptd --help)"
+    ]
 
 
 def test_a_taken_port_is_one_line(tmp_path: Path) -> None:
@@ -319,8 +339,9 @@ def _refused(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[st
         timeout=30,
     )
     elapsed = time.monotonic() - t0
-    # Nothing listened on the port: the refusal came before it opened.
-    assert "Establishing the listener" not in p.stdout, p.stdout
+    # Nothing listened on the port: the refusal came before it opened, and was all it printed.
+    assert p.stdout == "", p.stdout
+    assert not (tmp_path / "x.log").exists()
     return p, elapsed
 
 

@@ -136,6 +136,26 @@ def test_a_worklet_that_cannot_start_after_another_finished_keeps_the_finished(
         suite_mod.run_suite(suite, "s", base, lambda e, first: plan)
 
 
+def test_ctrl_c_before_the_first_worklet_measured_anything_is_the_commands_interruption(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C while the first worklet checks its channels: there is no suite to report, so the
+    interruption reaches the command (one line, exit 130), not an empty suite result."""
+    from wattbench.core.plan import Timing, specpower_plan
+    from wattbench.sweep import suite as suite_mod
+    from wattbench.sweep.session import SweepSetup
+
+    def interrupted(setup: SweepSetup) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(suite_mod, "run_sweep", interrupted)
+    suite = parse_suite({"worklet": [{"worklet": "sha256"}, {"worklet": "flood"}]})
+    plan = specpower_plan(3, (1.0,), False, Timing(1, 1, 1, 1))
+    base = SweepSetup(run="s", plan=plan, workload=None)
+    with pytest.raises(KeyboardInterrupt):
+        suite_mod.run_suite(suite, "s", base, lambda e, first: plan)
+
+
 def test_a_worklet_whose_program_is_not_there_stops_the_suite_before_any_starts(tmp_path: Path) -> None:
     """The third worklet's program is missing: the suite refuses at once (exit 2), naming the file and
     the worklet, rather than after the first two have run."""

@@ -8,10 +8,11 @@ The command line is PTDaemon's as power-dev builds it: `-l LOGFILE -p PORT [-b N
 the source: `DEV/CHANNEL@BROKER` (several channels for the multichannel mode), `sim:WATTS` or
 `simdc:WATTS`.
 
-Exit codes: 0 stopped by SIGTERM or Ctrl-C; 1 the log file cannot be written; 2 a bad command line or
-device port, or a source that cannot be read (an unknown device, no retained metadata, a channel that is
-not power, a meter without ranges, an AC meter under -D); 3 the broker cannot be reached or the port is
-taken. A refusal is one line, before the port opens.
+Exit codes: 0 stopped by SIGTERM or Ctrl-C; 2 a bad command line or device port (a log file whose folder
+is not there or cannot be written, too), or a source that cannot be read (an unknown device, no retained
+metadata, a channel that is not power, a meter without ranges, an AC meter under -D); 3 the broker cannot
+be reached or the port is taken. A refusal is one line, before the port opens and before any other
+output.
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ from ..exits import Exit
 from ..mqttconn import BrokerError
 from ..signals import stop_event
 from . import main as cli_main
-from .options import CliError, number, tcp_port
+from .options import CliError, number, tcp_port, writable_file
 
 DEVICE_TYPE = 0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-l", dest="logfile", required=True, help="sample log file (appended to)")
+    parser.add_argument(
+        "-l", dest="logfile", required=True, type=writable_file, help="sample log file (appended to)"
+    )
     parser.add_argument(
         "-p", dest="port", type=tcp_port, default=8888, help="TCP port on 127.0.0.1 (8888, as PTDaemon)"
     )
@@ -113,16 +116,10 @@ def run(args: argparse.Namespace) -> int:
     def say(message: str) -> None:
         print(console_line(now_ms(), message), flush=True)
 
-    print(
-        f"wattbench ptd {__version__}: the PTDaemon protocol as MLCommons power-dev uses it, over a",
-        flush=True,
-    )
-    print(
-        "wattbench source. Not SPEC PTDaemon: results are rehearsals, never an MLPerf submission.", flush=True
-    )
-    log = open(args.logfile, "a", encoding="utf-8")
+    log = None
     try:
-        say(f"Connecting to source {spec.label}...")
+        # Everything that can refuse comes before the first line of output and the log file: a
+        # refusal is its one line alone, and leaves nothing behind.
         try:
             source.start()
         except BrokerError as exc:
@@ -132,13 +129,6 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(str(exc), Exit.USAGE) from None
         channels = source.channels()
         meter = source.meter + (" DC" if args.dc else "")
-        say(f"Source {source.label}: {meter}")
-        for ch in channels:
-            say(
-                f"Channel {ch.label}: ranges {'/'.join(f'{v:g}' for v in ch.row.volts)} V, "
-                f"{'/'.join(f'{a:g}' for a in ch.row.amps)} A; accuracy ±({100 * ch.row.reading:g} % of reading "
-                f"+ {100 * ch.row.range:g} % of range), {ch.row.datasheet}"
-            )
         state = PtdState(
             identity(__version__, meter, source.label),
             source.label,
@@ -148,16 +138,36 @@ def run(args: argparse.Namespace) -> int:
             dc=args.dc,
         )
         try:
+            log = open(args.logfile, "a", encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"-l {args.logfile}: {exc.strerror or exc}", Exit.USAGE) from None
+        try:
             server = PtdServer(state, source, args.port, log, sys.stdout)
         except OSError as exc:
             raise CliError(f"port {args.port}: {exc.strerror or exc}", Exit.UNREACHABLE) from None
+        print(
+            f"wattbench ptd {__version__}: the PTDaemon protocol as MLCommons power-dev uses it, over a",
+            flush=True,
+        )
+        print(
+            "wattbench source. Not SPEC PTDaemon: results are rehearsals, never an MLPerf submission.",
+            flush=True,
+        )
+        say(f"Source {source.label}: {meter}")
+        for ch in channels:
+            say(
+                f"Channel {ch.label}: ranges {'/'.join(f'{v:g}' for v in ch.row.volts)} V, "
+                f"{'/'.join(f'{a:g}' for a in ch.row.amps)} A; accuracy ±({100 * ch.row.reading:g} % of reading "
+                f"+ {100 * ch.row.range:g} % of range), {ch.row.datasheet}"
+            )
         stop = stop_event()
         server.serve(stop)
         say("Stopped")
         return 0
     finally:
         source.close()
-        log.close()
+        if log is not None:
+            log.close()
 
 
 def main() -> None:

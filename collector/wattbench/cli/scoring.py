@@ -5,11 +5,12 @@ ScoringOptions (sweep/scoring.py), whose defaults, the core's own, are the optio
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 from ..argtypes import checked_by, number, whole
 from ..sweep.channels import parse_channel, parse_offset
 from ..sweep.scoring import ScoringOptions
-from .options import as_given
+from .options import CliError, as_given
 
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
@@ -115,4 +116,20 @@ COST_OPTIONS = {"price": "--price", "tariff_kwh": "--tariff", "years": "--years"
 def scoring_from_args(args: argparse.Namespace) -> ScoringOptions:
     """The command's ScoringOptions; a value the core refuses is named by its option."""
 
+    check_named_once(args.channel, args.inlet)
     return as_given({**LIMIT_OPTIONS, **COST_OPTIONS}, lambda: ScoringOptions.from_args(args))
+
+
+def check_named_once(power: Sequence[str], inlet: Sequence[str]) -> None:
+    """Each channel named once: a power channel named twice (with or without its @NODE) would be summed
+    twice, a run that looks plausible at twice the power, and one named both as power and as the inlet
+    probe cannot be both."""
+
+    seen: dict[str, str] = {}
+    for option, texts in (("--channel", power), ("--inlet", inlet)):
+        for text in texts:
+            key = parse_channel(text).key
+            if key in seen:
+                again = "named twice" if seen[key] == option else f"also named with {seen[key]}"
+                raise CliError(f"{option}: {key} is {again}; a channel is measured once")
+            seen[key] = option

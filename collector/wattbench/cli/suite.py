@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import wattbench_schema as contract
@@ -100,6 +101,25 @@ def read_reference(path: str) -> dict[str, Any]:
     return dict(doc)
 
 
+class HeldLines:
+    """Lines for the operator kept back until release(), then shown as they come."""
+
+    def __init__(self, show: Callable[[str], None]) -> None:
+        self.show = show
+        self.held: list[str] | None = []
+
+    def __call__(self, line: str) -> None:
+        if self.held is None:
+            self.show(line)
+        else:
+            self.held.append(line)
+
+    def release(self) -> None:
+        lines, self.held = self.held or [], None
+        for line in lines:
+            self.show(line)
+
+
 def exit_code(suite_run: Any) -> int:
     if suite_run.workload_failed:
         return Exit.WORKLOAD
@@ -154,10 +174,17 @@ def run(args: argparse.Namespace) -> int:
     console = side_console(outputs)
     run_id = args.run or new_run_id()
     total = sum(p.duration_s() for p in plans.values())
-    console.print(
+    # Held until the first worklet's channels are bound: a refusal before then is its one line alone.
+    held = HeldLines(console.print)
+    held(
         f"[bold]suite[/] {suite.name}: {len(suite.entries)} worklets "
         f"({', '.join(e.name for e in suite.entries)}), about {total / 60:.0f} min"
     )
+
+    def announce_channel(line: str) -> None:
+        held.release()
+        print(f"wattbench suite: {line}", file=sys.stderr)
+
     base = SweepSetup(
         run=run_id,
         plan=next(iter(plans.values())),
@@ -167,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
         scoring=scoring,
         display=LogDisplay() if args.quiet or not sys.stderr.isatty() else RichDisplay(),
         wait_data_s=args.wait_data,
-        announce=lambda line: print(f"wattbench suite: {line}", file=sys.stderr),
+        announce=announce_channel,
     )
     try:
         done = run_suite(
@@ -176,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
             base,
             lambda entry, _first: plans[entry.name],
             reference,
-            announce=lambda line: console.print(f"[bold]suite[/]: {line}"),
+            announce=lambda line: held(f"[bold]suite[/]: {line}"),
         )
     except ChannelError as exc:
         print(f"wattbench suite: {exc}", file=sys.stderr)
@@ -190,5 +217,6 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if store is not None:
             store.close()
+    held.release()
     write_outputs(SuiteResult(done.document), outputs)
     return exit_code(done)

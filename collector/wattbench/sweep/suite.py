@@ -221,6 +221,8 @@ def run_suite(
             )
             outcome = run_sweep(setup)
         except KeyboardInterrupt:
+            if not finished:
+                raise  # in the first worklet's pre-flight: no suite to report, as for a sweep
             # Outside a sweep's phases (between worklets, or while one is scored): that worklet is
             # lost, the finished ones are not.
             interrupted = f"interrupted by operator in worklet {entry.name}"

@@ -334,9 +334,16 @@ class CommandWorkload(WorkloadDefaults):
             # filled as at a phase's start: a name it does not know would otherwise end the run in cal1
             values = self._values(Phase("cal1", "calibration", Timing()), None, 0)
             try:
-                self.ops_file.format(**{k: _text(v) for k, v in values.items()})
+                first = Path(self.ops_file.format(**{k: _text(v) for k, v in values.items()}))
             except (KeyError, IndexError, ValueError) as exc:
                 raise SettingError("ops_file", f"bad template {self.ops_file!r}: {exc}") from None
+            # The sweep reads the file the command writes; a folder that is not there would show as
+            # a calibration with no ops, after the run has been announced and stored.
+            if first.is_dir():
+                raise SettingError("ops_file", f"{first} is a folder, not a file")
+            folder = first.parent
+            if not folder.is_dir():
+                raise SettingError("ops_file", f"folder {str(folder)!r} does not exist")
 
     def open(self) -> None:
         # Also here for whoever drives the workload without the sweep's pre-flight.
