@@ -1,7 +1,7 @@
 """How often is `wattbench demo` VALID on this machine? Runs the demo N times in a row and prints, per run,
 VALID or INVALID with the demo's one-line reason, the load at its start, the throughput of each
-calibration interval and their spread, and each level's actual load against its target; then "K of N
-VALID".
+calibration interval and their spread, and each level's actual load against its target (with the share
+of its arrivals it did not serve, where the machine fell behind); then "K of N VALID".
 
     python bench/bench_demo_validity.py [--runs 10] [--probe 30] [demo options, e.g. --measure 10]
 
@@ -88,7 +88,8 @@ class Run:
     load1: float
     others: float  # cores used by other processes just before it
     calibration: list[float] = field(default_factory=list)
-    levels: list[tuple[float, float | None]] = field(default_factory=list)  # (target, actual)
+    # (target, actual, share of its arrivals not served in the window)
+    levels: list[tuple[float, float | None, float | None]] = field(default_factory=list)
     cpu: str = ""  # CpuWatch.summary()
 
     @property
@@ -101,18 +102,22 @@ class Run:
         return calibration_spread(self.calibration)
 
 
-def read_report(workdir: Path, store: Path) -> tuple[list[float], list[tuple[float, float | None]]]:
-    """The calibration intervals' ops/s and each target level's (target, actual), from the JSON report
-    of the run in its store (the run's own store: its one run is the latest)."""
+def read_report(
+    workdir: Path, store: Path
+) -> tuple[list[float], list[tuple[float, float | None, float | None]]]:
+    """The calibration intervals' ops/s and each target level's (target, actual, unserved share), from
+    the JSON report of the run in its store (the run's own store: its one run is the latest)."""
+    from wattbench.core.evaluate import levels_from_result
+
     argv = [sys.executable, "-m", "wattbench.cli", "report", "latest", "--store", str(store), "--json"]
     proc = subprocess.run(argv, capture_output=True, text=True, cwd=workdir)
     try:
         doc = json.loads(proc.stdout)
         cal = [float(c["ops_per_s"]) for c in doc["measured"]["calibration"]]
         levels = [
-            (float(lv["target"]), None if lv.get("actual") is None else float(lv["actual"]))
-            for lv in doc["result"]["levels"]
-            if lv["kind"] == "target" and lv.get("target") is not None
+            (float(lv.target), lv.actual, lv.unserved_share)
+            for lv in levels_from_result(doc["result"])
+            if lv.kind == "target" and lv.target is not None
         ]
     except (ValueError, KeyError, TypeError):
         return [], []
@@ -250,7 +255,11 @@ def describe(run: Run, k: int, n: int) -> list[str]:
             + (f", spread {spread * 100:.1f} % (the intervals used)" if spread is not None else "")
         )
     if run.levels:
-        cells = [f"{t * 100:g} %: {'-' if a is None else f'{a * 100:.1f} %'}" for t, a in run.levels]
+        cells = [
+            f"{t * 100:g} %: {'-' if a is None else f'{a * 100:.1f} %'}"
+            + (f" ({u * 100:.1f} % of its arrivals not served)" if u else "")
+            for t, a, u in run.levels
+        ]
         lines.append("  actual load: " + ", ".join(cells))
     if run.cpu:
         lines.append(run.cpu)
