@@ -8,7 +8,6 @@ Skipped where ../shared/micropython-1.27.0 is missing; in CI, sources without a 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,16 +20,6 @@ from wattbench_devkit import unix
 pytestmark = [pytest.mark.services, pytest.mark.timeout(180)]
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_sampler_drift.py"
-
-
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    reason = unix.unix_available()
-    if reason:
-        if os.environ.get("CI") and unix.SOURCE.is_dir():
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return unix.compile_lib(tmp_path_factory.mktemp("upy-lib"))
 
 
 @pytest.mark.parametrize("channels", [1, 4])

@@ -33,16 +33,6 @@ KB = 1024
 FULL = os.environ.get("WATTBENCH_FAULTS", "").lower() == "full"
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    reason = unix.unix_available()
-    if reason:
-        if os.environ.get("CI") and unix.SOURCE.is_dir():
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return unix.compile_lib(tmp_path_factory.mktemp("upy-lib"))
-
-
 @pytest.fixture
 def ntp(chrony: Any) -> Any:
     return chrony()
@@ -310,3 +300,42 @@ def test_a_batch_the_heap_cannot_hold_goes_out_in_halves(
 
     got = [r["s"] for b in batches for r in json.loads(b)["samples"]]
     assert got == list(range(10)) and len(batches) == app.batches > 1
+
+
+def test_rows_no_batch_can_hold_stay_open_until_the_heap_has_room(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When not even one row could be encoded (the esp32 heap on the unix port, mid-outage), the
+    closed batch's rows were gone: neither sent, dropped nor counted. They stay the open batch now,
+    the error is counted, and the next close sends every row once, in order."""
+    import json
+
+    from wattbench_fw import app as app_mod
+    from wattbench_fw import encode
+    from wattbench_fw.host import HostAppliance, sim_config
+
+    host = HostAppliance(sim_config(dev="tight", spool_dir=tmp_path / "flash", model="const"))
+    real = encode.batch
+    room = [False]
+
+    def full(dev: str, boot: int, clk: dict[str, Any], rows: list[bytes]) -> bytes:
+        if not room[0] and len(rows) > 1:
+            raise MemoryError("memory allocation failed")
+        if not room[0] and rows[0].startswith(b'{"s":4,'):
+            raise MemoryError("memory allocation failed")
+        return real(dev, boot, clk, rows)
+
+    monkeypatch.setattr(app_mod.encode, "batch", full)
+    app = host.app
+    for i in range(8):
+        app._rows.append(encode.row({"s": i, "t": 1767225600000 + i, "c": "sim", "W": 100.0 + i}).encode())
+    app._batch_start = 0
+    app._close_batch()
+    assert app.errors == 1 and len(app._rows) == 4 and app._batch_start == 0
+    room[0] = True
+    app._close_batch()
+    assert app.errors == 1 and not app._rows
+    got = []
+    while (item := app.buffer.next_unsent()) is not None:
+        got += [r["s"] for r in json.loads(item[1])["samples"]]
+    assert got == list(range(8))
