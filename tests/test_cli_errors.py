@@ -481,6 +481,21 @@ ROWS = [
         "wattbench sweep: --inlet: bench/psu is also named with --channel",
         alone=True,
     ),
+    # an offset for a device the run does not measure is a typo: the device measured gets none at all
+    Row(
+        "sweep-clock-offset-for-a-device-not-measured",
+        ["sweep", "--store", "{store}", "--channel", "bench/psu", "--clock-offset", "bnch=5", *FAST],
+        2,
+        "wattbench sweep: --clock-offset bnch=5: no channel of bnch is measured (the run's devices: bench)",
+        alone=True,
+    ),
+    Row(
+        "sweep-clock-offset-for-a-device-not-chosen",
+        ["sweep", "--store", "{store}", "--clock-offset", "bnch=5", *FAST],
+        2,
+        "wattbench sweep: --clock-offset bnch=5: no channel of bnch is measured (the run's devices: bench)",
+        alone=True,
+    ),
     Row(
         "suite-channel-named-twice",
         [

@@ -150,6 +150,19 @@ def _check_named(setup: SweepSetup, named: Sequence[ChannelSpec]) -> chans.Choic
     return choice
 
 
+def check_offsets(given: Sequence[str], choice: chans.Choice) -> None:
+    """Each --clock-offset names a device the run measures. Given offsets replace the store's
+    estimates for the whole run, so one for a misspelt device leaves the device measured with none."""
+    measured = sorted({s.dev for s in choice.specs})
+    for text in given:
+        dev, _ = chans.parse_offset(text)
+        if dev not in measured:
+            raise chans.ChannelError(
+                f"--clock-offset {text}: no channel of {dev} is measured "
+                f"(the run's devices: {', '.join(measured) or 'none'})"
+            )
+
+
 def _meta_client(setup: SweepSetup) -> Callable[[], object]:
     mqtt = setup.mqtt
     assert mqtt is not None
@@ -181,6 +194,7 @@ def run_sweep(setup: SweepSetup) -> Outcome:
     fanout = Fanout(sinks)
     try:
         choice = bind_channels(setup)
+        check_offsets(setup.scoring.clock_offset, choice)
         for line in describe(choice):
             (setup.announce or log.warning)(line)
         specs = choice.specs
