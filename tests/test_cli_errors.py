@@ -346,6 +346,35 @@ ROWS = [
         "cannot listen on no-such-host.invalid:",
         alone=True,
     ),
+    # a --config file that cannot be read as what the command takes is named as given
+    Row(
+        "status-config-not-toml",
+        ["status", "--config", "{tmp}/notes.txt", "--state-dir", "{tmp}"],
+        2,
+        "wattbench status: config file {tmp}/notes.txt is not valid TOML",
+        alone=True,
+    ),
+    Row(
+        "appliance-config-not-json",
+        ["appliance", "--config", "{tmp}/notes.txt"],
+        2,
+        "wattbench appliance: --config {tmp}/notes.txt: not JSON",
+        alone=True,
+    ),
+    Row(
+        "appliance-config-not-an-object",
+        ["appliance", "--config", "{tmp}/list.json"],
+        2,
+        "wattbench appliance: --config {tmp}/list.json: not a JSON object",
+        alone=True,
+    ),
+    Row(
+        "appliance-config-missing",
+        ["appliance", "--config", "{tmp}/none.json"],
+        2,
+        "wattbench appliance: --config {tmp}/none.json: No such file or directory",
+        alone=True,
+    ),
     Row("unknown-command", ["nosuch"], 2, "invalid choice"),
     # an option a subcommand does not know points to that subcommand's --help
     Row(
@@ -602,6 +631,7 @@ def wattbench(
 def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> None:
     down = services.free_port()  # nothing listens there
     (tmp_path / "notes.txt").write_text("not a database\n")
+    (tmp_path / "list.json").write_text("[1]\n")
     (tmp_path / "fast.toml").write_text("connect_timeout_s = 2\n")
     (tmp_path / "mybench.toml").write_text('workload = "command"\nrun = "mybenchh {load}"\n')
     (tmp_path / "opsfile.toml").write_text(

@@ -75,12 +75,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def read_config_file(path: str) -> dict[str, Any]:
+    """The --config file as a JSON object; ValueError naming the option and the file otherwise."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as exc:
+        raise ValueError(f"--config {path}: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--config {path}: not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"--config {path}: not a JSON object (the firmware's config is one)")
+    return doc
+
+
 def build_config(args: argparse.Namespace) -> dict[str, Any]:
     from wattbench_fw.host import broker_address, sim_config  # late: start-up
 
     if args.config:
-        with open(args.config) as f:
-            cfg: dict[str, Any] = json.load(f)
+        cfg = read_config_file(args.config)
         cfg.setdefault("board", "host")
         if args.broker:
             host, port, tls = broker_address(args.broker)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import time
 from pathlib import Path
@@ -377,11 +376,10 @@ def render(doc: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    log = logging.getLogger("wattbench.cli.status")
     try:
         doc = report(gather(args))
     except ConfigError as exc:
-        log.error("configuration: %s", exc)
+        print(f"wattbench status: {exc}", file=sys.stderr)
         return Exit.CONFIG
     except StoreUnreachable as exc:
         # the same one-line form as every other command's store error
