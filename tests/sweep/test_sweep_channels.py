@@ -472,8 +472,14 @@ MISTAKES = [
     pytest.param(
         "sweep",
         ["--channel", "sim-01/sim", "--inlet", "sim-01/aux"],
-        "sim-01/aux was named as inlet but its metadata gives role other: not used",
+        "--inlet sim-01/aux: its metadata gives role other, not inlet",
         id="inlet-of-another-role",
+    ),
+    pytest.param(
+        "sweep",
+        ["--channel", "sim-01/aux"],
+        "--channel sim-01/aux: its metadata gives role other, not power",
+        id="power-of-another-role",
     ),
 ]
 

@@ -163,9 +163,12 @@ class Choice:
     notes: list[str] = field(default_factory=list)
 
 
-def apply_roles(named: Sequence[ChannelSpec], roles: Mapping[tuple[str, str], KnownRole]) -> Choice:
+def apply_roles(
+    named: Sequence[ChannelSpec], roles: Mapping[tuple[str, str], KnownRole], typed: bool = False
+) -> Choice:
     """Named channels checked against their metadata: one named as power whose metadata gives it another
-    role is refused; one whose role is not known is taken as named (the operator or the run stated it)."""
+    role is refused; one whose role is not known is taken as named (the operator or the run stated it).
+    typed: the names are the command line's, and a problem names the option as it was typed."""
     out = Choice()
     for spec in named:
         known = roles.get((spec.dev, spec.ch))
@@ -176,7 +179,9 @@ def apply_roles(named: Sequence[ChannelSpec], roles: Mapping[tuple[str, str], Kn
             continue
         if known is not None and known.role is not None and known.role != spec.role:
             out.problems.append(
-                f"{spec.key} was named as {spec.role} but its metadata gives role {known.role}: not used"
+                f"{typed_as(spec)}: its metadata gives role {known.role}, not {spec.role}"
+                if typed
+                else f"{spec.key} was named as {spec.role} but its metadata gives role {known.role}: not used"
             )
             continue
         out.specs.append(with_meta(spec, known))
@@ -185,6 +190,11 @@ def apply_roles(named: Sequence[ChannelSpec], roles: Mapping[tuple[str, str], Kn
 
 # The sweep's option that names a channel of each role, for a message about what was typed.
 OPTION = {"power": "--channel", "inlet": "--inlet"}
+
+
+def typed_as(spec: ChannelSpec) -> str:
+    """A named channel as the command line gave it: its option and DEV/CH[@NODE]."""
+    return f"{OPTION.get(spec.role, spec.role)} {spec.key}" + (f"@{spec.node}" if spec.node else "")
 
 
 def known_channels(docs: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:
@@ -203,7 +213,7 @@ def unknown_named(
     where: where they were looked for ("on the broker", "in the store")."""
     problems: list[str] = []
     for spec in named:
-        typed = f"{OPTION.get(spec.role, spec.role)} {spec.key}" + (f"@{spec.node}" if spec.node else "")
+        typed = typed_as(spec)
         channels = known.get(spec.dev)
         if channels is None:
             devices = sorted(known)

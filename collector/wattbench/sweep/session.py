@@ -144,7 +144,7 @@ def _check_named(setup: SweepSetup, named: Sequence[ChannelSpec]) -> chans.Choic
     offline = sorted({s.dev for s in named if states.get(s.dev) == "offline"})
     if offline:
         raise chans.ChannelError(f"{', '.join(offline)}: offline (retained status), cannot be measured")
-    choice = chans.apply_roles(named, chans.roles_from_metas(docs))
+    choice = chans.apply_roles(named, chans.roles_from_metas(docs), typed=not setup.channels)
     if choice.problems:
         raise chans.ChannelError("; ".join(choice.problems))
     return choice
