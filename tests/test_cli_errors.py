@@ -375,6 +375,14 @@ ROWS = [
         "wattbench appliance: --config {tmp}/none.json: No such file or directory",
         alone=True,
     ),
+    # the same load twice ("1" is 100 % as a fraction) was refused as "phase names repeat: [...]"
+    Row(
+        "sweep-level-twice",
+        ["sweep", "--ops-only", *FAST, "--levels", "100,50,1"],
+        2,
+        "wattbench sweep: argument --levels: target load '1' is 100 % again (see wattbench sweep --help)",
+        alone=True,
+    ),
     Row("unknown-command", ["nosuch"], 2, "invalid choice"),
     # an option a subcommand does not know points to that subcommand's --help
     Row(

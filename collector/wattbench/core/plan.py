@@ -203,6 +203,9 @@ def parse_levels(text: str) -> tuple[float, ...]:
         frac = value / 100.0 if pct or value > 1.0 else value
         if not 0.0 < frac <= 1.0:
             raise ValueError(f"target load {part!r} is outside (0 %, 100 %]")
+        # Each load is one phase, named by its percentage: the same one twice cannot be told apart.
+        if any(level_name(f) == level_name(frac) for f in out):
+            raise ValueError(f"target load {part!r} is {level_name(frac)[1:]} % again")
         out.append(frac)
     if not out:
         raise ValueError("no target loads given")
