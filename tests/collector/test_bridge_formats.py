@@ -12,7 +12,15 @@ from typing import Any
 
 import pytest
 
-from wattbench.bridge import BridgeError, Plug, PlugConfigError, format_for, load_plugs
+from wattbench.bridge import (
+    DEVICE_TIME,
+    DEVICE_TIME_RES,
+    BridgeError,
+    Plug,
+    PlugConfigError,
+    format_for,
+    load_plugs,
+)
 from wattbench.bridge.translate import Bridge
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "plugs"
@@ -102,6 +110,8 @@ def test_two_rows_of_one_device_each_get_its_messages(tmp_path: Path) -> None:
         ("[[plug]]\nformat='shelly_pm1'\ntopic='m'\nvia='http'\ndev='t'\nperiod_s=60\n", "via must be"),
         ("[[plug]]\nformat='shelly_pm1'\ntopic='m'\nswitch=0\ndev='t'\nperiod_s=60\n", "unknown key switch"),
         ("[[plug]]\nformat='shelly_gen1'\ntopic='m'\nrelay=0\nemeter=0\ndev='t'\nperiod_s=30\n", "not both"),
+        ("[[plug]]\nformat='shelly_gen1'\ntopic='m'\nroller=0\nrelay=0\ndev='t'\nperiod_s=30\n", "one of"),
+        ("[[plug]]\nformat='shelly_gen1'\ntopic='m'\nroller=1\ndev='t'\nperiod_s=30\n", "roller must be 0"),
         (
             "[[plug]]\nformat='tasmota'\ntopic='s'\ndevice_total=true\nindex=0\ndev='t'\nperiod_s=10\n",
             "not both",
@@ -162,3 +172,24 @@ def test_a_partial_notification_is_laid_over_the_held_status_per_row() -> None:
     assert fmt.read(p, "p/events/rpc", json.dumps(gone).encode()) == {"W": 12.5}
     # another reader (another row) holds its own status
     assert format_for("shelly_pm1").read(p, "p/events/rpc", json.dumps(part).encode()) == {"W": 12.5}
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    [
+        {"Time": 1764064800},  # `Time 3`: the JSON timestamp as epoch seconds
+        {"Time": "2025-11-25T11:00:00", "Epoch": 1764064800},  # `Time 2`: local ISO time and epoch
+    ],
+    ids=["time3", "time2"],
+)
+def test_a_tasmota_epoch_time_dates_the_reading_without_a_zone(stamp: dict[str, Any]) -> None:
+    # https://tasmota.github.io/docs/Commands/#time: epoch seconds are UTC, so the plug's own time is
+    # known without `zone`, and a message from minutes ago is stale as with a zoned ISO time.
+    p = Plug("tasmota", "t", "d", 10.0)
+    body = json.dumps({**stamp, "ENERGY": {"Total": 1.5, "Power": 150}}).encode()
+    got = format_for("tasmota").read(p, "tele/t/SENSOR", body)
+    assert got == {"W": 150.0, "Wh": 1500.0, DEVICE_TIME: 1_764_064_800_000, DEVICE_TIME_RES: 1000.0}
+    bridge = Bridge([p], boot=1)
+    assert bridge.translate(p, "tele/t/SENSOR", body, 1_764_064_800_000 + 2_000).messages
+    later = json.dumps({**stamp, "ENERGY": {"Total": 1.5, "Power": 151}}).encode()
+    assert bridge.translate(p, "tele/t/SENSOR", later, 1_764_064_800_000 + 600_000).dropped == "stale"

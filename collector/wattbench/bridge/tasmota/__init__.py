@@ -1,10 +1,11 @@
 """Tasmota: the energy monitor's telemetry, `tele/<topic>/SENSOR`, every TelePeriod seconds.
 
     {"Time": "2026-11-25T10:00:00", "ENERGY": {"Total": 12.345, "Power": 150, "Voltage": 230,
-     "Current": 0.68, "Factor": 0.96, ...}}
+     "Current": 0.68, "Factor": 0.96, "Frequency": 50, ...}}
 
 Source: https://tasmota.github.io/docs/MQTT/ (telemetry) and the energy monitoring page,
-https://tasmota.github.io/docs/Power-Monitoring-Calibration/. Total is kWh (made Wh here).
+https://tasmota.github.io/docs/Power-Monitoring-Calibration/. Total is kWh (made Wh here). Frequency
+(Hz) is there when the energy chip measures it (FreqRes).
 
 A device with several relays sends lists (Power: [150, 20]): `index` picks the relay (0 for the
 first); without it such a message is refused, not guessed. With SetOption129 0, Tasmota's default
@@ -16,7 +17,8 @@ the relays' with SetOption129 1). Such a row and a relay's row are never both ro
 
 Tasmota's Time is local time in whole seconds, without a zone unless `SetOption52 1`: with the plug's
 `zone` (or that offset) it is the reading's own time, which tells a stale message; samples are still
-stamped when they arrive.
+stamped when they arrive. After the command `Time 3` it is epoch seconds instead, and after `Time 2` an
+`Epoch` beside it (https://tasmota.github.io/docs/Commands/#time): UTC, so no zone is needed.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from .. import (
     BridgeError,
     Plug,
     PlugConfigError,
+    epoch_ms,
     json_object,
     number,
     plug_time_ms,
@@ -41,10 +44,14 @@ FIELDS = (
     ("Voltage", "V", 1.0, False),
     ("Current", "A", 1.0, True),
     ("Factor", "PF", 1.0, True),
+    ("Frequency", "Hz", 1.0, False),
     ("Total", "Wh", 1000.0, True),
 )
 # what the device as a whole is: the sum of its relays' (power, current, energy)
 SUMMED = ("W", "A", "Wh")
+# The line's, given per phase when SetOption150 1 (or when the phases differ): the device's only when
+# every phase says the same.
+LINE = ("V", "Hz")
 
 
 class Tasmota:
@@ -82,10 +89,22 @@ class Tasmota:
             out = _relay(energy, plug.options.get("index"))
         if "W" not in out:
             raise BridgeError("ENERGY.Power missing")
-        when = plug_time_ms(doc.get("Time"), plug.zone)
+        when = _epoch(doc.get("Epoch"))
+        if when is None:
+            when = _epoch(doc.get("Time"))
+        if when is None:
+            when = plug_time_ms(doc.get("Time"), plug.zone)
         if when is not None:
             out[DEVICE_TIME], out[DEVICE_TIME_RES] = when, 1000.0  # whole seconds
         return out
+
+
+def _epoch(value: object) -> int | None:
+    """Epoch seconds as Tasmota prints them (`Time 2`, `Time 3`) as UTC ms; None for anything else: a
+    time that cannot be read is only a time not known, never a reason to refuse the reading."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return epoch_ms(value)
 
 
 def _relay(energy: dict[str, Any], index: int | None) -> dict[str, float]:
@@ -117,7 +136,7 @@ def _device(energy: dict[str, Any]) -> dict[str, float]:
                 continue  # a relay without a value: the sum would be a part read as the whole
             if q in SUMMED:
                 out[q] = sum(known) * scale
-            elif q == "V" and len(set(known)) == 1:
+            elif q in LINE and len(set(known)) == 1:
                 out[q] = known[0] * scale
             continue
         value = number(energy, key)
