@@ -567,6 +567,28 @@ ROWS = [
         "wattbench report: --channel: bench/psu is named twice",
         alone=True,
     ),
+    # a setting the workload refuses as it is built is named as given: the option, or the file and key
+    Row(
+        "sweep-command-unknown-placeholder",
+        ["sweep", "--ops-only", "--cmd", "true {{nope}}", *FAST],
+        2,
+        "wattbench sweep: --cmd: unknown placeholder 'nope' in 'true {{nope}}'",
+        alone=True,
+    ),
+    Row(
+        "sweep-command-unknown-placeholder-in-workload-config",
+        ["sweep", "--ops-only", "--workload-config", "{tmp}/placeholder.toml", *FAST],
+        2,
+        "wattbench sweep: {tmp}/placeholder.toml: run: unknown placeholder 'nope'",
+        alone=True,
+    ),
+    Row(
+        "sweep-workload-config-unknown-key",
+        ["sweep", "--ops-only", "--workload-config", "{tmp}/reprot.toml", *FAST],
+        2,
+        "wattbench sweep: {tmp}/reprot.toml: command workload: unknown settings ['reprot']",
+        alone=True,
+    ),
     Row(
         "sweep-concurrency-job-not-found",
         ["sweep", "--store", "{store}", "--workload", "concurrency", "--job", "mybenchh {{copy}}", *FAST],
@@ -640,6 +662,8 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     down = services.free_port()  # nothing listens there
     (tmp_path / "notes.txt").write_text("not a database\n")
     (tmp_path / "list.json").write_text("[1]\n")
+    (tmp_path / "placeholder.toml").write_text('workload = "command"\nrun = "true {nope}"\n')
+    (tmp_path / "reprot.toml").write_text('workload = "command"\nrun = "true"\nreprot = "total"\n')
     (tmp_path / "fast.toml").write_text("connect_timeout_s = 2\n")
     (tmp_path / "mybench.toml").write_text('workload = "command"\nrun = "mybenchh {load}"\n')
     (tmp_path / "opsfile.toml").write_text(

@@ -171,7 +171,15 @@ def workload_from_args(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         config = settings_for(name, given, config)
     except WorkloadError as exc:
         raise CliError(str(exc)) from None
-    workload = make_workload(name, config)
+    try:
+        workload = make_workload(name, config)
+    except SettingError as exc:
+        raise CliError(
+            f"{setting_source(name, exc.key, given, args.workload_config)}: {exc.reason}"
+        ) from None
+    except WorkloadError as exc:
+        # A key it does not know or a value of the wrong type: the options give neither, the file does.
+        raise CliError(f"{args.workload_config}: {exc}" if args.workload_config else str(exc)) from None
     try:
         workload.preflight()
     except SettingError as exc:

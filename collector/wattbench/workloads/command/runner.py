@@ -247,7 +247,10 @@ class CommandWorkload(WorkloadDefaults):
         self._done_before = 0.0  # ops of finished phases, for the live rate
         self._stopping = False
         # Placeholders are checked once up front so a typo fails before the first phase, not an hour in.
-        fill(self.template, self.shell, **dict.fromkeys(PLACEHOLDERS, 1))
+        try:
+            fill(self.template, self.shell, **dict.fromkeys(PLACEHOLDERS, 1))
+        except WorkloadError as exc:
+            raise SettingError("run", str(exc)) from None
 
     SETTINGS = (
         "run",
