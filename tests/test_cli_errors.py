@@ -721,6 +721,28 @@ def test_a_suite_refused_before_its_first_phase_prints_only_the_refusal(tmp_path
     ]
 
 
+def test_report_refuses_a_channel_the_run_did_not_have(tmp_path: Path) -> None:
+    """A typo in --channel when re-scoring a stored run was scored as a channel that fell silent, and
+    the report exited 0; it is checked against what the store held during the run, as a sweep does."""
+    store = make_store(tmp_path / "store.sqlite")
+    sweep = ["sweep", "--store", store, "--run", "r1", "--channel", "bench/psu", "--wait-data", "0", *FAST]
+    assert wattbench(sweep, tmp_path).returncode in (0, 1)
+    for extra in ([], ["--rescore"]):
+        out = wattbench(["report", "r1", "--store", store, "--channel", "bench/pus", *extra], tmp_path)
+        assert out.returncode == 2, out.stderr
+        assert out.stdout == ""
+        assert out.stderr.splitlines() == [
+            "wattbench report: --channel bench/pus: bench has no channel pus, did you mean bench/psu? "
+            "(its channels: psu)"
+        ]
+    out = wattbench(["report", "r1", "--store", store, "--inlet", "bnch/t"], tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines() == [
+        "wattbench report: --inlet bnch/t: no device bnch in the store during run r1, did you mean bench? "
+        "(devices seen: bench)"
+    ]
+
+
 def test_a_missing_program_stores_nothing_and_prints_one_line(tmp_path: Path) -> None:
     """The issue's own case: a typo in --cmd. Nothing stored, no report, no files, one line, at once."""
     store = make_store(tmp_path / "store.sqlite")

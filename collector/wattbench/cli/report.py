@@ -18,7 +18,9 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..core.evaluate import run_span
 from ..report.outputs import RunResult, write_outputs
+from ..sweep.channels import unknown_in_store
 from ..sweep.publish import MqttSink, SinkError, StoreSink
 from ..sweep.scoring import ScoringOptions, score_run, stored_run
 from .options import (
@@ -61,6 +63,12 @@ def load(args: argparse.Namespace, store: Store) -> tuple[Evaluation, str] | str
         recent = ", ".join(store.runs()[:10]) or "none"
         return f"no run {run!r} in the store (recent runs: {recent})"
     given = scoring_from_args(args)
+    span = run_span(events)
+    if given.named_channels and span is not None:
+        # A typo is refused as the sweep refuses it, not scored as a channel that fell silent.
+        problems = unknown_in_store(store, given.named_channels, *span, run)
+        if problems:
+            return "; ".join(problems)
     if stored is None:
         return score_run(store, run, given), run
     changed = given.changed_from(stored.get("options")) if not args.rescore else []

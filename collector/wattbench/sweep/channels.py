@@ -51,6 +51,7 @@ __all__ = [
     "stored_roles",
     "survey",
     "survey_store",
+    "unknown_in_store",
     "unknown_named",
     "wait_for_data",
     "with_meta",
@@ -233,6 +234,19 @@ def unknown_named(
                 + f" (its channels: {', '.join(listed)})"
             )
     return problems
+
+
+def unknown_in_store(
+    store: Store, named: Sequence[ChannelSpec], start_ms: int, end_ms: int, run: str
+) -> list[str]:
+    """unknown_named for a stored run: the channels its devices' stored metadata listed during the run,
+    or for a device with none stored (a store Telegraf fills), those with samples in it."""
+    known = known_channels(doc for _, doc in store.meta_history(int(start_ms), int(end_ms)))
+    described = set(known)
+    for dev, ch in store.channels(int(start_ms), int(end_ms)):
+        if dev not in described:
+            known.setdefault(dev, set()).add(ch)
+    return unknown_named(named, known, f"in the store during run {run}")
 
 
 def from_store(store: Store, start_ms: int, end_ms: int, named: Sequence[str] | None = None) -> Choice:
