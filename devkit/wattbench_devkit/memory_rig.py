@@ -429,6 +429,9 @@ def run_profile_unix(
         memory_error=memory_error or "MemoryError" in str(result["counters"].get("last_error")),
     )
     result["peak"] = result.get("live_peak")
+    c = result["counters"]
+    if result.get("rows_out") is not None:
+        result["lost"] = result["rows_out"] - c["acked_samples"] - c["dropped"] - result["unsent"]
     result["steady"] = [[int(w) for w in line.split()[1:3]] for line in lines if line.startswith("STEADY ")]
     steady = [v for _, v in result["steady"]]
     result["creep"] = steady[-1] - steady[0] if len(steady) >= 2 else None
@@ -447,6 +450,10 @@ def unix_problems(r: dict[str, Any]) -> list[str]:
         )
     if r.get("peak") is not None and r["peak"] > r["budget"]:
         out.append(f"{r['profile']}: peak {r['peak']} B over the budget of {r['budget']} B")
+    if r["counters"].get("dropped"):
+        out.append(f"{r['profile']}: {r['counters']['dropped']} samples dropped")
+    if r.get("lost"):
+        out.append(f"{r['profile']}: {r['lost']} samples lost (neither acknowledged, dropped nor buffered)")
     return out
 
 
@@ -454,7 +461,8 @@ def unix_table(results: list[dict[str, Any]]) -> str:
     """Per profile under the fixed heap: peak, smallest free, largest free block, PASS or FAIL."""
     rows = [
         "MicroPython 1.27.0 unix port, 32-bit, -X heapsize = the profile's heap + the rig's own",
-        "profile      hmac  heap B   rig B  budget KB  peak KB  min free KB  max free block B  creep B  result",
+        "profile      hmac  heap B   rig B  budget KB  peak KB  min free KB  max free block B  creep B"
+        "  errors  dropped  lost  result",
     ]
     for r in results:
         peak = f"{r['peak'] / KB:7.1f}" if r.get("peak") is not None else "      -"
@@ -462,6 +470,7 @@ def unix_table(results: list[dict[str, Any]]) -> str:
         rows.append(
             f"{r['profile']:<12} {'on' if r['hmac'] else 'off':<4} {r['heap']:>6}  {r['rig']:>6}"
             f"  {r['budget'] / KB:>9.0f}  {peak}  {free}  {r['free_block']!s:>16}  {r.get('creep')!s:>7}"
+            f"  {r['counters'].get('errors')!s:>6}  {r['counters'].get('dropped')!s:>7}  {r.get('lost')!s:>4}"
             f"  {'FAIL' if unix_problems(r) else 'PASS'}"
         )
     return "\n".join(rows)

@@ -88,3 +88,29 @@ def test_a_long_outage_fits_the_esp32_budget(firmware: Path) -> None:
     c = r["counters"]
     assert r["max_flash_rows"] > 2000 and c["dropped"] == 0 and r["seq"]["missing"] == 0
     assert rig.problems(r, rig.ENFORCED) == [], rig.table([r])
+
+
+def test_the_fixed_heap_table_fails_a_run_that_dropped_or_lost_samples() -> None:
+    # The unix port's table said PASS for an esp32 run whose outage dropped 528 samples.
+    ok = {
+        "profile": "esp32",
+        "hmac": False,
+        "heap": 125440,
+        "rig": 31856,
+        "budget": rig.BUDGETS["esp32"],
+        "peak": 70000,
+        "free_min": 20000,
+        "free_block": 4096,
+        "creep": 500,
+        "died": False,
+        "memory_error": False,
+        "counters": {"errors": 0, "dropped": 0, "last_error": None},
+        "lost": 0,
+    }
+    assert rig.unix_problems(ok) == []
+    dropped = {**ok, "counters": {**ok["counters"], "dropped": 528}}
+    assert rig.unix_problems(dropped) == ["esp32: 528 samples dropped"]
+    assert "FAIL" in rig.unix_table([dropped]).splitlines()[-1]
+    lost = {**ok, "lost": 16}
+    assert rig.unix_problems(lost) == ["esp32: 16 samples lost (neither acknowledged, dropped nor buffered)"]
+    assert rig.unix_table([ok]).splitlines()[-1].endswith("PASS")

@@ -640,6 +640,10 @@ def finish(live):
             )
         },
         "seq_next": app.seq.next,
+        # Every sample the sampler handed out must be acknowledged, dropped (counted) or still
+        # buffered at the stop: what is none of these was lost without being counted.
+        "rows_out": app.sampler.rows_out,
+        "unsent": app.buffer.ram_samples() + app.buffer.flash_samples(),
         "seq_rows": SEQ[2],
         "published": SOCKS[-1].published if SOCKS else 0,
         "max_flash_rows": seen["max_flash"],
