@@ -1001,3 +1001,20 @@ def test_a_demo_that_stops_early_leaves_no_temporary_folders(tmp_path: Path) -> 
     out = wattbench(["demo", "--influx", down, "--quiet"], tmp_path, {"TMPDIR": str(temp)})
     assert out.returncode == 3, out.stderr
     assert list(temp.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["report", "latest", "--store", "{tmp}/notes.txt"],
+        ["status", "--store", "{tmp}/notes.txt", "--state-dir", "{tmp}"],
+        ["status", "--json", "--store", "{tmp}/notes.txt", "--state-dir", "{tmp}"],
+    ],
+)
+def test_a_store_that_is_not_one_is_named_once(argv: list[str], tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a database\n")
+    out = wattbench([a.format(tmp=tmp_path) for a in argv], tmp_path, {})
+    assert out.returncode == 3, out.stderr
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].count("notes.txt") == 1, out.stderr
+    assert "store: store" not in lines[0] and "not a database" in lines[0], lines[0]

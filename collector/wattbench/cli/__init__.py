@@ -16,7 +16,7 @@ from ..broker import BrokerStartError
 from ..config import ConfigError
 from ..exits import Exit
 from ..signals import interrupt_on_stop_signals
-from ..store.base import StoreError
+from ..store.base import StoreError, failure_text
 from ..sweep.publish import SinkError
 from ..workloads.base import WorkloadError
 from .options import CliError, Parser, add_verbose, verbosity
@@ -86,7 +86,7 @@ def _known_failure(exc: BaseException) -> tuple[str, int] | None:
     if isinstance(exc, CliError):
         return str(exc), exc.code
     if isinstance(exc, StoreError):
-        return f"store: {exc}", Exit.UNREACHABLE
+        return failure_text(exc), Exit.UNREACHABLE
     if isinstance(exc, ConfigError):
         return f"configuration: {exc}", Exit.USAGE
     if isinstance(exc, WorkloadError):

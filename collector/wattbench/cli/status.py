@@ -24,7 +24,7 @@ from typing import Any, TypeGuard
 from ..config import ConfigError, default_state_dir, load_config, redact_url
 from ..core.clocktrack import device_minus_host
 from ..exits import Exit
-from ..store import open_reader
+from ..store import failure_text, open_reader
 from .options import add_json_flag, add_store_options, option_values, output_console
 
 
@@ -114,7 +114,7 @@ def gather(args: argparse.Namespace) -> dict[str, Any]:
         except ValueError as exc:  # not a store address at all
             raise ConfigError(str(exc)) from None
         except (OSError, RuntimeError) as exc:  # StoreError is a RuntimeError
-            raise StoreUnreachable(f"store {out['store']}: {exc}") from None
+            raise StoreUnreachable(failure_text(exc, out["store"])) from None
         try:
             try:
                 out["health"] = store.health()
@@ -124,7 +124,7 @@ def gather(args: argparse.Namespace) -> dict[str, Any]:
                 store.close()
         except (OSError, RuntimeError, ValueError) as exc:
             # InfluxDB down or refusing the query (StoreUnavailable is a RuntimeError), an unreadable file
-            raise StoreUnreachable(f"store {out['store']}: {exc}") from None
+            raise StoreUnreachable(failure_text(exc, out["store"])) from None
     return out
 
 

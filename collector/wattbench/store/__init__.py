@@ -18,6 +18,7 @@ from .base import (
     StoreError,
     StoreMissing,
     StoreReader,
+    failure_text,
 )
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "StoreError",
     "StoreMissing",
     "StoreReader",
+    "failure_text",
     "known_spec",
     "open_reader",
     "open_store",

@@ -29,6 +29,19 @@ class StoreError(RuntimeError):
     permanent: bool = False
 
 
+# How the stores' own errors begin when they already say which store they mean (sqlite.py, influx/).
+_NAMED = ("store ", "no store ", "InfluxDB at ")
+
+
+def failure_text(exc: BaseException, name: str | None = None) -> str:
+    """A store's error as one line that names the store once: most errors name it themselves ("store
+    PATH: ...", "InfluxDB at URL ..."); the others get `name` (or "store") in front."""
+    text = str(exc)
+    if text.startswith(_NAMED):
+        return text
+    return f"store {name}: {text}" if name else f"store: {text}"
+
+
 class StoreMissing(StoreError):
     """A store that was to be read does not exist (reading never creates one)."""
 
