@@ -1,6 +1,6 @@
 """A day of the appliance under MicroPython: heap creep, dropped samples and sequence continuity.
 
-Runs the whole appliance (firmware compiled with mpy-cross -O2, the official MicroPython WebAssembly
+Runs the whole appliance (firmware compiled with mpy-cross -O3, the official MicroPython WebAssembly
 build, the esp32 profile) in simulated time for `--hours` at `--hz` samples a second on each of
 `--channels` INA228 channels, with network outages spread over the run (each spills the RAM buffer to
 flash and ends with a backfill), and a clean stop. The broker stand-in reads the sequence number of

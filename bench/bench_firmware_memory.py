@@ -3,10 +3,11 @@
 By default under MicroPython 1.27.0's unix port (built 32-bit by scripts/provision.sh) with the heap
 fixed at each profile's (esp32: 134,544 bytes less 40 KB; picow: its 100 KB budget; plus what the
 rig's stand-ins hold): per profile the peak (gc.mem_alloc() after each loop turn's collection), the
-smallest free heap, the largest free block at that moment and PASS or FAIL; a MemoryError anywhere
-is a FAIL. With --wasm, the WebAssembly table below (a heap that grows, so it cannot run out):
+smallest free heap, the largest free block at that moment, the loop's errors, samples dropped and
+lost, and PASS or FAIL; a MemoryError anywhere, or a sample dropped or lost, is a FAIL. With
+--wasm, the WebAssembly table below (a heap that grows, so it cannot run out):
 
-Compiles the firmware with mpy-cross -O2, runs the whole appliance in the official MicroPython
+Compiles the firmware with mpy-cross -O3, runs the whole appliance in the official MicroPython
 WebAssembly build for each profile's typical configuration (HMAC off and on) through boot, sampling
 in simulated time, an outage that spills to flash, the backfill, Home Assistant discovery and a clean
 stop, and prints profile -> budget -> measured peak -> margin (budgets and method: docs/firmware.md).

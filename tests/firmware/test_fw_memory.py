@@ -1,4 +1,4 @@
-"""The appliance fits its boards' RAM: the whole firmware (compiled with mpy-cross -O2) runs under the
+"""The appliance fits its boards' RAM: the whole firmware (compiled with mpy-cross -O3) runs under the
 official MicroPython WebAssembly build for each board profile with its typical configuration, HMAC on
 and off, through boot, 10 simulated minutes of sampling, an outage that spills to flash, the
 backfill, Home Assistant discovery and a clean stop; its GC heap must stay inside the profile's
