@@ -103,6 +103,23 @@ ROWS = [
         "unreachable",
         alone=True,
     ),
+    # the broker of WATTBENCH_BROKER, set for `collect`, is the sweep's too: checked, never ignored
+    Row(
+        "sweep-env-broker-down",
+        ["sweep", "--store", "{store}", *FAST],
+        3,
+        "unreachable",
+        env={"WATTBENCH_BROKER": "{down_broker}"},
+        alone=True,
+    ),
+    Row(
+        "suite-env-broker-down",
+        ["suite", "{tmp}/suite.toml", "--store", "{store}", *FAST],
+        3,
+        "unreachable",
+        env={"WATTBENCH_BROKER": "{down_broker}"},
+        alone=True,
+    ),
     # outputs checked before anything runs
     Row(
         "report-html-missing-folder",

@@ -333,6 +333,24 @@ def add_broker_options(
     SETTINGS.add_arguments(g, "broker", CHECKS, broker_help=help_broker)
 
 
+def broker_given(args: argparse.Namespace) -> str | None:
+    """The broker a run publishes to: --broker, else WATTBENCH_BROKER; None when neither is given (the
+    default address is the collector's, not a reason to publish). A user who exported the variable for
+    `collect` means the same broker for the sweep that feeds it."""
+    cfg = resolve(args, ["broker"])
+    return str(cfg.broker) if "broker" in cfg.said else None
+
+
+def publish_settings(args: argparse.Namespace) -> Any:
+    """The MqttSettings a sweep or suite publishes with (broker_given and its credentials), or None."""
+    from ..sweep.session import MqttSettings  # late: start-up
+
+    broker = broker_given(args)
+    if broker is None:
+        return None
+    return MqttSettings(broker, mqtt_user(args), mqtt_password(args), args.mqtt_ca)
+
+
 def mqtt_user(args: argparse.Namespace) -> str | None:
     return resolve(args, ["mqtt_user"]).mqtt_user or None
 

@@ -34,10 +34,9 @@ from .options import (
     CliError,
     add_output_options,
     as_given,
-    mqtt_password,
-    mqtt_user,
     number,
     outputs_from_args,
+    publish_settings,
     readable_file,
     run_id,
     side_console,
@@ -132,7 +131,7 @@ def exit_code(suite_run: Any) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from ..sweep.driver import new_run_id  # late: start-up
-    from ..sweep.session import MqttSettings, NothingMeasured, SweepSetup  # late: start-up
+    from ..sweep.session import NothingMeasured, SweepSetup  # late: start-up
     from ..sweep.suite import load_suite, plan_for, preflight_suite, run_suite  # late: start-up
 
     log = logging.getLogger("wattbench.suite")
@@ -167,9 +166,7 @@ def run(args: argparse.Namespace) -> int:
     store = sweep_store(args)
     if store is None:
         log.warning("--ops-only: the suite measures throughput only; power is not measured")
-    mqtt = (
-        MqttSettings(args.broker, mqtt_user(args), mqtt_password(args), args.mqtt_ca) if args.broker else None
-    )
+    mqtt = publish_settings(args)
     outputs = outputs_from_args(args, SuiteResult)
     console = side_console(outputs)
     run_id = args.run or new_run_id()

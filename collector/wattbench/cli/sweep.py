@@ -46,11 +46,10 @@ from .options import (
     add_store_options,
     as_given,
     default_store,
-    mqtt_password,
-    mqtt_user,
     number,
     open_store_from_args,
     outputs_from_args,
+    publish_settings,
     run_id,
     store_given,
 )
@@ -226,7 +225,7 @@ def exit_code(outcome: Any) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from ..sweep.driver import new_run_id  # late: start-up
-    from ..sweep.session import MqttSettings, NothingMeasured, SweepSetup, run_sweep  # late: start-up
+    from ..sweep.session import NothingMeasured, SweepSetup, run_sweep  # late: start-up
 
     log = logging.getLogger("wattbench.sweep")
     outputs = outputs_from_args(args, RunResult)
@@ -245,9 +244,7 @@ def run(args: argparse.Namespace) -> int:
     store = sweep_store(args)  # a StoreError ends the command with exit 3, before any phase
     if store is None:
         log.warning("--ops-only: the run measures throughput only; power is not measured")
-    mqtt = None
-    if args.broker:
-        mqtt = MqttSettings(args.broker, mqtt_user(args), mqtt_password(args), args.mqtt_ca)
+    mqtt = publish_settings(args)
     display = LogDisplay() if args.quiet or not sys.stderr.isatty() else RichDisplay()
     setup = SweepSetup(
         run=args.run or new_run_id(),
