@@ -114,7 +114,8 @@ def test_settings_of_the_right_type_are_taken() -> None:
     ],
 )
 def test_a_bad_workload_file_stops_the_sweep_with_one_line(toml: str, message: str, tmp_path: Path) -> None:
-    """Exit 2 (bad configuration) with one line naming the key, before anything runs: no traceback."""
+    """Exit 2 (bad configuration) with one line naming the file and the key, before anything runs: no
+    traceback."""
     path = tmp_path / "w.toml"
     path.write_text(toml)
     argv = [
@@ -130,7 +131,7 @@ def test_a_bad_workload_file_stops_the_sweep_with_one_line(toml: str, message: s
     out = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert "Traceback" not in out.stderr, out.stderr
     assert out.returncode == 2, out.stderr
-    assert out.stderr.strip().splitlines() == [f"wattbench sweep: {message}"]
+    assert out.stderr.strip().splitlines() == [f"wattbench sweep: {path}: {message}"]
 
 
 @pytest.mark.parametrize("name", NAMES)
