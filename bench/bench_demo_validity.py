@@ -257,7 +257,8 @@ def describe(run: Run, k: int, n: int) -> list[str]:
     if run.levels:
         cells = [
             f"{t * 100:g} %: {'-' if a is None else f'{a * 100:.1f} %'}"
-            + (f" ({u * 100:.1f} % of its arrivals not served)" if u else "")
+            # Below 0.05 % it would print as 0.0 %: a handful of arrivals queued at the window's end.
+            + (f" ({u * 100:.1f} % of its arrivals not served)" if u and u >= 0.0005 else "")
             for t, a, u in run.levels
         ]
         lines.append("  actual load: " + ", ".join(cells))
