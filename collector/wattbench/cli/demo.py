@@ -444,11 +444,9 @@ def verdict(evaluation: Any, load_tolerance: float = 0.02) -> str:
             continue
         lv = levels.get(c.phase or "")
         if c.name.startswith("load_within") and lv is not None and lv.actual is not None:
-            share = lv.unserved_share
+            share = lv.behind_share
             behind = (
-                f", {share * 100:.1f} % of its arrivals not served: the machine fell behind"
-                if share is not None and share >= 0.001 and lv.target is not None and lv.actual < lv.target
-                else ""
+                f", {share * 100:.1f} % of its arrivals not served: the machine fell behind" if share else ""
             )
             parts.append(
                 f"{c.name} failed at {_where(c.phase, levels)} ({lv.actual * 100:.1f} % of calibrated{behind})"

@@ -112,8 +112,8 @@ def check_load(level: LevelScore, limits: Limits, calibration_spread: float | No
     reason = f"actual {_pct(level.actual)} vs target {_pct(level.target)} ({dev * 100:+.2f}% {unit}, limit ±{limits.load_tolerance * 100:g}%)"
     if not ok and calibration_spread is not None and calibration_spread > limits.load_tolerance:
         reason += f"; calibration intervals differed by {calibration_spread * 100:.1f}%"
-    share = level.unserved_share
-    if not ok and dev < 0 and share is not None and share >= 0.001:
+    share = level.behind_share
+    if not ok and share is not None:
         # The window's count is its arrivals less the unserved ones: the machine did less than its
         # calibrated throughput in this window, which no pacing can make up.
         reason += (

@@ -66,6 +66,15 @@ class LevelScore:
         return self.unserved / (served + self.unserved) if served + self.unserved > 0 else None
 
     @property
+    def behind_share(self) -> float | None:
+        """unserved_share when it explains a shortfall: the level fell short of its target and at least
+        0.1 % of its arrivals went unserved (below that, a handful queued at the window's end)."""
+        share = self.unserved_share
+        if share is None or share < 0.001 or self.target is None or self.actual is None:
+            return None
+        return share if self.actual < self.target else None
+
+    @property
     def has_power(self) -> bool:
         return math.isfinite(self.W) and self.W > 0
 
