@@ -115,9 +115,9 @@ def test_sigkill_mid_stream_loses_nothing(
 def test_influxdb_down_30s_mid_stream_spools_and_replays(  # type: ignore[no-untyped-def]
     mosquitto, influxdb, collector_factory, tap, tmp_path
 ) -> None:
-    # 8 appliances x 4 channels x 50 Hz: 100 000 samples over about 62 s, so the stream runs before,
-    # during and after the outage.
-    n_dev, per_dev = 8, 12_500
+    # 8 appliances x 4 channels x 50 Hz: 120 000 samples over about 75 s, so the stream runs before,
+    # during and after the outage, with room for a loaded machine's slow stop of InfluxDB.
+    n_dev, per_dev = 8, 15_000
     collector = collector_factory(_collect_args(mosquitto, influxdb)).start()
     with appliances(mosquitto.url, tmp_path, n=n_dev, channels=4, hz=50, count=per_dev) as apps:
         devs = [a.dev for a in apps]
@@ -129,9 +129,12 @@ def test_influxdb_down_30s_mid_stream_spools_and_replays(  # type: ignore[no-unt
         while time.monotonic() - down_at < 30:
             spooled = max(spooled, collector.state().get("spool", {}).get("bytes", 0))
             time.sleep(0.5)
+        # Read before the restart: starting InfluxDB on a loaded machine can itself take seconds, and
+        # what matters is that samples were still arriving when the outage ended.
+        streaming = any(a.counters()["samples"] < per_dev for a in apps)
         influxdb.start()
         assert spooled > 0, "the spool was used during the outage"
-        assert any(a.counters()["samples"] < per_dev for a in apps), "the stream goes on after the outage"
+        assert streaming, "the stream goes on after the outage"
         wait_appliances_done(apps, 120)
     wait_keys_stored(influxdb, tap, devs, 120)
     # the spool drains completely once InfluxDB is back
