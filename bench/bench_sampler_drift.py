@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 from wattbench_fw import port
-from wattbench_fw.clock import HostClock
+from wattbench_fw.host import HostClock
 from wattbench_fw.sampler import Channel, Sampler
 
 

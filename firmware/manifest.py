@@ -30,6 +30,7 @@ package(
         "compact.py",
         "config.py",
         "contract.py",
+        "contract_boot.py",
         "device.py",
         "encode.py",
         "errors.py",

@@ -231,6 +231,7 @@ class Appliance:
         finally:
             hass = None
             port.release("wattbench_fw.hass")
+            port.release("wattbench_fw.meters")  # discovery reads the meter table; device.boot let it go
 
     # ---- batching -----------------------------------------------------------------------------
 

@@ -8,7 +8,6 @@ estimates the oscillator drift between syncs so it can be corrected until the ne
 All times are integer microseconds; the math is pure and unit-tested on both Pythons.
 """
 
-from wattbench_fw import port
 from wattbench_fw.contract import FLAG_CLOCK_STEP, FLAG_UNSYNCED
 
 NTP_UNIX_DELTA_S = 2208988800  # 1900-01-01 to 1970-01-01
@@ -217,46 +216,6 @@ class Clock:
             "ppm": round(self.ppm, 2),
             "steps": self.steps,
         }
-
-
-class HostClock:
-    """Host mode: the OS clock is already disciplined (chrony/ntpd), so it is used directly.
-
-    inject_step() shifts it for fault tests; the next sample then carries the clock_step flag.
-    """
-
-    SYNC = "host"
-
-    def __init__(self, now_us=None):
-        self._now = now_us or port.utc_us
-        self.shift_us = 0
-        self.steps = 0
-        self._step_pending = False
-        self.synced = True
-
-    def utc_us(self, mono=None):
-        return self._now() + self.shift_us
-
-    def local_us(self, mono=None):
-        return self.utc_us()
-
-    def inject_step(self, ms):
-        self.shift_us += int(ms * 1000)
-        self.steps += 1
-        self._step_pending = True
-
-    def sample_flags(self):
-        if self._step_pending:
-            self._step_pending = False
-            return FLAG_CLOCK_STEP
-        return 0
-
-    def status(self, mono=None):
-        out = {"sync": "host"}
-        if self.steps:
-            out["steps"] = self.steps
-            out["off"] = round(self.shift_us / 1000, 3)
-        return out
 
 
 class SntpClient:

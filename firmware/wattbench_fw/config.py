@@ -7,7 +7,7 @@ Defaults are filled in, so the rest of the firmware can index the result without
 import json
 
 from wattbench_fw import meters, port
-from wattbench_fw.contract import BOARDS, MAX_CHANNELS, ROLES, valid_channel_id, valid_device_id
+from wattbench_fw.contract_boot import BOARDS, MAX_CHANNELS, ROLES, valid_channel_id, valid_device_id
 from wattbench_fw.errors import ConfigError
 from wattbench_fw.stateload import MAX_SEQ_BLOCK
 

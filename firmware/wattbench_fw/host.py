@@ -17,13 +17,53 @@ import time
 from wattbench_fw import config as config_mod
 from wattbench_fw import meters, port
 from wattbench_fw.app import Appliance
-from wattbench_fw.clock import HostClock
+from wattbench_fw.contract import FLAG_CLOCK_STEP
 from wattbench_fw.errors import ConfigError
 
 _HEX = "0123456789abcdefABCDEF"
 _HOST_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_"
 # scheme -> (TLS, default port)
 _SCHEMES = {"mqtt": (False, 1883), "tcp": (False, 1883), "mqtts": (True, 8883)}
+
+
+class HostClock:
+    """Host mode: the OS clock is already disciplined (chrony/ntpd), so it is used directly.
+
+    inject_step() shifts it for fault tests; the next sample then carries the clock_step flag.
+    """
+
+    SYNC = "host"
+
+    def __init__(self, now_us=None):
+        self._now = now_us or port.utc_us
+        self.shift_us = 0
+        self.steps = 0
+        self._step_pending = False
+        self.synced = True
+
+    def utc_us(self, mono=None):
+        return self._now() + self.shift_us
+
+    def local_us(self, mono=None):
+        return self.utc_us()
+
+    def inject_step(self, ms):
+        self.shift_us += int(ms * 1000)
+        self.steps += 1
+        self._step_pending = True
+
+    def sample_flags(self):
+        if self._step_pending:
+            self._step_pending = False
+            return FLAG_CLOCK_STEP
+        return 0
+
+    def status(self, mono=None):
+        out = {"sync": "host"}
+        if self.steps:
+            out["steps"] = self.steps
+            out["off"] = round(self.shift_us / 1000, 3)
+        return out
 
 
 def _ipv6(text):

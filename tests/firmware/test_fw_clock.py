@@ -8,6 +8,7 @@ import pytest
 import wattbench_schema as schema
 from wattbench_fw import clock as clk
 from wattbench_fw.contract import FLAG_CLOCK_STEP, FLAG_UNSYNCED
+from wattbench_fw.host import HostClock
 
 T0 = 1_763_709_600_123_456  # 2025-11-21T07:20:00.123456Z in microseconds
 
@@ -161,7 +162,7 @@ def test_status_object_validates() -> None:
 
 def test_host_clock_and_injected_step() -> None:
     fake = [T0]
-    c = clk.HostClock(now_us=lambda: fake[0])
+    c = HostClock(now_us=lambda: fake[0])
     assert c.utc_us() == T0 and c.status() == {"sync": "host"} and c.sample_flags() == 0
     c.inject_step(1500)
     assert c.utc_us() == T0 + 1_500_000

@@ -7,6 +7,7 @@ socket behaviour is covered against Mosquitto elsewhere."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,8 +18,12 @@ import pytest
 from wattbench_devkit import memory_rig as rig
 from wattbench_devkit.mpy import micropython_available
 
-pytestmark = pytest.mark.micropython
-RUNS = [(p, h) for p in ("esp32", "esp32-psram", "picow") for h in (False, True)]
+pytestmark = [pytest.mark.micropython, pytest.mark.timeout(900)]
+FULL = os.environ.get("WATTBENCH_FAULTS", "").lower() == "full"
+# HMAC on holds more than off (the signer and every batch's signature), so CI runs each profile with
+# it; the runs without it, and the 26-minute outage below, are the long variants (WATTBENCH_FAULTS=full,
+# scripts/faults.sh): the WebAssembly build takes minutes a run on two cores.
+RUNS = [(p, h) for p in ("esp32", "esp32-psram", "picow") for h in ((False, True) if FULL else (True,))]
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +36,7 @@ def firmware(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def results(firmware: Path) -> Iterator[dict[tuple[str, bool], dict[str, Any]]]:
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(min(2, len(RUNS))) as pool:
         futures = {run: pool.submit(rig.run_profile, run[0], run[1], firmware, seq_log=True) for run in RUNS}
         yield {run: f.result() for run, f in futures.items()}
 
@@ -60,8 +65,9 @@ def test_profile_runs_the_whole_appliance_within_budget(
 
 
 def test_a_larger_ram_buffer_is_caught(firmware: Path) -> None:
-    """The budget check is not vacuous: the esp32 profile with a 16 KB RAM buffer (4 KB ships) breaks it."""
-    board = {"buffer": {"ram_bytes": 4 * rig.board_profile("esp32")["buffer"]["ram_bytes"]}}
+    """The budget check is not vacuous: the esp32 profile with a 32 KB RAM buffer (4 KB ships) breaks it.
+    (16 KB did, until the firmware's resident code shrank by 4 KB.)"""
+    board = {"buffer": {"ram_bytes": 8 * rig.board_profile("esp32")["buffer"]["ram_bytes"]}}
     r = rig.run_profile("esp32", False, firmware, board_override=board)
     found = rig.problems(r, rig.ENFORCED)
     assert any("over the budget" in p for p in found), rig.table([r])
@@ -78,6 +84,7 @@ def test_an_allocation_over_the_limit_is_caught(firmware: Path) -> None:
     assert any("allocation of" in p for p in found), rig.table([r])
 
 
+@pytest.mark.skipif(not FULL, reason="long variant: runs with WATTBENCH_FAULTS=full (scripts/faults.sh)")
 def test_a_long_outage_fits_the_esp32_budget(firmware: Path) -> None:
     """Twenty minutes offline on the default esp32 profile and configuration: what flash holds must
     not cost RAM in proportion to the outage. (Each spilled one-second batch cost RAM in the flash

@@ -8,7 +8,6 @@ Current_LSB), 0x05 calibration = 0.00512 / (Current_LSB x R_shunt), 0x06 mask/en
 
 from wattbench_fw.contract import FLAG_OVER_RANGE, FLAG_REVERSE
 from wattbench_fw.errors import SensorError
-from wattbench_fw.meters import integer, number
 
 REG_CONFIG = 0x00
 REG_SHUNT = 0x01
@@ -109,6 +108,10 @@ class INA226:
         vsh_ct_us=1100,
         acc=None,
     ):
+        # The option checks are imported here, not at the top: a module-level name would keep
+        # the meter table's module in a board's RAM after boot (device.boot releases it).
+        from wattbench_fw.meters import integer, number
+
         self.i2c = i2c
         self.addr = integer("addr", addr, ADDRESSES[0], ADDRESSES[1])
         self.shunt_ohm = number("shunt_ohm", shunt_ohm, SHUNT_OHM[0], SHUNT_OHM[1])

@@ -12,7 +12,6 @@ in bits 23:4; 312.5 nV/LSB or 78.125 nV/LSB), 0x05 VBUS (24 bit, bits 23:4, 195.
 
 from wattbench_fw.contract import FLAG_OVER_RANGE, FLAG_REVERSE
 from wattbench_fw.errors import SensorError
-from wattbench_fw.meters import choice, integer, number
 
 REG_CONFIG = 0x00
 REG_ADC_CONFIG = 0x01
@@ -151,6 +150,10 @@ class INA228:
         reset_energy=False,
         acc=None,
     ):
+        # The option checks are imported here, not at the top: a module-level name would keep
+        # the meter table's module in a board's RAM after boot (device.boot releases it).
+        from wattbench_fw.meters import choice, integer, number
+
         self.i2c = i2c
         self.addr = integer("addr", addr, ADDRESSES[0], ADDRESSES[1])
         self.shunt_ohm = number("shunt_ohm", shunt_ohm, SHUNT_OHM[0], SHUNT_OHM[1])

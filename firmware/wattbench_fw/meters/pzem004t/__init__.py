@@ -10,7 +10,6 @@ resets the energy counter. Address 0xF8 reaches a single meter whatever its addr
 from wattbench_fw import modbus, serialio
 from wattbench_fw.contract import FLAG_OVER_RANGE
 from wattbench_fw.errors import FrameError
-from wattbench_fw.meters import choice, integer, number
 
 GENERAL_ADDRESS = 0xF8
 REG_COUNT = 10
@@ -63,6 +62,10 @@ class PZEM004T:
     QUANTITIES = ("W", "V", "A", "PF", "Hz", "Wh")
 
     def __init__(self, uart, addr=0x01, variant="100A", timeout_ms=200, acc=0.005):
+        # The option checks are imported here, not at the top: a module-level name would keep
+        # the meter table's module in a board's RAM after boot (device.boot releases it).
+        from wattbench_fw.meters import choice, integer, number
+
         if not isinstance(addr, int) or isinstance(addr, bool) or not 1 <= addr <= 0xF8:
             raise ValueError("addr must be 1-247, or 248 for a single meter")
         self.uart = uart

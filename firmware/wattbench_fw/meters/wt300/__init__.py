@@ -11,7 +11,6 @@ during a measurement interval invalidates it.
 from wattbench_fw import serialio
 from wattbench_fw.contract import FLAG_MISSED, FLAG_OVER_RANGE, FLAG_RANGE_CHANGE
 from wattbench_fw.errors import FrameError, SensorError
-from wattbench_fw.meters import choice, integer, number, show
 
 # Contract quantity -> WT300 numeric function name.
 FUNCTIONS = {"W": "P", "V": "U", "A": "I", "PF": "LAMB", "Hz": "FU"}
@@ -135,6 +134,10 @@ class WT300:
         acc_range=0.001,
         eol="\n",
     ):
+        # The option checks are imported here, not at the top: a module-level name would keep
+        # the meter table's module in a board's RAM after boot (device.boot releases it).
+        from wattbench_fw.meters import choice, integer, number, show
+
         if not isinstance(items, (list, tuple)):
             raise ValueError(
                 "items must be a list of %s, got %s" % (", ".join(sorted(FUNCTIONS)), show(items))
