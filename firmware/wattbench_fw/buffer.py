@@ -32,6 +32,11 @@ N_MASK = 0x3FFFFFFF
 # never finds room is dropped as damaged: about a minute. 100 gave up on sound records while a
 # backfill waited for room (MicroPython 1.27.0 unix port, esp32 heap).
 OOM_TRIES = 3000
+# Records a segment takes before the next opens: its index (four words a record) is one array that
+# grows as records are added, and on a board's fragmented heap each growth needs a free run of the
+# whole array's size. Unbounded, a 64 KB segment of small compact records grew it to 3.6 KB, which the
+# picow profile's heap did not have at a clean stop (MicroPython 1.27.0 unix port, fixed heap).
+MAX_SEG_RECORDS = 64
 
 
 class Entry:
@@ -239,7 +244,13 @@ class Buffer:
         while self.segments and self.flash_used + need > self.flash_limit:
             self._drop_segment(self.segments[0])
         seg = self.segments[-1] if self.segments else None
-        if seg is None or seg.closed or seg.bytes + need > self.segment_bytes and len(seg):
+        if (
+            seg is None
+            or seg.closed
+            or seg.bytes + need > self.segment_bytes
+            and len(seg)
+            or len(seg) >= MAX_SEG_RECORDS
+        ):
             if seg is not None:
                 seg.closed = True
             seg = Segment(self._next_seg)
@@ -268,6 +279,21 @@ class Buffer:
         return _unpack(body) if seg.compact(i) else body
 
     # ---- public -----------------------------------------------------------------------------
+
+    def make_room(self, size):
+        """Spill the oldest RAM batches to flash until a batch of `size` bytes fits under the RAM
+        limit. The appliance calls this before it encodes a batch, so a board's heap holds the
+        spilled batch and the codec, or the new batch, and never all three at once."""
+        while self.ram and self.flash_limit and self.ram_used + size > self.ram_limit:
+            oldest = self.ram[0]
+            size_old = len(oldest.payload)
+            try:
+                if not self._spill(oldest):
+                    return
+            except MemoryError:
+                return  # push() tries again, and drops and counts what flash cannot take
+            self.ram.pop(0)
+            self.ram_used -= size_old
 
     def push(self, payload, n):
         """Queue one encoded batch of `n` samples."""

@@ -107,10 +107,25 @@ def boot(config_path=CONFIG_PATH, board_path=BOARD_PATH):
     drivers, _ = make_drivers(cfg)
     make_drivers = None
     port.release("wattbench_fw.board")
+    names = None
+    if cfg.get("hass"):
+        # What discovery shows of the meter table, read now: loading the table again for each round of
+        # discovery, beside the discovery code, did not fit the esp32 profile's heap.
+        from wattbench_fw import meters
+
+        names = meters.names([ch["meter"] for ch in cfg["channels"]])
+        meters = None
     # The meter table and the drivers' option checks: the drivers are built, and their modules stay.
     port.release("wattbench_fw.meters")
     app = Appliance(
-        cfg, drivers, clock, mono=mono, net_up=wifi.up, rssi=wifi.rssi, ssl_context=ssl_context(cfg["broker"])
+        cfg,
+        drivers,
+        clock,
+        mono=mono,
+        net_up=wifi.up,
+        rssi=wifi.rssi,
+        ssl_context=ssl_context(cfg["broker"]),
+        meter_names=names,
     )
     for problem in app.state.problems:
         print("wattbench: persistent state repaired:", problem)

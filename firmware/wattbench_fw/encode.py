@@ -49,20 +49,35 @@ BATCH_TAIL = "]}"
 BATCH_TAIL_B = b"]}"
 
 
-def batch(dev, boot, clk, row_texts):
-    """A complete samples payload (bytes) from already encoded rows (text or bytes).
+def _chunks(head, parts):
+    # The unsigned payload's bytes in order, as batch() joins them.
+    yield head
+    for i, p in enumerate(parts):
+        if i:
+            yield b","
+        yield p
+    yield BATCH_TAIL_B
+
+
+def batch(dev, boot, clk, row_texts, signer=None):
+    """A complete samples payload (bytes) from already encoded rows (text or bytes), signed by
+    `signer` (sign.Signer) when given: its "mac" member goes before the closing brace, the very bytes
+    signer.sign() gives for the unsigned payload.
 
     The payload is the only allocation of its size: a board's heap, fragmented by the rows and the
     code around them, may not hold several runs of a batch's size at once. Joining text and then
     encoding it took four (the rows joined, the head and the tail added one at a time, the encoding),
     which made the esp32 profile run out of memory at its first 4 KB batch under the fixed heap of
-    MicroPython's unix port."""
+    MicroPython's unix port; signing the joined payload took one more."""
     parts = [r.encode() if isinstance(r, str) else r for r in row_texts]
     head = batch_head(dev, boot, clk).encode()
+    tail = BATCH_TAIL_B
+    if signer is not None:
+        tail = b"]" + signer.mac_member(_chunks(head, parts)) + b"}"
     if not parts:
-        return head + BATCH_TAIL_B
+        return head + tail
     parts[0] = head + parts[0]
-    parts[-1] = parts[-1] + BATCH_TAIL_B
+    parts[-1] = parts[-1] + tail
     return b",".join(parts)
 
 

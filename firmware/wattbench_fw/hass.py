@@ -32,7 +32,6 @@ from wattbench_fw.contract import topic
 # The runtime half (what the appliance sends on every batch) lives in its own small module, so this
 # discovery code can be unloaded after boot on a board (app.py) while the state keeps running.
 from wattbench_fw.hass_state import DISCOVERY_PREFIX, QUANTITIES, STALE_ROWS, HassState, state_topic  # noqa: F401
-from wattbench_fw.meters import row
 
 MANUFACTURER = "wattbench"
 
@@ -104,11 +103,16 @@ def value_template(channel, quantity):
     )
 
 
-def device_block(meta):
+def device_block(meta, names=None):
+    """Home Assistant's device: board and meters. `names` is meters.names() of the channels' kinds,
+    made at boot by a board, which then need not load the meter table again for each discovery."""
+    if names is None:
+        from wattbench_fw import meters
+
+        names = meters.names([ch["meter"] for ch in meta["channels"]])
     meters = []
     for ch in meta["channels"]:
-        known = row(ch["meter"])
-        name = ch.get("model") or (known[4] if known else ch["meter"])
+        name = ch.get("model") or names.get(ch["meter"], ch["meter"])
         if name not in meters:
             meters.append(name)
     board = BOARD_NAMES.get(meta["board"], meta["board"])
@@ -182,11 +186,12 @@ def sensors(meta):
     return out
 
 
-def messages(meta, prefix=DISCOVERY_PREFIX):
-    """Yield (topic, payload bytes) for every sensor; publish each retained, QoS 1.
+def messages(meta, prefix=DISCOVERY_PREFIX, names=None):
+    """Yield (topic, payload bytes) for every sensor; publish each retained, QoS 1. `names`: as for
+    device_block.
 
     A generator, so a board builds one payload at a time instead of holding them all."""
-    device = device_block(meta)
+    device = device_block(meta, names)
     for channel, quantity in sensors(meta):
         payload = json.dumps(sensor_config(meta, channel, quantity, device, prefix))
         yield config_topic(meta["dev"], channel, quantity, prefix), payload.encode()

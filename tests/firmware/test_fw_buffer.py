@@ -66,6 +66,39 @@ def test_spill_to_flash_and_backfill_in_order(tmp_path: Path) -> None:
     assert buf.empty() and not list(tmp_path.glob("seg*.bin"))
 
 
+def test_room_is_made_in_flash_before_the_next_batch_is_encoded(tmp_path: Path) -> None:
+    """make_room spills the oldest RAM batches until one of the given size fits under the limit, so a
+    board's heap never holds a spilled batch, the codec and the new batch at once; without flash it
+    drops nothing (push drops and counts, as before)."""
+    buf = Buffer(ram_bytes=350, flash_bytes=100_000, segment_bytes=250, directory=str(tmp_path))
+    for i in range(3):
+        buf.push(payload(i), 5)
+    assert buf.ram_used == 300 and buf.spilled == 0
+    buf.make_room(100)  # 300 + 100 > 350: the oldest goes to flash first
+    assert buf.ram_used == 200 and buf.spilled == 1
+    buf.push(payload(3), 5)
+    assert buf.spilled == 1 and buf.dropped == 0
+    assert drain(buf) == [0, 1, 2, 3]
+    ram_only = Buffer(ram_bytes=350)
+    for i in range(3):
+        ram_only.push(payload(i), 5)
+    ram_only.make_room(100)
+    assert ram_only.ram_used == 300 and ram_only.dropped == 0
+
+
+def test_a_segment_indexes_a_bounded_number_of_records(tmp_path: Path) -> None:
+    """Many small records open new segments instead of growing one index without bound: the index is
+    one array, and each growth needs a free run of its whole size on a board's heap."""
+    from wattbench_fw.buffer import MAX_SEG_RECORDS
+
+    buf = Buffer(ram_bytes=1, flash_bytes=1_000_000, segment_bytes=1_000_000, directory=str(tmp_path))
+    n = 3 * MAX_SEG_RECORDS + 5
+    for i in range(n):
+        buf.push(payload(i, 20), 1)
+    assert max(len(seg) for seg in buf.segments) == MAX_SEG_RECORDS and len(buf.segments) == 4
+    assert drain(buf) == list(range(n))
+
+
 def test_flash_full_drops_oldest_segment_and_counts(tmp_path: Path) -> None:
     buf = Buffer(ram_bytes=250, flash_bytes=1_000, segment_bytes=220, directory=str(tmp_path))
     for i in range(30):

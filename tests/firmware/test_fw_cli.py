@@ -132,6 +132,20 @@ def test_flash_stage_layout(tmp_path: Path) -> None:
     assert cmd[-1] != "reset" and cmd[cmd.index("connect") + 1] == "/dev/ttyACM0"
 
 
+def test_flashed_bytecode_names_its_device_path_not_the_host_install(tmp_path: Path) -> None:
+    """mpy-cross embeds a source file name in every .mpy, and a board interns it in its heap when the
+    module loads: the host's install path (/usr/lib/python3.x/site-packages/...) cost board RAM for
+    nothing, more the deeper the install, and made the heap's layout depend on the host."""
+    config = json.loads((FIRMWARE / "config.example.json").read_text())
+    plan = flash.stage(tmp_path, config, flash.board_profile("esp32"), mpy=True)
+    app = next(local for local, remote in plan if remote == "/lib/wattbench_fw/app.mpy")
+    data = app.read_bytes()
+    assert str(FIRMWARE).encode() not in data and str(FIRMWARE.parent).encode() not in data
+    assert b"wattbench_fw/app.py" in data
+    driver = next(local for local, remote in plan if remote == "/lib/wattbench_fw/meters/ina226/__init__.mpy")
+    assert b"wattbench_fw/meters/ina226/__init__.py" in driver.read_bytes()
+
+
 def test_flash_refuses_mismatched_board_and_invalid_config(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -24,7 +24,7 @@ def test_example_is_valid_on_esp32() -> None:
     cfg = config.load(EXAMPLE, ESP32)
     assert cfg["board"] == "esp32"
     assert cfg["buses"]["uart2"]["tx"] == 17  # from the profile
-    assert cfg["buffer"]["ram_bytes"] == 4096  # profile overrides the default
+    assert cfg["buffer"]["ram_bytes"] == 2048  # profile overrides the default
     assert cfg["buffer"]["segment_bytes"] == 65536
     assert cfg["broker"]["client_id"] == "wattbench-bench-a"
     assert cfg["channels"][1]["agg"] == 10 and cfg["channels"][0]["cal"]["gain"] == 1.0

@@ -102,3 +102,20 @@ def test_whatever_a_meter_returns_the_batch_validates(vals: dict[str, float], fl
         assert lo <= value <= hi
         if key in DECIMALS:
             assert round(value, DECIMALS[key]) == value
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 40])
+def test_a_batch_signed_as_it_is_encoded_is_the_signed_payload(n: int) -> None:
+    """encode.batch with a signer writes payload and signature in one allocation (a board's heap may
+    not hold two copies of a batch); the bytes are those Signer.sign gives for the unsigned batch."""
+    from wattbench_fw.sign import Signer
+
+    signer = Signer(b"device-key")
+    clk = {"sync": "ntp", "age": 3, "off": 0.2}
+    rows: list[str | bytes] = [
+        encode.row({"s": i, "t": 1767225600000 + i, "c": "psu1", "W": 250.5}) for i in range(n)
+    ]
+    rows = [r.encode() if i % 2 else r for i, r in enumerate(rows)]  # text and bytes rows alike
+    unsigned = encode.batch("bench-a", 3, clk, rows)
+    signed = encode.batch("bench-a", 3, clk, rows, signer)
+    assert signed == signer.sign(unsigned)

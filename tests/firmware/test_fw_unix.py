@@ -276,10 +276,10 @@ def test_a_batch_the_heap_cannot_hold_goes_out_in_halves(
     host = HostAppliance(sim_config(dev="halves", spool_dir=tmp_path / "flash", model="const"))
     real = encode.batch
 
-    def tight(dev: str, boot: int, clk: dict[str, Any], rows: list[bytes]) -> bytes:
+    def tight(dev: str, boot: int, clk: dict[str, Any], rows: list[bytes], signer: Any = None) -> bytes:
         if len(rows) > 3:
             raise MemoryError("memory allocation failed")
-        return real(dev, boot, clk, rows)
+        return real(dev, boot, clk, rows, signer)
 
     monkeypatch.setattr(app_mod.encode, "batch", tight)
     app = host.app

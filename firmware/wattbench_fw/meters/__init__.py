@@ -65,6 +65,17 @@ def row(kind):
     return None
 
 
+def names(kinds):
+    """{kind: the name shown to people} for the kinds given; a kind the table does not know is its
+    own name. Home Assistant's discovery shows these: a board reads them at boot (device.boot), while
+    the table is loaded, and does not load it again for each round of discovery."""
+    out = {}
+    for kind in kinds:
+        r = row(kind)
+        out[kind] = r[4] if r else kind
+    return out
+
+
 def driver_class(kind):
     r = row(kind)
     if r is None:
