@@ -535,7 +535,8 @@ class FakeI2C:
 
 def check_clean(vals: dict[str, Any], flags: int) -> tuple[dict[str, Any], int]:
     """A driver reading through the sampler's cleaning step: the result must be contract-valid."""
-    from wattbench_fw.contract import BOUNDS, FLAGS_MAX
+    from wattbench_fw.contract import BOUNDS
+    from wattbench_fw.contract_boot import FLAGS_MAX
     from wattbench_fw.sampler import clean
 
     assert isinstance(flags, int) and 0 <= flags <= FLAGS_MAX, f"flags out of range: {flags!r}"
