@@ -76,32 +76,22 @@ def main() -> int:
     outages = rig.long_outages(minutes * 60)
     config = rig.long_config(args.channels, args.hz, args.hmac)
     started = time.monotonic()
+    # The run itself, the same on both interpreters; the broker stand-in reads every sequence number.
+    run = {
+        "minutes": minutes,
+        "outages": tuple(outages),
+        "config": config,
+        "seq_log": True,
+        "steady_every_s": 300,
+    }
     with tempfile.TemporaryDirectory() as tmp:
         if args.wasm:
-            r = rig.run_profile(
-                "esp32",
-                args.hmac,
-                rig.compile_firmware(Path(tmp)),
-                minutes=minutes,
-                outages=tuple(outages),
-                config=config,
-                seq_log=True,
-                steady_every_s=300,
-                block_watch=8 * rig.KB,  # only allocations that could break the 8 KB block limit
-                timeout=12 * 3600,
-            )
+            fw = rig.compile_firmware(Path(tmp))
+            # block_watch: only allocations that could break the 8 KB block limit.
+            r = rig.run_profile("esp32", args.hmac, fw, block_watch=8 * rig.KB, timeout=12 * 3600, **run)
         else:
-            r = rig.run_profile_unix(
-                "esp32",
-                args.hmac,
-                rig.unix_lib(Path(tmp)),
-                minutes=minutes,
-                outages=tuple(outages),
-                config=config,
-                seq_log=True,
-                steady_every_s=300,
-                timeout=48 * 3600,
-            )
+            lib = rig.unix_lib(Path(tmp))
+            r = rig.run_profile_unix("esp32", args.hmac, lib, timeout=48 * 3600, **run)
     wall = time.monotonic() - started
     if args.json:
         print(json.dumps(r, indent=1))

@@ -280,20 +280,28 @@ class Buffer:
 
     # ---- public -----------------------------------------------------------------------------
 
+    def _spill_oldest(self):
+        """Move the oldest RAM batch to flash: True if it moved, False if flash cannot take it, None
+        when the heap has no room to pack or index it just now (it stays in RAM)."""
+        oldest = self.ram[0]
+        size = len(oldest.payload)
+        try:
+            if not self._spill(oldest):
+                return False
+        except MemoryError:
+            return None
+        self.ram.pop(0)
+        self.ram_used -= size
+        return True
+
     def make_room(self, size):
         """Spill the oldest RAM batches to flash until a batch of `size` bytes fits under the RAM
         limit. The appliance calls this before it encodes a batch, so a board's heap holds the
-        spilled batch and the codec, or the new batch, and never all three at once."""
+        spilled batch and the codec, or the new batch, and never all three at once. Nothing is
+        dropped here: push() drops and counts what flash cannot take."""
         while self.ram and self.flash_limit and self.ram_used + size > self.ram_limit:
-            oldest = self.ram[0]
-            size_old = len(oldest.payload)
-            try:
-                if not self._spill(oldest):
-                    return
-            except MemoryError:
-                return  # push() tries again, and drops and counts what flash cannot take
-            self.ram.pop(0)
-            self.ram_used -= size_old
+            if not self._spill_oldest():
+                return
 
     def push(self, payload, n):
         """Queue one encoded batch of `n` samples."""
@@ -303,21 +311,16 @@ class Buffer:
         self.ram_used += len(payload)
         self.pushed += 1
         while self.ram_used > self.ram_limit and self.ram:
-            oldest = self.ram[0]
-            size = len(oldest.payload)
             if self.flash_limit:
-                try:
-                    spilled = self._spill(oldest)
-                except MemoryError:
-                    # The heap has no room to pack or index it just now: it stays in RAM, over the
-                    # limit by a batch or so, and the next push tries again. It was lost, uncounted.
+                spilled = self._spill_oldest()
+                if spilled is None:
+                    # No heap to pack or index it just now: it stays in RAM, over the limit by a
+                    # batch or so, and the next push tries again.
                     return
                 if spilled:
-                    self.ram.pop(0)
-                    self.ram_used -= size
                     continue
-            self.ram.pop(0)
-            self.ram_used -= size
+            oldest = self.ram.pop(0)
+            self.ram_used -= len(oldest.payload)
             self.dropped += oldest.n
 
     def spill_all(self):
