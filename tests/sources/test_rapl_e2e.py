@@ -10,6 +10,7 @@ no measurement standard."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,38 +28,61 @@ WALL_W = 150.0
 RANGE_UJ = 262143328850
 
 
-# The counter runs in a process of its own: in a thread of the test process it waits for the
-# interpreter lock behind the sweep (switch interval 5 ms), and a value that many ms stale at either end
-# of a 3 s window is off by more than the 0.1 % this test holds the chain to. A machine busy with other
-# work (the suite's other workers) delayed even a process of its own by that much, so where it may
-# (root), the counter runs at a real-time priority: it wakes on time whatever else is runnable, as a
-# CPU's own counter would.
+# The counter is a named pipe served by a process of its own, so that its value is computed while the
+# meter reads it, as a CPU's counter is when sysfs is read. As a plain file rewritten every half
+# millisecond it was as stale as its writer was late, and the suite's other workers delayed the writer
+# by tens of ms even at a real-time priority (CI: l50 0.7 % high); a late writer now only widens the
+# meter's clock bracket around the read, which the meter sees and reads again. Each value is padded to
+# 64 bytes, what the meter reads at most, so that a read ends without waiting for the writer to close.
+# The writer then waits for the reader to close before it serves the next one: a value left in the pipe
+# for a reader that opened meanwhile would be stale again.
 COUNTER = """
-import os, sys, time
+import fcntl, os, select, struct, sys, termios, time
 try:
     os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
 except (AttributeError, PermissionError, OSError):
     pass
-zone, start_uj, watts, top = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+fifo, start_uj, watts, top = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 t0 = time.monotonic()
+
+def unread(fd):
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\\0" * 4))[0]
+
+print("ready", flush=True)
 while True:
-    uj = (start_uj + round(watts * 1e6 * (time.monotonic() - t0))) % (top + 1)
-    with open(os.path.join(zone, "energy_uj.tmp"), "w") as f:
-        f.write(f"{uj}\\n")
-    os.replace(os.path.join(zone, "energy_uj.tmp"), os.path.join(zone, "energy_uj"))
-    time.sleep(0.0005)
+    fd = os.open(fifo, os.O_WRONLY)  # waits for a reader
+    gone = select.poll()
+    gone.register(fd, 0)  # POLLERR only: no reader left
+    try:
+        while True:
+            uj = (start_uj + round(watts * 1e6 * (time.monotonic() - t0))) % (top + 1)
+            os.write(fd, str(uj).ljust(63).encode() + b"\\n")
+            left = False
+            while unread(fd) and not left:
+                left = bool(gone.poll(1))
+            # Taken: the reader closes next. One still there after 20 ms opened after it and is waiting.
+            if left or gone.poll(20):
+                break
+    except BrokenPipeError:
+        pass
+    finally:
+        os.close(fd)
 """
 
 
 class Counter:
-    """Writes energy_uj as a CPU would: PKG_W joules a second, about every half millisecond, wrapping
-    at the range. A reader never sees half a number (write, then rename)."""
+    """energy_uj as a CPU gives it: PKG_W joules a second since start_uj, wrapping at the range, the
+    value taken at the moment it is read."""
 
     def __init__(self, zone: Path, start_uj: int) -> None:
-        (zone / "energy_uj").write_text(f"{start_uj}\n")
+        fifo = zone / "energy_uj"
+        os.mkfifo(fifo)
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", COUNTER, str(zone), str(start_uj), str(PKG_W), str(RANGE_UJ)]
+            [sys.executable, "-c", COUNTER, str(fifo), str(start_uj), str(PKG_W), str(RANGE_UJ)],
+            stdout=subprocess.PIPE,
+            text=True,
         )
+        assert self.proc.stdout is not None and self.proc.stdout.readline() == "ready\n"
 
     def stop(self) -> None:
         self.proc.kill()
