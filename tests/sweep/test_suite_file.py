@@ -77,8 +77,10 @@ def test_any_workload_can_join_in_a_named_group() -> None:
     ],
 )
 def test_a_bad_suite_is_refused_with_the_reason(doc: dict, why: str) -> None:
-    with pytest.raises(WorkloadError, match=why):
-        parse_suite(doc)
+    with pytest.raises(WorkloadError, match=why) as caught:
+        parse_suite(doc, "lab/suite.toml")
+    # A worklet's mistake too names the file first: a user with several suites knows which to open.
+    assert str(caught.value).startswith("lab/suite.toml: "), caught.value
 
 
 def test_a_missing_or_broken_file_is_one_line(tmp_path: Path) -> None:

@@ -82,8 +82,8 @@ def _levels(value: Any, where: str) -> tuple[float, ...]:
         raise WorkloadError(f"{where}: levels: {exc}") from None
 
 
-def _entry(i: int, raw: Any) -> Entry:
-    where = f"worklet {i + 1}"
+def _entry(i: int, raw: Any, source: str) -> Entry:
+    where = f"{source}: worklet {i + 1}"
     if not isinstance(raw, dict):
         raise WorkloadError(f"{where}: a table ([[worklet]]) is needed")
     levels = _levels(raw["levels"], where) if "levels" in raw else None
@@ -133,7 +133,7 @@ def parse_suite(doc: dict[str, Any], where: str = "suite") -> Suite:
     raw = doc.get("worklet")
     if not isinstance(raw, list) or not raw:
         raise WorkloadError(f"{where}: no [[worklet]] table")
-    entries = tuple(_entry(i, r) for i, r in enumerate(raw))
+    entries = tuple(_entry(i, r, where) for i, r in enumerate(raw))
     names = [e.name for e in entries]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
