@@ -168,7 +168,7 @@ def _unpack(body):
     from wattbench_fw import compact
 
     try:
-        return compact.unpack(body)
+        return compact.unpack_pieces(body)
     finally:
         compact = None
         port.release("wattbench_fw.compact")
@@ -337,7 +337,9 @@ class Buffer:
         return moved
 
     def next_unsent(self):
-        """(eid, payload) of the oldest entry not yet handed out since the last rewind, or None."""
+        """(eid, payload) of the oldest entry not yet handed out since the last rewind, or None. The
+        payload is bytes, or for a compact record in flash a list of pieces whose concatenation is
+        the payload (compact.unpack_pieces), which the MQTT client sends as they are."""
         skipped = False
         for seg in self.segments:
             for i in range(len(seg)):

@@ -33,6 +33,9 @@ SAMPLES_B = b'"samples":['
 # More decimal places than a float's repr ever writes (it turns to exponent form below 1e-4): a
 # number with more is kept as text, and a record asking for more is damaged, not a huge allocation.
 MAX_DECIMALS = 24
+# Rows are rebuilt into pieces of about this many bytes: a piece a row made the MQTT client's queue a
+# list of 20 to 40 entries a batch, and that list's array one more run of about a kilobyte to find.
+PIECE_BYTES = 256
 # One message for every way a record can be damaged: each distinct string costs a board RAM for good.
 DAMAGED = "damaged compact record"
 
@@ -292,26 +295,50 @@ def unpack(data):
     """The payload of a compact record, filled in place into a buffer of exactly its length rather
     than joined from parts. ValueError if the record is damaged; MemoryError if the heap has no run
     of the payload's size just now (the record is fine: the caller tries again later)."""
+    out = bytearray(_size(data))
+    i = 0
+    for piece in unpack_pieces(data):
+        j = i + len(piece)
+        if j > len(out):
+            raise ValueError(DAMAGED)
+        out[i:j] = piece
+        i = j
+    if i != len(out):
+        raise ValueError(DAMAGED)
+    # The buffer itself, not a bytes copy: the copy needed a second run of the payload's size while
+    # the first was held, and on a fixed heap that is often not there (MicroPython's unix port).
+    return out
+
+
+def unpack_pieces(data):
+    """The payload of a compact record as a list of pieces of about PIECE_BYTES (the head, rows and
+    their commas, the tail) whose concatenation is the payload, checked against the record's length.
+    Sending from flash queues the pieces as they are: no run of the whole payload's size is needed,
+    which a board's heap after a long outage no longer has (its free runs are a few hundred bytes to
+    1.5 KB while a full batch is about 2 KB). ValueError if the record is damaged."""
     try:
-        return _unpack(data)
+        pieces, size = _unpack(data)
     except (IndexError, UnicodeError):
         raise ValueError(DAMAGED)
+    total = 0
+    for piece in pieces:
+        total += len(piece)
+    if total != size:
+        raise ValueError(DAMAGED)
+    return pieces
 
 
-class _Writer:
-    __slots__ = ("b", "i")
-
-    def __init__(self, size):
-        self.b = bytearray(size)
-        self.i = 0
-
-    def put(self, text):
-        piece = text.encode()
-        j = self.i + len(piece)
-        if j > len(self.b):
+def _size(data):
+    try:
+        rd = _Reader(data)
+        if rd.byte() != VERSION:
             raise ValueError(DAMAGED)
-        self.b[self.i : j] = piece
-        self.i = j
+        size = rd.uv()
+    except IndexError:
+        raise ValueError(DAMAGED)
+    if size > MAX_PAYLOAD_BYTES:
+        raise ValueError(DAMAGED)
+    return size
 
 
 def _unpack(data):
@@ -337,34 +364,41 @@ def _unpack(data):
     for j in range(len(ROW_KEYS)):
         if used & (1 << j):
             dec[j] = rd.decimals()
-    out = _Writer(size)
-    out.put(head)
+    out = [head.encode()]
+    group = []
+    grouped = 0
     prev_s = prev_t = 0
     last_vals = [None] * len(channels)
     for i in range(rd.uv()):
-        if i:
-            out.put(",")
         ci = rd.uv()
         if ci == 0:
-            out.put(rd.text())
-            continue
-        ci -= 1
-        bits = rd.uv()
-        prev_s += rd.zz()
-        prev_t += rd.zz()
-        lv = last_vals[ci]
-        if lv is None:
-            lv = last_vals[ci] = [0] * len(ROW_KEYS)
-        vals = {}
-        for j in range(len(ROW_KEYS)):
-            if bits & (1 << j):
-                lv[j] += rd.zz()
-                vals[ROW_KEYS[j]] = lv[j]
-        f = rd.uv() if bits & F_BIT else 0
-        out.put(_row_text(prev_s, prev_t, channels[ci], vals, f, dec))
-    out.put(tail)
-    if rd.i != len(data) or out.i != size:
+            text = rd.text()
+        else:
+            ci -= 1
+            bits = rd.uv()
+            prev_s += rd.zz()
+            prev_t += rd.zz()
+            lv = last_vals[ci]
+            if lv is None:
+                lv = last_vals[ci] = [0] * len(ROW_KEYS)
+            vals = {}
+            for j in range(len(ROW_KEYS)):
+                if bits & (1 << j):
+                    lv[j] += rd.zz()
+                    vals[ROW_KEYS[j]] = lv[j]
+            f = rd.uv() if bits & F_BIT else 0
+            text = _row_text(prev_s, prev_t, channels[ci], vals, f, dec)
+        if i:
+            group.append(",")
+        group.append(text)
+        grouped += len(text) + 1
+        if grouped >= PIECE_BYTES:
+            out.append("".join(group).encode())
+            group = []
+            grouped = 0
+    if group:
+        out.append("".join(group).encode())
+    out.append(tail.encode())
+    if rd.i != len(data):
         raise ValueError(DAMAGED)
-    # The buffer itself, not a bytes copy: the copy needed a second run of the payload's size while
-    # the first was held, and on a fixed heap that is often not there (MicroPython's unix port).
-    return out.b
+    return out, size

@@ -448,16 +448,22 @@ class MQTTClient:
         raise MQTTError("no free packet id")
 
     def publish(self, topic, payload, qos=1, retain=False):
-        """Queue a PUBLISH; returns its packet id (0 for QoS 0). Requires a connection."""
+        """Queue a PUBLISH; returns its packet id (0 for QoS 0). Requires a connection. payload: bytes,
+        or a list of pieces sent one after another as one payload (a batch rebuilt from flash)."""
         if self.state != self.CONNECTED:
             raise MQTTError("not connected")
+        pieces = payload if isinstance(payload, list) else (payload,)
+        size = 0
+        for piece in pieces:
+            size += len(piece)
         pid = self._next_pid() if qos else 0
-        self._queue(publish_header(topic, len(payload), qos, retain, pid))
-        if payload:
-            # An empty chunk would write 0 bytes, which _flush takes for a full socket: everything
-            # queued behind it would wait forever (empty retained payloads delete retained messages).
-            self._out.append(payload)
-            self._out_bytes += len(payload)
+        self._queue(publish_header(topic, size, qos, retain, pid))
+        for piece in pieces:
+            if piece:
+                # An empty chunk would write 0 bytes, which _flush takes for a full socket: everything
+                # queued behind it would wait forever (empty retained payloads delete retained messages).
+                self._out.append(piece)
+                self._out_bytes += len(piece)
         if qos:
             self.inflight[pid] = port.ticks_ms()
         try:

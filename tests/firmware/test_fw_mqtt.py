@@ -16,7 +16,7 @@ import paho.mqtt.client as paho
 import pytest
 
 from wattbench_devkit import services
-from wattbench_fw import mqtt
+from wattbench_fw import encode, mqtt
 from wattbench_fw.buffer import Buffer
 from wattbench_fw.link import Link
 
@@ -343,3 +343,61 @@ def test_link_resends_after_broker_restart(mosquitto: services.Mosquitto) -> Non
     assert statuses[0] == "boot" and "reconnect" in statuses
     assert link.connects == 2 and buf.acked_samples == 20
     client.disconnect()
+
+
+@pytest.mark.services
+def test_a_payload_in_pieces_arrives_as_one_message(mosquitto: services.Mosquitto) -> None:
+    # How a batch is sent from flash: its pieces queued as they are, no run of the whole size needed.
+    w = Watcher(mosquitto.host, mosquitto.port, "fw/#")
+    acked: list[int] = []
+    c = connected_client(mosquitto.host, mosquitto.port, on_puback=acked.append)
+    pieces = [b'{"samples":[', b"1", b"", b",2", b"]}"]
+    c.publish("fw/pieces", pieces, qos=1)
+    c.publish("fw/after", b"next", qos=1)
+    assert until(lambda: len(acked) == 2, c)
+    assert w.get() == ("fw/pieces", b'{"samples":[1,2]}', False)
+    assert w.get() == ("fw/after", b"next", False)
+    c.disconnect()
+    w.close()
+
+
+@pytest.mark.services
+def test_discovery_waits_until_the_backlog_in_flash_is_delivered(
+    mosquitto: services.Mosquitto, tmp_path: Path
+) -> None:
+    """After an outage the backfill goes first and the extra retained messages (Home Assistant
+    discovery) after it: built beside the backfill they took the heap's larger free runs (esp32
+    profile, MicroPython 1.27.0 unix port, fixed heap)."""
+    buf = Buffer(ram_bytes=1, flash_bytes=1 << 20, segment_bytes=8192, directory=str(tmp_path))
+    clk = {"sync": "ntp", "age": 1.0, "off": 0.0, "err": 1.0, "ppm": 0.0, "steps": 0}
+    for i in range(6):
+        rows = [
+            encode.row({"s": i * 40 + k, "t": 1_763_709_600_000 + k, "c": "p", "W": 230.5}) for k in range(40)
+        ]
+        buf.push(encode.batch("lnk", 1, clk, rows), 40)  # spilled to flash at once, packed compact
+    assert buf.counts()["flash"] == 240
+    w = Watcher(mosquitto.host, mosquitto.port, "#")
+    client = mqtt.MQTTClient("fw-link-flash", mosquitto.host, mosquitto.port)
+
+    def extra() -> Iterator[tuple[str, bytes]]:
+        # Built only when asked for, as discovery's messages are; by then flash must be empty.
+        assert buf.flash_used == 0 and not buf.has_unsent(), buf.counts()
+        yield "disc-test/lnk/config", b"discovery"
+
+    link = Link(client, buf, "lnk", lambda s, r: b"{}", lambda: b"{}", inflight=2, extra_retained=extra)
+    got: list[str] = []
+
+    def delivered() -> bool:
+        link.service()
+        while not w.msgs.empty():
+            topic = w.msgs.get()[0]
+            if "lnk" in topic.split("/"):
+                got.append(topic)
+        return "disc-test/lnk/config" in got
+
+    assert until(delivered)
+    samples = [i for i, t in enumerate(got) if t.endswith("/samples")]
+    assert len(samples) == 6 and got.index("disc-test/lnk/config") > max(samples), got
+    assert buf.empty() and buf.acked_samples == 240
+    client.disconnect()
+    w.close()
