@@ -146,12 +146,14 @@ class Link:
             if c.connected:
                 self._pids[pid] = eid
                 self.batches_sent += 1
-        # The extra retained messages (Home Assistant discovery) once the backlog in flash has been
-        # delivered and its index freed. Built at the reconnect, beside a backfill, discovery's
-        # module and messages needed runs of about 1 KB that the heap no longer had after 4 minutes
-        # offline with four channels at 10 Hz (esp32 profile, MicroPython 1.27.0 unix port, fixed
-        # heap). They are retained: the broker still has the earlier connection's meanwhile.
-        if self.buffer.flash_used or self.buffer.has_unsent():
+        # The extra retained messages (Home Assistant discovery) once the link is idle: the backlog
+        # in flash delivered and its index freed, nothing in flight or queued. Built at the
+        # reconnect beside a backfill, or in the same turn as its last records were queued,
+        # discovery's module and messages needed runs of about 1 KB that the heap did not have
+        # (esp32 profile, MicroPython 1.27.0 unix port, fixed heap: four channels at 10 Hz after
+        # 4 minutes offline; the typical configuration with HMAC after 5). They are retained: the
+        # broker still has the earlier connection's meanwhile.
+        if self.buffer.flash_used or self.buffer.has_unsent() or self._pids or c.out_bytes():
             return
         while self._extra is not None and c.connected and c.out_bytes() < self.max_out_bytes:
             # One message at a time: a board never holds all of them in RAM at once.

@@ -569,7 +569,10 @@ while True:
     nxt = buf.next_unsent()
     if nxt is None:
         break
-    sent.append(nxt[1].decode())
+    payload = nxt[1]
+    if isinstance(payload, list):  # a compact record comes in pieces, sent as one payload
+        payload = b"".join(payload)
+    sent.append(payload.decode())
     buf.ack(nxt[0])
 report({"flash": flash, "sent": sent, "left": port.listdir("/flash/spool")})
 """,
