@@ -292,22 +292,9 @@ class _Reader:
 
 
 def unpack(data):
-    """The payload of a compact record, filled in place into a buffer of exactly its length rather
-    than joined from parts. ValueError if the record is damaged; MemoryError if the heap has no run
-    of the payload's size just now (the record is fine: the caller tries again later)."""
-    out = bytearray(_size(data))
-    i = 0
-    for piece in unpack_pieces(data):
-        j = i + len(piece)
-        if j > len(out):
-            raise ValueError(DAMAGED)
-        out[i:j] = piece
-        i = j
-    if i != len(out):
-        raise ValueError(DAMAGED)
-    # The buffer itself, not a bytes copy: the copy needed a second run of the payload's size while
-    # the first was held, and on a fixed heap that is often not there (MicroPython's unix port).
-    return out
+    """The payload of a compact record as one bytes object (tools and tests; the firmware sends the
+    pieces of unpack_pieces as they are). ValueError if the record is damaged."""
+    return b"".join(unpack_pieces(data))
 
 
 def unpack_pieces(data):
@@ -326,19 +313,6 @@ def unpack_pieces(data):
     if total != size:
         raise ValueError(DAMAGED)
     return pieces
-
-
-def _size(data):
-    try:
-        rd = _Reader(data)
-        if rd.byte() != VERSION:
-            raise ValueError(DAMAGED)
-        size = rd.uv()
-    except IndexError:
-        raise ValueError(DAMAGED)
-    if size > MAX_PAYLOAD_BYTES:
-        raise ValueError(DAMAGED)
-    return size
 
 
 def _unpack(data):
