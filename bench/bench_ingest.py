@@ -239,6 +239,9 @@ def measure(
     return {
         "name": name,
         "rate": rate,
+        # The window the rate is taken over (monotonic seconds, points seen at its start), for a
+        # check against the writer's own clock.
+        "window": (first[0], first[1], last[0]),
         "from_start": total / (last[0] - t0),
         # CPU per stored sample for the whole drain, less the consumer's start-up: unlike the rates,
         # hardly moved by other work on the machine.

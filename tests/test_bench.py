@@ -325,53 +325,77 @@ def test_the_ingest_rate_ends_when_the_last_sample_is_stored_not_when_the_count_
 # draining at a steady pace.
 _STEADY = """
 import sys, time, urllib.request
-url, pieces, step = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+url, pieces, step, log = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 lines = sys.stdin.buffer.read().split(b"\\n")
 print("ready", flush=True)
 size = -(-len(lines) // pieces)
-start = time.monotonic()
-for k in range(pieces):
-    part = lines[k * size : (k + 1) * size]
-    if part:
-        urllib.request.urlopen(urllib.request.Request(url, data=b"\\n".join(part)), timeout=60).read()
-    time.sleep(max(0.0, start + (k + 1) * step - time.monotonic()))
+start, stored = time.monotonic(), 0
+with open(log, "w") as out:
+    for k in range(pieces):
+        part = lines[k * size : (k + 1) * size]
+        if part:
+            urllib.request.urlopen(urllib.request.Request(url, data=b"\\n".join(part)), timeout=60).read()
+            stored += len(part)
+            out.write(f"{time.monotonic()} {stored}\\n")
+            out.flush()
+        time.sleep(max(0.0, start + (k + 1) * step - time.monotonic()))
 time.sleep(600)
 """
 
 
 class _SteadyConsumer(_EagerConsumer):
-    def __init__(self, url: str, body: bytes, pieces: int, step_s: float) -> None:
+    """Writes its points in pieces at a steady pace and logs, on the machine's monotonic clock, when
+    each piece was stored: the truth the bench's drain is checked against, whatever the pace this
+    machine's load allowed."""
+
+    def __init__(self, url: str, body: bytes, pieces: int, step_s: float, log: Path) -> None:
         super().__init__(url, body, 0.0)
-        self.pieces, self.step_s = pieces, step_s
+        self.pieces, self.step_s, self.log = pieces, step_s, log
 
     def start(self) -> None:
         self.starts += 1
         body = self.body if self.starts > 1 else b""
-        self._spawn([sys.executable, "-c", _STEADY, self.url, str(self.pieces), str(self.step_s)], body)
+        argv = [sys.executable, "-c", _STEADY, self.url, str(self.pieces), str(self.step_s), str(self.log)]
+        self._spawn(argv, body)
+
+    def stored_at(self, n: int) -> float:
+        """When the writer had stored n points."""
+        for line in self.log.read_text().splitlines():
+            t, stored = line.split()
+            if int(stored) >= n:
+                return float(t)
+        raise AssertionError(f"the writer never stored {n} points")
 
 
 def test_the_ingest_rate_finds_the_end_of_a_drain_closer_than_the_poll_interval(
-    mosquitto: Any, influxdb: Any
+    mosquitto: Any, influxdb: Any, tmp_path: Path
 ) -> None:
     """The drain's end was the first poll that saw every point, up to a whole poll interval after the
     last one was stored: at the default 0.25 s and a drain of 2.5 s, rates came out up to 10 % low
-    (5 % on average), and more or less so from run to run. Near the end the polls come closer."""
+    (5 % on average), and more or less so from run to run. Near the end the polls come closer.
+
+    The rate is checked against the writer's own log of when each piece was stored, over the same
+    window, not against the pace it was asked for: on a loaded machine the writer falls behind its
+    pace, and that is no fault of the bench."""
     from wattbench_devkit.streams import Stream
 
     bench = _bench_module("bench_ingest")
     stream = Stream(devices=2, channels=2, rate_hz=1000, batch=200, samples_per_device=2000)
     messages = stream.messages()
     body = "\n".join(bench.stream_lines(messages)).encode()
-    pieces, step_s = 20, 0.05
-    consumer = _SteadyConsumer(f"{influxdb.url}/write?db=steady&precision=u", body, pieces, step_s)
+    pieces, step_s = 40, 0.05
+    consumer = _SteadyConsumer(
+        f"{influxdb.url}/write?db=steady&precision=u", body, pieces, step_s, tmp_path / "stored.log"
+    )
     try:
         res = bench.measure("steady", consumer, influxdb, "steady", stream, messages, mosquitto, 0.6)
     finally:
         consumer.stop()
     assert res["problems"] == []
-    pace = stream.total / (pieces * step_s)
-    # Before: the polls at about 0.6 and 1.2 s, the last piece stored at 0.95 s, 0.79 of the pace.
-    assert 0.9 * pace < res["rate"] < 1.15 * pace
+    first_s, first_n, _ = res["window"]
+    truth = (stream.total - first_n) / (consumer.stored_at(stream.total) - first_s)
+    # Before: the end found at the next 0.6 s poll, up to 0.6 s late on a window of about 1.4 s.
+    assert 0.9 * truth < res["rate"] < 1.1 * truth, (res["rate"], truth)
 
 
 @pytest.mark.parametrize(
