@@ -228,6 +228,40 @@ ROWS = [
         "wattbench collect: cannot reach the MQTT broker at {down_broker} within 2 s (Connection refused)",
         ["new.sqlite", "st/wattbench.sqlite"],
     ),
+    # a typo in the store's folder made a new store there, silently: the folder must exist
+    Row(
+        "collect-store-in-a-missing-folder",
+        [
+            "collect",
+            "--broker",
+            "{down_broker}",
+            "--state-dir",
+            "{tmp}/st",
+            "--store",
+            "{tmp}/nodir/x.sqlite",
+        ],
+        2,
+        "wattbench collect: argument --store: '{tmp}/nodir/x.sqlite': no folder {tmp}/nodir "
+        "(nothing was created)",
+        ["nodir", "st"],
+    ),
+    Row(
+        "collect-store-in-a-missing-folder-from-the-environment",
+        ["collect", "--broker", "{down_broker}", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: WATTBENCH_STORE {tmp}/nodir/x.sqlite: no folder {tmp}/nodir (nothing was created)",
+        ["nodir", "st"],
+        env={"WATTBENCH_STORE": "{tmp}/nodir/x.sqlite"},
+        alone=True,
+    ),
+    Row(
+        "demo-store-in-a-missing-folder",
+        ["demo", "--store", "sqlite://{tmp}/nodir/d.sqlite"],
+        2,
+        "wattbench demo: argument --store: 'sqlite://{tmp}/nodir/d.sqlite': no folder {tmp}/nodir "
+        "(nothing was created)",
+        ["nodir"],
+    ),
     Row("collect-bad-influx-url", ["collect", "--influx", "influx:8086"], 2, "expected http(s)://"),
     # the /metrics address is bound before the store is created or the broker asked (docs/prometheus.md)
     Row(
@@ -867,6 +901,7 @@ def test_report_reads_where_collect_writes(tmp_path: Path) -> None:
     collect_default = load_config(env=env).resolved().store_spec()
     from wattbench.store import open_store
 
+    (tmp_path / "state").mkdir()  # as the collector makes its state folder at start
     store = open_store(collect_default)
     start = {"v": 1, "run": "r1", "n": 0, "t": 1767225600000, "event": "run_start", "phase": "run"}
     store.write_phase(start)

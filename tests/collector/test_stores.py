@@ -136,6 +136,20 @@ def test_sqlite_store(tmp_path: Path) -> None:
     again.close()
 
 
+@pytest.mark.parametrize("spec", ["{tmp}/nodir/x.sqlite", "sqlite://{tmp}/nodir/x.sqlite"])
+def test_a_new_sqlite_store_is_never_made_in_a_folder_of_its_own_making(tmp_path: Path, spec: str) -> None:
+    """The folder was created, so a typo in its name left a new store where nobody reads."""
+    from wattbench.store import StoreError, missing_folder, open_store
+
+    spec = spec.format(tmp=tmp_path)
+    assert missing_folder(spec) == tmp_path / "nodir"
+    with pytest.raises(StoreError, match=f"no folder {tmp_path}/nodir \\(nothing was created\\)"):
+        open_store(spec)
+    assert not (tmp_path / "nodir").exists()
+    assert missing_folder(f"{tmp_path}/x.sqlite") is None
+    assert missing_folder("http://influx:8086") is None
+
+
 def test_sqlite_failed_flush_keeps_nothing_half_written(tmp_path: Path) -> None:
     from wattbench.store.sqlite import SqliteStore
 

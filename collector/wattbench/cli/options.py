@@ -25,7 +25,7 @@ from ..core import FieldError
 from ..exits import Exit
 from ..mqttconn import AddressError, parse_broker
 from ..report.outputs import TERMINAL, Outputs, renderers
-from ..store import known_spec, open_store
+from ..store import known_spec, missing_folder, open_store
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -214,6 +214,15 @@ def store_path(text: str) -> str:
     return text
 
 
+def new_store_path(text: str) -> str:
+    """A store a command may create: its folder must be there already."""
+    text = store_path(text)
+    folder = missing_folder(text)
+    if folder is not None:
+        raise argparse.ArgumentTypeError(f"{text!r}: no folder {folder} (nothing was created)")
+    return text
+
+
 def influx_url(text: str) -> str:
     if not text.startswith(("http://", "https://")) or len(text) <= len("http://"):
         raise argparse.ArgumentTypeError(f"{text!r}: expected http(s)://host:port")
@@ -277,8 +286,9 @@ def add_store_options(
     """purpose "read": the store must already exist; "write": a missing SQLite file is created."""
 
     g = parser.add_argument_group("store")
-    where = "must exist, never created" if purpose == "read" else "created if missing"
-    SETTINGS.add_arguments(g, "store", CHECKS, where=where, default=default_help)
+    where = "must exist, never created" if purpose == "read" else "created if missing, in an existing folder"
+    checks = CHECKS if purpose == "read" else {**CHECKS, "store": new_store_path}
+    SETTINGS.add_arguments(g, "store", checks, where=where, default=default_help)
     return g
 
 

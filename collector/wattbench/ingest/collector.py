@@ -33,7 +33,7 @@ from ..bridge.translate import Bridge
 from ..config import CollectorConfig, ConfigError, split_metrics_address
 from ..exits import Exit
 from ..spool import Spool, SpoolError
-from ..store import SampleEncoder, open_store
+from ..store import SampleEncoder, missing_folder, open_store
 from .auth import Verifier
 from .checks import Checks, Message
 from .handover import Handover
@@ -73,6 +73,12 @@ class Collector:
                 raise ConfigError(f"unknown setting {key!r}")
             setattr(cfg, key, value)
         self.config = cfg.resolved()
+        if store is None and self.config.store:
+            # Found now, with the configuration: the state folder is made at start, a store's never.
+            folder = missing_folder(self.config.store)
+            if folder is not None and folder.resolve() != Path(self.config.state_dir).resolve():
+                said = self.config.named("store")
+                raise ConfigError(f"{said} {self.config.store}: no folder {folder} (nothing was created)")
         self._given_store = store
         self.store: Store | None = store
         self.spool: Spool | None = None

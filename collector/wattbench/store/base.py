@@ -241,3 +241,11 @@ def in_effect(rows: list[tuple[int, dict[str, Any]]], start_ms: int) -> list[tup
     return [
         (t, doc) for i, (t, doc) in enumerate(rows) if t > start_ms or before.get(str(doc.get("dev"))) == i
     ]
+
+
+def file_path(spec: str | None) -> str | None:
+    """The file of the embedded store this address names (a plain path or sqlite://path), else None."""
+    if spec is not None and "://" in spec and not spec.startswith("sqlite://"):
+        return None
+    path = spec[len("sqlite://") :] if spec and spec.startswith("sqlite://") else spec
+    return path or "wattbench.sqlite"

@@ -26,6 +26,7 @@ from .base import (
     StoredReject,
     StoreError,
     StoreMissing,
+    file_path,
     in_effect,
 )
 
@@ -112,8 +113,7 @@ class SqliteStore:
     @classmethod
     def open(cls, spec: str | None, must_exist: bool, options: dict[str, Any]) -> SqliteStore:
         """None, a path or sqlite:///path."""
-        path = spec[len("sqlite://") :] if spec and spec.startswith("sqlite://") else spec
-        return cls(path or "wattbench.sqlite", must_exist=must_exist, **options)
+        return cls(file_path(spec) or "wattbench.sqlite", must_exist=must_exist, **options)
 
     def __init__(
         self,
@@ -161,10 +161,8 @@ class SqliteStore:
             if not path.exists():
                 raise StoreMissing(f"no store at {path} (give --store or --influx; nothing was created)")
             return
-        try:
-            path.resolve().parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"store {path}: cannot create its folder: {exc.strerror or exc}") from None
+        if not path.parent.is_dir():
+            raise StoreError(f"store {path}: no folder {path.parent} (nothing was created)")
 
     def _add_missing_columns(self, table: str, cols: tuple[str, ...]) -> None:
         """A file written by an older version lacks fields the layout gained since; CREATE TABLE IF NOT
