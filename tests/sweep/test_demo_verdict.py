@@ -113,3 +113,19 @@ def test_a_level_that_fell_behind_says_how_much_it_did_not_serve() -> None:
         "INVALID: load_within_2pct failed at 100 % (97.2 % of calibrated, 2.7 % of its arrivals not served: "
         "the machine fell behind)"
     )
+
+
+def test_a_missed_load_names_the_time_the_hypervisor_took() -> None:
+    """Steal (a virtual machine's cores given to others) made demos INVALID on a quiet guest, and the
+    verdict named only the calibration spread, or nothing: the reader could not tell the host from
+    the tool."""
+    checks = [Check("load_within_2pct", False, "actual 94.20% vs target 100.00%", "l100")]
+    ev = _evaluation(False, checks)
+    line = verdict(ev, steal=0.47)
+    assert line.endswith(
+        "the hypervisor gave 0.47 of this virtual machine's cores to others on average during the run "
+        "(steal), so its speed was not its own"
+    ), line
+    assert "steal" not in verdict(ev, steal=0.02)
+    ok = _evaluation(False, [Check("inlet_temp", False, "no inlet sensor", None)])
+    assert "steal" not in verdict(ok, steal=0.47)
