@@ -101,19 +101,20 @@ def test_the_collector_logs_under_its_own_module_name(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # It logged as wattbench.cli.collect, a command's name, though the demo and the tests run it too.
-    blocker = tmp_path / "file"
-    blocker.write_text("")
+    import threading
+
     cfg = CollectorConfig(
+        broker=f"127.0.0.1:{services.free_port()}",
         store=str(tmp_path / "wb.sqlite"),
         state_dir=str(tmp_path),
-        spool_dir=str(blocker / "spool"),
         id="named",
     )
-    with caplog.at_level(logging.INFO, logger="wattbench"), pytest.raises(CollectorError) as failed:
-        Collector(cfg).start()
-    assert failed.value.exit_code == 4
-    starting = [r.name for r in caplog.records if r.getMessage().startswith("collector named starting")]
-    assert starting == ["wattbench.ingest.collector"]
+    cancel = threading.Event()
+    cancel.set()  # stopped before the broker answered: the collector says so and stops
+    with caplog.at_level(logging.INFO, logger="wattbench"):
+        Collector(cfg).start(cancel=cancel)
+    said = [r.name for r in caplog.records if r.getMessage().startswith("collector named stopped")]
+    assert said == ["wattbench.ingest.collector"]
 
 
 def test_sigterm_drains_and_exits_zero(tmp_path: Path) -> None:
@@ -313,6 +314,21 @@ def test_refused_credentials_leave_no_store_behind(tmp_path: Path) -> None:
         assert failed.value.exit_code == 3
         assert "refused the collector" in str(failed.value)
         assert time.monotonic() - t0 < 5
+        assert not store.exists()
+        # The command says it in its one line: no "starting" or "serving /metrics" log line before it.
+        argv = ["collect", "--broker", f"127.0.0.1:{port}", "--mqtt-user", "bench", "--store", str(store)]
+        argv += ["--state-dir", str(tmp_path / "state"), "--metrics", f"127.0.0.1:{services.free_port()}"]
+        env = dict(_child_env(), WATTBENCH_MQTT_PASSWORD="nope")
+        out = subprocess.run(
+            [sys.executable, "-m", "wattbench.cli", *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert out.returncode == 3, out.stderr
+        assert len(out.stderr.splitlines()) == 1, out.stderr
+        assert out.stderr.startswith("wattbench collect: ") and "refused the collector" in out.stderr
         assert not store.exists()
     finally:
         broker.stop()

@@ -156,7 +156,6 @@ class Collector:
             # Bound first: an address in use is a mistake in the configuration, found before the store
             # is created or the broker asked. A scrape meanwhile sees a collector that is starting.
             self._serve_metrics()
-        log.info("collector %s starting: %s", cfg.id, json.dumps(cfg.describe()))
         try:
             try:
                 Path(cfg.state_dir).mkdir(parents=True, exist_ok=True)
@@ -175,6 +174,10 @@ class Collector:
                 self._stopped.set()
                 log.info("collector %s stopped before the broker at %s answered", cfg.id, cfg.broker)
                 return self
+            # Said once the broker has answered: a refusal is then the command's one line, alone.
+            if self._metrics_server is not None:
+                log.info("serving Prometheus /metrics on http://%s/metrics", cfg.metrics)
+            log.info("collector %s starting: %s", cfg.id, json.dumps(cfg.describe()))
             if cfg.protocol_fallback and protocol == "3.1.1":
                 if cfg.share:
                     raise CollectorError(
@@ -243,7 +246,6 @@ class Collector:
             raise CollectorError(
                 f"cannot serve /metrics on {self.config.metrics}: {exc}", Exit.CONFIG
             ) from None
-        log.info("serving Prometheus /metrics on http://%s/metrics", self.config.metrics)
 
     def live(self) -> Live:
         """One consistent copy of what the collector knows now, for /metrics."""
