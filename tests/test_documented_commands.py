@@ -173,14 +173,26 @@ def script(page: Path, port: int) -> str:
                 command += SHORT_TIMING
             if background:
                 # Its output to a file: the test reads the script's output until every writer closes it.
-                out.append(f"{command} > background-{len(out)}.log 2>&1 &")
-                # As a user starting it in another terminal would: the next command comes once it runs.
-                out.append(_wait_for_port(port) if command.startswith("wattbench broker") else "sleep 2")
+                log = f"background-{len(out)}.log"
+                out.append(f"{command} > {log} 2>&1 &")
+                # As a user starting it in another terminal would: the next command comes once it runs
+                # (a collector once it says it is subscribed: under load its start took more than 2 s,
+                # and the sweep after it found no store yet).
+                if command.startswith("wattbench broker"):
+                    out.append(_wait_for_port(port))
+                elif command.startswith("wattbench collect"):
+                    out.append(_wait_for_line(log, "subscribed"))
+                else:
+                    out.append("sleep 2")
             elif SCORING.match(command):
                 out.append(f"{command} || [ $? -eq 1 ]")
             else:
                 out.append(command)
     return "\n".join(out) + "\n"
+
+
+def _wait_for_line(log: str, text: str) -> str:
+    return f"for _ in $(seq 600); do grep -q '{text}' {log} 2>/dev/null && break; sleep 0.1; done"
 
 
 def _wait_for_port(port: int) -> str:
