@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -84,7 +85,10 @@ def test_appliance_runs_until_count(
     assert rc == 0
     out = capsys.readouterr().out
     assert "samples 300 acked 300" in out
-    assert len(truth.read_text().splitlines()) == 301
+    # The truth holds the rows that carry a power value: a slot the loaded host reached too late is
+    # published as missed (flagged, no W) and is in no truth.
+    flagged = int(re.search(r"flagged (\d+)", out).group(1))  # type: ignore[union-attr]
+    assert len(truth.read_text().splitlines()) == 1 + 300 - flagged
 
 
 def test_flash_dry_run_plans_files_and_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
