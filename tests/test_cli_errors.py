@@ -772,6 +772,88 @@ def test_a_suite_refused_before_its_first_phase_prints_only_the_refusal(tmp_path
     ]
 
 
+def test_a_sweep_on_a_store_nobody_writes_is_refused_before_its_first_phase(tmp_path: Path) -> None:
+    """A store the collector does not write (another file, an old one) held the channel's metadata, so
+    the whole plan ran (72 minutes at the default timing) and then found no power: the store must hold
+    a sample of every power channel from the last 30 s before the first phase."""
+    import sqlite3
+
+    from wattbench.store import open_store
+
+    store = make_store(tmp_path / "old.sqlite")
+    with sqlite3.connect(store) as db:  # the same store an hour later: nobody has written since
+        db.execute("UPDATE wb_sample SET time = time - 3600000000000")
+    argv = ["sweep", "--store", store, "--channel", "bench/psu", "--cmd", "true", *FAST]
+    t0 = time.monotonic()
+    out = wattbench(argv, tmp_path)
+    assert time.monotonic() - t0 < 20  # it waits up to 10 s for a collector that is just starting
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines() == [
+        f"wattbench sweep: the store {store} holds no sample of bench/psu from the last 30 s: is "
+        "`wattbench collect` writing into it? (nothing was measured or stored)"
+    ], out.stderr
+    assert _stored_runs(store) == []
+    s = open_store(store, must_exist=True)
+    s.close()
+
+
+def test_a_sqlite_file_that_is_no_wattbench_store_is_refused_and_left_alone(tmp_path: Path) -> None:
+    """The sweep opened someone else's SQLite file as its store and added the store's tables to it."""
+    import sqlite3
+
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE notes (x)")
+    for argv in (
+        ["sweep", "--store", str(other), "--cmd", "true", *FAST],
+        ["report", "latest", "--store", str(other)],
+    ):
+        out = wattbench(argv, tmp_path)
+        assert out.returncode == 3, out.stderr
+        assert out.stderr.splitlines() == [
+            f"wattbench {argv[0]}: store {other} is a SQLite file but no wattbench store (it has no "
+            "wb_sample table; nothing was changed)"
+        ], out.stderr
+    with sqlite3.connect(other) as db:
+        assert [r[0] for r in db.execute("SELECT name FROM sqlite_master")] == ["notes"]
+
+
+def test_a_sweep_into_an_influx_database_that_does_not_exist_creates_none(
+    tmp_path: Path, influx: services.InfluxDB, mosquitto: Any
+) -> None:
+    """A typo in --db, with the channel's metadata on the broker: the whole plan ran, then the sweep
+    created the misspelt database and stored the run in it."""
+    import paho.mqtt.client as mqtt
+
+    meta = {
+        "v": 1,
+        "dev": "bench",
+        "fw": "0.1.0",
+        "board": "host",
+        "channels": [{"c": "psu", "meter": "sim", "q": ["W"], "hz": 1, "role": "power", "node": "srv1"}],
+    }
+    pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="meta-pub")
+    pub.connect(mosquitto.host, mosquitto.port)
+    pub.loop_start()
+    for topic, doc in (("meta", meta), ("status", {"v": 1, "dev": "bench", "state": "online"})):
+        pub.publish(f"wattbench/v1/dev/bench/{topic}", json.dumps(doc), qos=1, retain=True).wait_for_publish(
+            10
+        )
+    pub.loop_stop()
+    pub.disconnect()
+    broker = f"{mosquitto.host}:{mosquitto.port}"
+    argv = ["sweep", "--influx", influx.url, "--db", "wattbenhc", "--broker", broker]
+    argv += ["--channel", "bench/psu", "--cmd", "true", *FAST]
+    t0 = time.monotonic()
+    out = wattbench(argv, tmp_path)
+    assert time.monotonic() - t0 < 5
+    assert out.returncode == 3, out.stderr
+    assert len(out.stderr.splitlines()) == 1 and "database not found: wattbenhc" in out.stderr, out.stderr
+    shown = influx._post_query("SHOW DATABASES")
+    names = {v[0] for s in shown["results"][0].get("series", []) for v in s.get("values", [])}
+    assert "wattbenhc" not in names
+
+
 def test_report_refuses_a_channel_the_run_did_not_have(tmp_path: Path) -> None:
     """A typo in --channel when re-scoring a stored run was scored as a channel that fell silent, and
     the report exited 0; it is checked against what the store held during the run, as a sweep does."""

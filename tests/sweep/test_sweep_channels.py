@@ -308,24 +308,28 @@ def test_sweep_without_channel_binds_the_one_live_appliance_power_only(
     mosquitto: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from wattbench.cli import main
+    from wattbench.ingest import Collector, CollectorConfig
 
     _offline_device(mosquitto)
     aux = {"c": "aux", "meter": "sim", "hz": 5, "role": "other", "opts": {"model": "const", "watts": 40.0}}
     app = _appliance(mosquitto, "bench-a", 150.0, [aux])
     tap = PhaseTap(mosquitto)
+    store = _store(tmp_path)
+    # The collector writing into the store: a sweep checks that its channels reach the store.
+    collector = Collector(
+        CollectorConfig(
+            broker=f"{mosquitto.host}:{mosquitto.port}",
+            store=store[1],
+            state_dir=str(tmp_path / "st"),
+            id="c1",
+        )
+    ).start()
     try:
         code = main(
-            [
-                "sweep",
-                "--broker",
-                f"{mosquitto.host}:{mosquitto.port}",
-                "--run",
-                "one-live",
-                *SHORT,
-                *_store(tmp_path),
-            ]
+            ["sweep", "--broker", f"{mosquitto.host}:{mosquitto.port}", "--run", "one-live", *SHORT, *store]
         )
     finally:
+        collector.stop()
         app.stop(timeout=10)
         tap.close()
     out = capsys.readouterr()

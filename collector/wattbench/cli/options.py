@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import wattbench_schema
 
 from ..argtypes import number
-from ..config import SETTINGS, default_state_dir, load_config
+from ..config import SETTINGS, default_state_dir, load_config, redact_url
 from ..core import FieldError
 from ..exits import Exit
 from ..mqttconn import AddressError, parse_broker
@@ -312,6 +312,12 @@ def store_given(args: argparse.Namespace) -> bool:
 def store_spec(args: argparse.Namespace, default: str | None = None) -> str:
     """The store the options name; given none, default, else the one `wattbench collect` writes."""
     return getattr(args, "influx", None) or getattr(args, "store", None) or default or default_store()
+
+
+def store_name(args: argparse.Namespace, default: str | None = None) -> str:
+    """The store the options name, for a message: "the store PATH", an InfluxDB URL without its
+    credentials."""
+    return f"the store {redact_url(store_spec(args, default))}"
 
 
 # the store's own options, from the settings of the same names

@@ -40,6 +40,7 @@ from .options import (
     readable_file,
     run_id,
     side_console,
+    store_name,
 )
 from .scoring import add_scoring_arguments, scoring_from_args
 from .sweep import (
@@ -192,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
         display=LogDisplay() if args.quiet or not sys.stderr.isatty() else RichDisplay(),
         wait_data_s=args.wait_data,
         announce=announce_channel,
+        store_name=store_name(args),
     )
     try:
         done = run_suite(

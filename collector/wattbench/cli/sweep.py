@@ -52,6 +52,7 @@ from .options import (
     publish_settings,
     run_id,
     store_given,
+    store_name,
 )
 from .scoring import add_scoring_arguments, scoring_from_args
 
@@ -211,7 +212,9 @@ def sweep_store(args: argparse.Namespace) -> Any:
             "no store: give --store FILE or --influx URL, where `wattbench collect` writes (its default "
             f"is {default_store()}), or --ops-only to measure throughput without power"
         )
-    return open_store_from_args(args, must_exist=True)
+    # The collector makes the database: one the sweep would make is a misspelt --db, and the run would
+    # go into it.
+    return open_store_from_args(args, must_exist=True, create_db=False)
 
 
 def exit_code(outcome: Any) -> int:
@@ -257,6 +260,7 @@ def run(args: argparse.Namespace) -> int:
         wait_data_s=args.wait_data,
         announce=lambda line: print(f"wattbench sweep: {line}", file=sys.stderr),
         nodes=nodes,
+        store_name=store_name(args),
     )
     try:
         outcome = run_sweep(setup)

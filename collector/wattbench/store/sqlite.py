@@ -138,6 +138,8 @@ class SqliteStore:
                 self._db = sqlite3.connect(
                     self.path, check_same_thread=False, isolation_level=None, timeout=30
                 )
+            if must_exist and self.path != ":memory:":
+                self._check_is_ours()
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
             self._db.executescript(SCHEMA)
@@ -163,6 +165,17 @@ class SqliteStore:
             return
         if not path.parent.is_dir():
             raise StoreError(f"store {path}: no folder {path.parent} (nothing was created)")
+
+    def _check_is_ours(self) -> None:
+        """A file that exists was made by a collector, or is someone else's: a reader adds no tables to
+        another program's database. (A file too new to have any table is one a collector just made.)"""
+        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables and "wb_sample" not in tables:
+            self._db.close()
+            raise StoreError(
+                f"store {self.path} is a SQLite file but no wattbench store (it has no wb_sample table; "
+                "nothing was changed)"
+            )
 
     def _add_missing_columns(self, table: str, cols: tuple[str, ...]) -> None:
         """A file written by an older version lacks fields the layout gained since; CREATE TABLE IF NOT

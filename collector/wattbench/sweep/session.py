@@ -59,6 +59,8 @@ class SweepSetup:
     listen_s: float = 5.0  # how long to listen for appliances publishing power when none is named
     # A cluster sweep's nodes: without named channels, the appliances of all of them are summed.
     nodes: Sequence[str] | None = None
+    # The store as the user named it (credentials left out), for messages.
+    store_name: str = "the store"
 
 
 class NothingMeasured(Exception):
@@ -163,6 +165,35 @@ def check_offsets(given: Sequence[str], choice: chans.Choice) -> None:
             )
 
 
+# How long a sweep waits for the first sample of a channel in its store: a collector started just
+# before it (the demo's, a script's) stores its first batch within a few seconds.
+FED_WAIT_S = 10.0
+
+
+def check_store_fed(setup: SweepSetup, choice: chans.Choice, wait_s: float = FED_WAIT_S) -> None:
+    """Every power channel the run sums has a sample in the store from the last 30 s, before the first
+    phase. A store the collector does not write into (another file, a misspelt database, a collector
+    stopped) still holds the channels' metadata, so binding passes; without this the whole plan ran
+    and then found no power."""
+    if setup.store is None:
+        return
+    wanted = {(s.dev, s.ch) for s in choice.specs if s.role == "power"}
+    deadline = time.monotonic() + wait_s
+    while True:
+        now = int(time.time() * 1000)
+        missing = sorted(wanted - set(setup.store.channels(now - chans.RECENT_MS, now + chans.RECENT_MS)))
+        if not missing or time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
+    if missing:
+        names = ", ".join(f"{dev}/{ch}" for dev, ch in missing)
+        raise chans.ChannelError(
+            f"{setup.store_name} holds no sample of {names} from the last "
+            f"{chans.RECENT_MS // 1000} s: is `wattbench collect` writing into it? (nothing was measured "
+            "or stored)"
+        )
+
+
 def _meta_client(setup: SweepSetup) -> Callable[[], object]:
     mqtt = setup.mqtt
     assert mqtt is not None
@@ -195,6 +226,7 @@ def run_sweep(setup: SweepSetup) -> Outcome:
     try:
         choice = bind_channels(setup)
         check_offsets(setup.scoring.clock_offset, choice)
+        check_store_fed(setup, choice)
         for line in describe(choice):
             (setup.announce or log.warning)(line)
         specs = choice.specs
