@@ -178,3 +178,27 @@ def test_a_worklet_whose_program_is_not_there_stops_the_suite_before_any_starts(
     assert out.stderr == (
         f"wattbench suite: {suite}: worklet mine: cannot start 'mybenchh': no such program on PATH\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("options", "why"),
+    [
+        ({"size_mb": -64}, "worklet random: size_mb must be 1 to 16777216, not -64"),
+        ({"file": "{tmp}/nodir/w.dat"}, "worklet random: file {tmp}/nodir/w.dat: no folder {tmp}/nodir"),
+    ],
+)
+def test_a_storage_worklet_that_cannot_run_is_refused_before_the_first_worklet(
+    tmp_path: Path, options: dict, why: str
+) -> None:
+    """A second worklet's file in a missing folder, or a negative size, was found once the first
+    worklet had run and been stored."""
+    from wattbench.sweep.suite import preflight_suite
+
+    options = {k: v.format(tmp=tmp_path) if isinstance(v, str) else v for k, v in options.items()}
+    suite = parse_suite(
+        {"worklet": [{"worklet": "sha256"}, {"worklet": "random", "options": options}]}, "lab/suite.toml"
+    )
+    with pytest.raises(WorkloadError) as caught:
+        preflight_suite(suite, "lab/suite.toml")
+    assert str(caught.value) == f"lab/suite.toml: worklet random: {why.format(tmp=tmp_path)}"
+    assert not (tmp_path / "nodir").exists()

@@ -78,7 +78,7 @@ def test_a_storage_worklet_that_cannot_open_its_file_stops_before_the_first_phas
     wl = make_workload(
         "worklet", {"worklet": "random", "options": {"file": str(tmp_path / "no" / "w.dat"), "size_mb": 1}}
     )
-    with pytest.raises(WorkloadError, match=r"worklet random: .*No such file"):
+    with pytest.raises(WorkloadError, match=r"worklet random: file .*: no folder "):
         wl.open()
 
 

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from ..base import WorkloadError, check_keys, setting
 from ..builtin.workers import BuiltinWorkload
-from ._storage import open_file
+from ._storage import check_file, open_file
 
 # name -> (group, unit, what one op is). The unit heads the report's throughput columns. VERSION
 # changes whenever any worklet's op changes: results of other versions are not comparable
@@ -80,6 +80,19 @@ class WorkletWorkload(BuiltinWorkload):
             )
         except ValueError as exc:
             raise WorkloadError(f"worklet workload: {exc}") from None
+
+    def preflight(self) -> None:
+        """A storage worklet's file can be made (or is there) and its size is in range: in a suite
+        the worklet may start an hour after the first."""
+        super().preflight()
+        if self.group == "storage":
+            try:
+                check_file(
+                    str(self.options.get("file", "wattbench-worklet.dat")),
+                    int(self.options.get("size_mb", 1024)),
+                )
+            except ValueError as exc:
+                raise WorkloadError(f"worklet {self.worklet}: {exc}") from None
 
     def open(self) -> None:
         if self.group == "storage":

@@ -10,9 +10,22 @@ import tempfile
 ALIGN = 4096
 
 
+MAX_SIZE_MB = 1 << 24
+
+
+def check_file(path: str, size_mb: int) -> None:
+    """What open_file needs, checked without writing anything: raises ValueError."""
+    if not 1 <= size_mb <= MAX_SIZE_MB:
+        raise ValueError(f"size_mb must be 1 to {MAX_SIZE_MB}, not {size_mb}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"file {path}: no folder {folder}")
+    if not os.path.exists(path) and not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"file {path}: cannot be made in {folder} (not writable)")
+
+
 def open_file(path: str, size_mb: int, direct: bool, block: int) -> tuple[int, mmap.mmap, int]:
-    if not 1 <= size_mb <= 1 << 24:
-        raise ValueError("size_mb must be 1 to 16777216")
+    check_file(path, size_mb)
     size = size_mb * 1024 * 1024
     if not os.path.exists(path) or os.path.getsize(path) < size:
         # Written under another name and renamed, so a worker never reads a half-made file.
