@@ -854,6 +854,33 @@ def test_a_sweep_into_an_influx_database_that_does_not_exist_creates_none(
     assert "wattbenhc" not in names
 
 
+def test_a_run_id_already_in_the_store_is_refused(tmp_path: Path) -> None:
+    """Repeating a documented command with its --run stored a second run under the same id: the two
+    runs' events merged and the report scored nonsense (windows of -1058 s)."""
+    from wattbench.store import open_store
+
+    store = make_store(tmp_path / "store.sqlite")
+    s = open_store(store, must_exist=True)
+    start = {"v": 1, "run": "first", "n": 0, "t": int(time.time() * 1000) - 600_000, "event": "run_start"}
+    s.write_phase(dict(start, phase="run"))
+    s.flush()
+    s.close()
+    (tmp_path / "suite.toml").write_text('[[worklet]]\nworklet = "sha256"\nworkers = 1\n')
+    for argv, said in (
+        (["sweep", "--store", store, "--run", "first", "--cmd", "true", *FAST], "--run first"),
+        (["suite", "suite.toml", "--store", store, "--run", "first", *FAST], "--run first"),
+    ):
+        out = wattbench(argv, tmp_path)
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.splitlines() == [
+            f"wattbench {argv[0]}: {said}: run first is already in the store; give another id, or leave "
+            "--run out for one of the time"
+        ], out.stderr
+    s = open_store(store, must_exist=True)
+    assert len(s.phases("first")) == 1
+    s.close()
+
+
 def test_report_refuses_a_channel_the_run_did_not_have(tmp_path: Path) -> None:
     """A typo in --channel when re-scoring a stored run was scored as a channel that fell silent, and
     the report exited 0; it is checked against what the store held during the run, as a sweep does."""

@@ -48,6 +48,7 @@ from .sweep import (
     PLAN_OPTIONS,
     add_connection_arguments,
     add_plan_arguments,
+    check_new_runs,
     ended_early_code,
     sweep_store,
 )
@@ -171,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
     outputs = outputs_from_args(args, SuiteResult)
     console = side_console(outputs)
     run_id = args.run or new_run_id()
+    check_new_runs(store, [run_id, *(f"{run_id}-{e.name}" for e in suite.entries)], args.run)
     total = sum(p.duration_s() for p in plans.values())
     # Held until the first worklet's channels are bound: a refusal before then is its one line alone.
     held = HeldLines(console.print)

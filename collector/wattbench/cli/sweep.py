@@ -217,6 +217,21 @@ def sweep_store(args: argparse.Namespace) -> Any:
     return open_store_from_args(args, must_exist=True, create_db=False)
 
 
+def check_new_runs(store: Any, runs: list[str], given: str | None) -> None:
+    """The runs about to be stored are not in the store yet: a second run under one id merges the two
+    runs' events, and neither can be scored again. CliError (exit 2) otherwise."""
+    if store is None:
+        return
+    stored = set(store.runs())
+    taken = next((r for r in runs if r in stored), None)
+    if taken is None:
+        return
+    said = f"--run {given}: " if given else ""
+    raise CliError(
+        f"{said}run {taken} is already in the store; give another id, or leave --run out for one of the time"
+    )
+
+
 def exit_code(outcome: Any) -> int:
     """The exit code of a sweep that measured something (the module's docstring lists them)."""
     if outcome.store_error:
@@ -245,12 +260,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"wattbench sweep: {exc}", file=sys.stderr)
         return Exit.CONFIG
     store = sweep_store(args)  # a StoreError ends the command with exit 3, before any phase
+    run = args.run or new_run_id()
+    check_new_runs(store, [run], args.run)
     if store is None:
         log.warning("--ops-only: the run measures throughput only; power is not measured")
     mqtt = publish_settings(args)
     display = LogDisplay() if args.quiet or not sys.stderr.isatty() else RichDisplay()
     setup = SweepSetup(
-        run=args.run or new_run_id(),
+        run=run,
         plan=plan,
         workload=workload,
         store=store,
