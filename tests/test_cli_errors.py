@@ -262,6 +262,23 @@ ROWS = [
         "(nothing was created)",
         ["nodir"],
     ),
+    # two outputs into one file: the second overwrote the first, silently
+    Row(
+        "sweep-two-outputs-one-file",
+        ["sweep", "--store", "{store}", "--json-out", "{tmp}/r.out", "--html", "{tmp}/./r.out", *FAST],
+        2,
+        "wattbench sweep: --json-out and --html both name {tmp}/r.out: each output needs a file of its own",
+        ["r.out"],
+        alone=True,
+    ),
+    Row(
+        "report-two-outputs-one-file",
+        ["report", "latest", "--store", "{store}", "--json-out", "r.out", "--html", "{tmp}/r.out"],
+        2,
+        "wattbench report: --json-out and --html both name {tmp}/r.out: each output needs a file of its own",
+        ["r.out"],
+        alone=True,
+    ),
     Row("collect-bad-influx-url", ["collect", "--influx", "influx:8086"], 2, "expected http(s)://"),
     # the /metrics address is bound before the store is created or the broker asked (docs/prometheus.md)
     Row(

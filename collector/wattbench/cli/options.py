@@ -390,6 +390,7 @@ def add_output_options(
     (--json). defaults: a file rendering's path when its option is not given (the demo's page)."""
 
     g = parser.add_argument_group("output")
+    parser.set_defaults(_file_outputs=[r.name for r in renderers(kinds) if r.where == "file"])
     for r in renderers(kinds):
         if r.where == "file":
             default = (defaults or {}).get(r.name)
@@ -413,6 +414,22 @@ def outputs_from_args(args: argparse.Namespace, kind: type, console: Console | N
     shown = next((r.name for r in chosen if r.where == "stdout"), TERMINAL)
     files = {r.name: given[r.name.replace("-", "_")] for r in chosen if r.where == "file"}
     return Outputs(shown, files, console or output_console())
+
+
+def check_output_files(args: argparse.Namespace) -> None:
+    """Each file output of add_output_options has a file of its own, checked before the command runs:
+    two options naming one file left only the second's content, silently. CliError (exit 2)."""
+    seen: dict[Path, str] = {}
+    for name in getattr(args, "_file_outputs", ()):
+        path = vars(args).get(name.replace("-", "_"))
+        if not path:
+            continue
+        resolved = Path(path).expanduser().resolve()
+        if resolved in seen:
+            raise CliError(
+                f"--{seen[resolved]} and --{name} both name {resolved}: each output needs a file of its own"
+            )
+        seen[resolved] = name
 
 
 def side_console(outputs: Outputs) -> Console:
