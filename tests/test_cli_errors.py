@@ -279,6 +279,21 @@ ROWS = [
         ["r.out"],
         alone=True,
     ),
+    # a plan of 445,000 years started its load: an interval is at most a day
+    Row(
+        "sweep-measure-beyond-a-day",
+        ["sweep", "--store", "{store}", "--cmd", "true", *FAST, "--measure", "1e12"],
+        2,
+        "wattbench sweep: --measure: must be at most 86400 s (a day), got 1000000000000.0",
+        alone=True,
+    ),
+    Row(
+        "suite-pre-beyond-a-day",
+        ["suite", "{tmp}/suite.toml", "--store", "{store}", *FAST, "--pre", "1e9"],
+        2,
+        "wattbench suite: --pre: must be at most 86400 s (a day), got 1000000000.0",
+        alone=True,
+    ),
     Row("collect-bad-influx-url", ["collect", "--influx", "influx:8086"], 2, "expected http(s)://"),
     # the /metrics address is bound before the store is created or the broker asked (docs/prometheus.md)
     Row(

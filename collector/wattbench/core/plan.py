@@ -28,6 +28,11 @@ KINDS = ("calibration", "target", "idle", "concurrency")
 _PHASE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,31}$")
 
 
+# The longest part of an interval: SPECpower's is 240 s, and no benchmark's level is measured for more
+# than a day.
+MAX_PART_S = 86_400.0
+
+
 @dataclass(frozen=True)
 class Timing:
     """Seconds spent in each part of one interval."""
@@ -42,6 +47,9 @@ class Timing:
             value = getattr(self, name)
             if not (value >= 0.0) or value == float("inf"):
                 raise FieldError(name, f"must be a finite number >= 0, got {value!r}")
+            if value > MAX_PART_S:
+                # A mistyped exponent or unit, found before the load starts rather than never.
+                raise FieldError(name, f"must be at most {MAX_PART_S:g} s (a day), got {value!r}")
         if self.measure_s <= 0:
             raise FieldError("measure_s", f"must be > 0, got {self.measure_s!r}")
 
