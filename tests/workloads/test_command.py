@@ -141,6 +141,20 @@ def test_a_command_stopped_at_the_window_end_has_not_failed() -> None:
     wl.close()
 
 
+def test_a_command_stopped_at_the_window_end_is_named_by_its_phase(caplog: pytest.LogCaptureFixture) -> None:
+    """The warning printed the phase's whole record (Phase(name='cal1', kind=..., timing=Timing(...)))."""
+    wl = CommandWorkload(f'{PY} -c "import time; print(7, flush=True); time.sleep(60)"', report="total")
+    wl.start_phase(L50, 10.0)
+    wl.start_measure()
+    time.sleep(0.5)
+    with caplog.at_level("WARNING"):
+        wl.end_measure()
+    wl.close()
+    assert [r.getMessage() for r in caplog.records] == [
+        "phase l50: command still running at the window's end; stopping it"
+    ]
+
+
 def test_a_missing_program_fails_before_the_first_phase(tmp_path: Path) -> None:
     wl = CommandWorkload(f"{tmp_path}/no-such-program {{load}}")
     with pytest.raises(WorkloadError, match="no-such-program': no such file"):

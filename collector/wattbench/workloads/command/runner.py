@@ -379,8 +379,9 @@ class CommandWorkload(WorkloadDefaults):
         if self.report == "total":
             if self._proc is None:
                 return 0
+            phase = self._phase.name if self._phase is not None else "?"
             if self._proc.running:
-                log.warning("phase %s: command still running at the window's end; stopping it", self._phase)
+                log.warning("phase %s: command still running at the window's end; stopping it", phase)
                 self._stopping = True
                 self._proc.stop(self.stop_grace_s)
             self._proc.wait_output()
@@ -391,7 +392,7 @@ class CommandWorkload(WorkloadDefaults):
             if self.parse is not None:
                 if self._stopping:
                     raise WorkloadError(
-                        f"phase {self._phase}: the command outlasted its window and was stopped, "
+                        f"phase {phase}: the command outlasted its window and was stopped, "
                         "so it printed no report to count"
                     )
                 ops = self.parse("".join(self._proc.output))
