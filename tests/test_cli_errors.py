@@ -913,6 +913,25 @@ def test_a_run_id_already_in_the_store_is_refused(tmp_path: Path) -> None:
     s.close()
 
 
+def test_a_misspelt_run_id_gets_the_nearest_stored_one(tmp_path: Path) -> None:
+    """`report frist` listed the ten newest runs, and `first`, older, was not among them."""
+    from wattbench.store import open_store
+
+    store = make_store(tmp_path / "store.sqlite")
+    s = open_store(store, must_exist=True)
+    t = int(time.time() * 1000) - 3_600_000
+    for i, run in enumerate(["first", *(f"r{k:02d}" for k in range(12))]):
+        s.write_phase({"v": 1, "run": run, "n": 0, "t": t + i * 1000, "event": "run_start", "phase": "run"})
+    s.flush()
+    s.close()
+    out = wattbench(["report", "frist", "--store", store], tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert len(out.stderr.splitlines()) == 1
+    assert out.stderr.startswith(
+        "wattbench report: no run 'frist' in the store, did you mean first? (recent runs: r11,"
+    )
+
+
 def test_report_refuses_a_channel_the_run_did_not_have(tmp_path: Path) -> None:
     """A typo in --channel when re-scoring a stored run was scored as a channel that fell silent, and
     the report exited 0; it is checked against what the store held during the run, as a sweep does."""

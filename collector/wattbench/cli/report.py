@@ -15,6 +15,7 @@ result could not be stored or published; it is still shown).
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -60,8 +61,10 @@ def load(args: argparse.Namespace, store: Store) -> tuple[Evaluation, str] | str
     events = store.phases(run)
     stored = store.result(run)
     if not events and stored is None:
-        recent = ", ".join(store.runs()[:10]) or "none"
-        return f"no run {run!r} in the store (recent runs: {recent})"
+        runs = store.runs()
+        near = difflib.get_close_matches(run, runs, n=1)
+        hint = f", did you mean {near[0]}?" if near else ""
+        return f"no run {run!r} in the store{hint} (recent runs: {', '.join(runs[:10]) or 'none'})"
     given = scoring_from_args(args)
     span = run_span(events)
     if given.named_channels and span is not None:
