@@ -294,6 +294,22 @@ ROWS = [
         "wattbench suite: --pre: must be at most 86400 s (a day), got 1000000000.0",
         alone=True,
     ),
+    # a state folder that is not there (or a file) read as one with no collectors, exit 0
+    Row(
+        "status-state-dir-missing",
+        ["status", "--store", "{store}", "--state-dir", "{tmp}/nostate"],
+        2,
+        "argument --state-dir: {tmp}/nostate: no such folder",
+        ["nostate"],
+    ),
+    Row(
+        "status-state-dir-is-a-file",
+        ["status", "--store", "{store}", "--state-dir", "{tmp}/notes.txt"],
+        2,
+        "argument --state-dir: {tmp}/notes.txt: a file, not a folder",
+    ),
+    # a folder no file can be made in, whoever runs it (root's access() says yes for /proc)
+    Row("sweep-html-into-proc", ["sweep", "--store", "{store}", "--html", "/proc/r.html", *FAST], 2, "/proc"),
     Row("collect-bad-influx-url", ["collect", "--influx", "influx:8086"], 2, "expected http(s)://"),
     # the /metrics address is bound before the store is created or the broker asked (docs/prometheus.md)
     Row(

@@ -11,6 +11,7 @@ import os
 import re
 import ssl
 import sys
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from itertools import pairwise
@@ -146,6 +147,24 @@ def writable_file(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text} cannot be written (permission denied)")
     if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"folder {str(parent)!r} cannot be written (permission denied)")
+    if not path.exists():
+        # access() answers yes to root for /proc and /sys; making a file is the only sure test.
+        try:
+            with tempfile.NamedTemporaryFile(dir=parent, prefix=".wattbench-probe-"):
+                pass
+        except OSError as exc:
+            raise argparse.ArgumentTypeError(
+                f"folder {str(parent)!r} cannot be written ({exc.strerror or exc})"
+            ) from None
+    return text
+
+
+def existing_folder(text: str) -> str:
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: a file, not a folder")
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no such folder")
     return text
 
 

@@ -25,11 +25,13 @@ from ..config import ConfigError, default_state_dir, load_config, redact_url
 from ..core.clocktrack import device_minus_host
 from ..exits import Exit
 from ..store import failure_text, open_reader
-from .options import add_json_flag, add_store_options, option_values, output_console
+from .options import add_json_flag, add_store_options, existing_folder, option_values, output_console
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--state-dir", metavar="DIR", help="where collectors write their status files")
+    parser.add_argument(
+        "--state-dir", metavar="DIR", type=existing_folder, help="where collectors write their status files"
+    )
     add_store_options(parser)
     parser.add_argument(
         "--config", metavar="FILE", help="collector TOML configuration to take the above from"
