@@ -72,6 +72,10 @@ def test_any_workload_can_join_in_a_named_group() -> None:
             "belong in settings",
         ),
         ({"worklet": [{"worklet": "sha256", "levels": "100,150"}]}, "levels"),
+        (
+            {"worklet": [{"worklet": "sha256"}], "levels": "100,5O"},
+            "levels: '100,5O' is not a list of numbers",
+        ),
         ({"name": "Bad Name", "worklet": [{"worklet": "sha256"}]}, "name 'Bad Name'"),
         ({"worklet": [{"worklet": "sha256"}], "level": "100"}, "unknown keys \\['level'\\]"),
     ],

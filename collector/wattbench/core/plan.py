@@ -207,7 +207,10 @@ def parse_levels(text: str) -> tuple[float, ...]:
         if not part:
             continue
         pct = part.endswith("%")
-        value = float(part.rstrip("%"))
+        try:
+            value = float(part.rstrip("%"))
+        except ValueError:
+            raise ValueError(f"{text!r} is not a list of numbers") from None
         frac = value / 100.0 if pct or value > 1.0 else value
         if not 0.0 < frac <= 1.0:
             raise ValueError(f"target load {part!r} is outside (0 %, 100 %]")
