@@ -313,6 +313,7 @@ def test_a_taken_port_is_one_line(tmp_path: Path) -> None:
         )
     assert p.returncode == 3
     assert p.stderr.strip().splitlines() == [f"wattbench ptd: port {port}: Address already in use"]
+    assert not (tmp_path / "x.log").exists()  # it was left behind, empty
 
 
 def _publish_meta(broker: Any, dev: str, channels: list[dict[str, Any]]) -> None:
@@ -381,6 +382,23 @@ def test_a_source_that_cannot_be_read_is_refused_before_the_port_opens(
         p, elapsed = _refused(tmp_path, *args)
         errors = p.stderr.strip().splitlines()
         assert p.returncode == 2 and len(errors) == 1 and message in errors[0], (args, p.stderr)
+    # A device whose appliance has stopped: its meta is still retained, and so is its offline status.
+    import paho.mqtt.publish as publish
+
+    publish.single(
+        "wattbench/v1/dev/ptd-meta/status",
+        json.dumps({"v": 1, "dev": "ptd-meta", "state": "offline"}),
+        qos=1,
+        retain=True,
+        hostname=mosquitto.host,
+        port=mosquitto.port,
+    )
+    p, elapsed = _refused(tmp_path, "0", f"ptd-meta/mains@{broker}")
+    assert p.returncode == 2 and elapsed < 10, (p.returncode, elapsed)
+    assert p.stderr.strip().splitlines() == [
+        f"wattbench ptd: device ptd-meta: offline (retained status on {broker}): its appliance is not "
+        "running, so nothing would be read"
+    ]
 
 
 def test_two_channels_every_sum_is_the_channels_added(tmp_path: Path, mosquitto: Any) -> None:

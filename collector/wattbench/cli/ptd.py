@@ -18,6 +18,7 @@ output.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .. import __version__
@@ -137,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
             lag_ms=round(args.lag * 1000),
             dc=args.dc,
         )
+        made_log = not os.path.exists(args.logfile)
         try:
             log = open(args.logfile, "a", encoding="utf-8")
         except OSError as exc:
@@ -144,6 +146,10 @@ def run(args: argparse.Namespace) -> int:
         try:
             server = PtdServer(state, source, args.port, log, sys.stdout)
         except OSError as exc:
+            log.close()
+            log = None
+            if made_log:
+                os.unlink(args.logfile)  # a refusal leaves nothing behind
             raise CliError(f"port {args.port}: {exc.strerror or exc}", Exit.UNREACHABLE) from None
         print(
             f"wattbench ptd {__version__}: the PTDaemon protocol as MLCommons power-dev uses it, over a",

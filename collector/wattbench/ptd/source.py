@@ -176,6 +176,15 @@ def _number(value: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def _state(payload: bytes) -> str:
+    """The state a status message gives ("online", "offline"), or "" for one that is not readable."""
+    try:
+        doc = json.loads(payload)
+    except ValueError:
+        return ""
+    return str(doc.get("state", "")) if isinstance(doc, dict) else ""
+
+
 def _meta_channels(payload: bytes) -> list[dict[str, Any]] | None:
     try:
         doc = json.loads(payload)
@@ -330,11 +339,17 @@ class MqttSource:
         client = open_client(settings, f"wattbench-ptd-{devs[0]}-{time.monotonic_ns() % 10**9}")
         self._client = client
         meta_topics = {contract.topic_for("meta", dev=d): d for d in devs}
+        status_topics = {contract.topic_for("status", dev=d): d for d in devs}
         sample_topics = {contract.topic_for("samples", dev=d): d for d in devs}
+        states: dict[str, str] = {}
         index: dict[str, dict[str, int]] = {d: {} for d in devs}
         started = threading.Event()
 
         def on_message(c: Any, userdata: Any, msg: Any) -> None:
+            if msg.topic in status_topics:
+                with self._lock:
+                    states[status_topics[msg.topic]] = _state(msg.payload)
+                return
             if msg.topic in meta_topics:
                 chans = _meta_channels(msg.payload)
                 with self._lock:
@@ -353,7 +368,11 @@ class MqttSource:
                 self._buffer.add(readings)
 
         client.on_message = on_message
-        client.subscribe([(t, 1) for t in sample_topics] + [(t, 1) for t in meta_topics])
+        # The statuses first: a broker sends the retained messages in the order of the filters, so the
+        # status is in when the meta is.
+        client.subscribe(
+            [(t, 1) for t in status_topics] + [(t, 1) for t in sample_topics] + [(t, 1) for t in meta_topics]
+        )
         self._all_meta.wait(self.meta_wait_s)
         with self._lock:
             metas = dict(self._metas)
@@ -362,6 +381,13 @@ class MqttSource:
             raise SourceError(
                 f"device {missing[0]}: no retained meta message on {self.spec.broker} within "
                 f"{self.meta_wait_s:g} s: no such device on this broker, or it has never connected"
+            )
+        with self._lock:
+            offline = [d for d in devs if states.get(d) == "offline"]
+        if offline:
+            raise SourceError(
+                f"device {offline[0]}: offline (retained status on {self.spec.broker}): its appliance is "
+                "not running, so nothing would be read"
             )
         targets = self._resolve(metas)
         channels = []
