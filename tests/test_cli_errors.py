@@ -948,6 +948,35 @@ def test_a_misspelt_run_id_gets_the_nearest_stored_one(tmp_path: Path) -> None:
     )
 
 
+def test_a_port_of_the_other_service_is_refused_within_5_s(
+    tmp_path: Path, influx: services.InfluxDB, mosquitto: Any
+) -> None:
+    """The broker's port given as InfluxDB's took 15.9 s and named a urllib3 class (ReadTimeoutError);
+    InfluxDB's HTTP port given as the broker's took 10.8 s; TLS to a plain broker took 6 s and said
+    "_ssl.c:989: The handshake operation timed out"."""
+    store = make_store(tmp_path / "store.sqlite")
+    broker = f"{mosquitto.host}:{mosquitto.port}"
+    http = influx.url.removeprefix("http://")
+    for argv, fragment in (
+        (
+            ["report", "latest", "--influx", f"http://{broker}"],
+            f"InfluxDB at http://{broker} does not answer",
+        ),
+        (["sweep", "--store", store, "--broker", http, "--cmd", "true", *FAST], f"MQTT broker {http}"),
+        (
+            ["sweep", "--store", store, "--broker", f"mqtts://{broker}", "--cmd", "true", *FAST],
+            f"MQTT broker {broker}",
+        ),
+    ):
+        t0 = time.monotonic()
+        out = wattbench(argv, tmp_path)
+        took = time.monotonic() - t0
+        assert out.returncode == 3, out.stderr
+        assert len(out.stderr.splitlines()) == 1 and fragment in out.stderr, out.stderr
+        assert "Error" not in out.stderr and "_ssl.c" not in out.stderr, out.stderr
+        assert took < 5, (argv, took, out.stderr)
+
+
 def test_report_refuses_a_channel_the_run_did_not_have(tmp_path: Path) -> None:
     """A typo in --channel when re-scoring a stored run was scored as a channel that fell silent, and
     the report exited 0; it is checked against what the store held during the run, as a sweep does."""

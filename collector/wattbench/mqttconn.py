@@ -211,16 +211,22 @@ def session_connect_args(protocol: str, session_expiry_s: int, receive_maximum: 
     return {"clean_start": False, "properties": props}
 
 
+# A command's connection before it runs anything: a broker answers CONNECT in milliseconds, and a
+# port of another service (HTTP, plain MQTT for mqtts://) must be a refusal within 5 s.
+CONNECT_TIMEOUT_S = 4.0
+
+
 def open_client(
     settings: Settings,
     client_id: str,
     *,
-    timeout: float = 10.0,
+    timeout: float | None = None,
     keepalive: int = 30,
     protocol: str = "3.1.1",
 ) -> Any:
     """A client connected to the broker with its network loop running; BrokerError (one line) when
     the broker cannot be reached, does not answer within `timeout` s, or refuses the connection."""
+    timeout = CONNECT_TIMEOUT_S if timeout is None else timeout
     client = make_client(settings, client_id, protocol=protocol)
     client.reconnect_delay_set(0.5, 10)
     answered = threading.Event()
@@ -232,14 +238,23 @@ def open_client(
         answered.set()
 
     client.on_connect = on_connect
+    # The TCP connection and the TLS handshake within the same bound as the answer to CONNECT.
+    client.connect_timeout = timeout
     where = settings.address.hostport
     try:
         client.connect(settings.address.host, settings.address.port, keepalive=keepalive)
+    except TimeoutError:
+        what = "no TLS handshake (does this port speak TLS?)" if settings.tls else "no connection"
+        raise BrokerError(f"MQTT broker {where} unreachable: {what} within {timeout:g} s") from None
     except OSError as exc:  # also ssl.SSLError: a TLS handshake that fails
         raise BrokerError(f"MQTT broker {where} unreachable: {exc.strerror or exc}") from None
     client.loop_start()
     if not answered.wait(timeout) or refused:
         client.loop_stop()
-        why = f"connection refused ({refused[0]})" if refused else "no answer to CONNECT"
+        why = (
+            f"connection refused ({refused[0]})"
+            if refused
+            else f"no answer to CONNECT within {timeout:g} s (is this an MQTT port?)"
+        )
         raise BrokerError(f"MQTT broker {where}: {why}")
     return client

@@ -44,7 +44,7 @@ class MqttSink:
         username: str | None = None,
         password: str | None = None,
         tls_ca: str | None = None,
-        connect_timeout: float = 10.0,
+        connect_timeout: float | None = None,
         publish_timeout: float = 5.0,
     ) -> None:
 

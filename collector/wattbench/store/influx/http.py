@@ -129,11 +129,16 @@ class InfluxHttp:
         import urllib3  # late: start-up
 
         try:
-            resp = self._pool().request("GET", f"{self.url}/ping", headers=self._auth_headers())
+            # Short: a server that does not answer /ping in a few seconds is not one to run against,
+            # and a port of another service must be a one-line refusal before a run, not after 15 s.
+            resp = self._pool().request(
+                "GET",
+                f"{self.url}/ping",
+                headers=self._auth_headers(),
+                timeout=urllib3.Timeout(connect=PING_TIMEOUT_S, read=PING_TIMEOUT_S),
+            )
         except urllib3.exceptions.HTTPError as exc:
-            raise StoreUnavailable(
-                f"InfluxDB at {self.url} does not answer: {exc.__class__.__name__}"
-            ) from None
+            raise StoreUnavailable(f"InfluxDB at {self.url} does not answer: {_why(exc)}") from None
         if resp.status >= 500:
             raise StoreUnavailable(f"InfluxDB at {self.url} answered /ping with HTTP {resp.status}")
         self.version = resp.headers.get("X-Influxdb-Version") or "unknown"
@@ -316,3 +321,27 @@ def _response_message(body: bytes, reason: str | None) -> str:
     if isinstance(doc, dict) and (doc.get("error") or doc.get("message")):
         return str(doc.get("error") or doc.get("message"))[:300]
     return (text or reason or "no detail")[:300]
+
+
+PING_TIMEOUT_S = 4.0
+
+
+def _why(exc: Exception) -> str:
+    """A failed request in words: urllib3's class names mean nothing to the user."""
+    import urllib3  # late: start-up
+
+    e = urllib3.exceptions
+    if isinstance(exc, e.MaxRetryError) and exc.reason is not None:
+        return _why(exc.reason) if isinstance(exc.reason, Exception) else str(exc.reason)
+    if isinstance(exc, e.ConnectTimeoutError):
+        return f"no connection within {PING_TIMEOUT_S:g} s"
+    if isinstance(exc, e.ReadTimeoutError):
+        return f"no HTTP answer within {PING_TIMEOUT_S:g} s (is this InfluxDB's port?)"
+    if isinstance(exc, e.NewConnectionError):
+        text = str(exc)
+        return "connection refused" if "refused" in text.lower() else "cannot connect"
+    if isinstance(exc, e.SSLError):
+        return "TLS failed (does this port speak HTTPS?)"
+    if isinstance(exc, e.ProtocolError):
+        return "the answer was not HTTP (is this InfluxDB's port?)"
+    return "the request failed"
