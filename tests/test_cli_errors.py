@@ -717,6 +717,16 @@ def influx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[services.Influx
     db.stop()
 
 
+# One appliance with one server-power channel, as its retained meta message describes it.
+BENCH_META = {
+    "v": 1,
+    "dev": "bench",
+    "fw": "0.1.0",
+    "board": "host",
+    "channels": [{"c": "psu", "meter": "sim", "q": ["W"], "hz": 1, "role": "power", "node": "srv1"}],
+}
+
+
 def make_store(path: Path | str, **options: Any) -> str:
     """A store as `wattbench collect` leaves it beside one live appliance: its metadata (one server-power
     channel) and a sample of now, so a sweep binds to that channel before its first phase."""
@@ -726,14 +736,7 @@ def make_store(path: Path | str, **options: Any) -> str:
 
     now = int(time.time() * 1000)
     store = open_store(str(path), **options)
-    meta = {
-        "v": 1,
-        "dev": "bench",
-        "fw": "0.1.0",
-        "board": "host",
-        "channels": [{"c": "psu", "meter": "sim", "q": ["W"], "hz": 1, "role": "power", "node": "srv1"}],
-    }
-    store.write_meta(meta, now - 60_000)
+    store.write_meta(BENCH_META, now - 60_000)
     store.write_samples(
         "bench", [{"s": i, "t": now - 5_000 + 1_000 * i, "c": "psu", "W": 100.0} for i in range(5)]
     )
@@ -873,13 +876,7 @@ def test_a_sweep_into_an_influx_database_that_does_not_exist_creates_none(
     created the misspelt database and stored the run in it."""
     import paho.mqtt.client as mqtt
 
-    meta = {
-        "v": 1,
-        "dev": "bench",
-        "fw": "0.1.0",
-        "board": "host",
-        "channels": [{"c": "psu", "meter": "sim", "q": ["W"], "hz": 1, "role": "power", "node": "srv1"}],
-    }
+    meta = BENCH_META
     pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="meta-pub")
     pub.connect(mosquitto.host, mosquitto.port)
     pub.loop_start()

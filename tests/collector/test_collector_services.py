@@ -291,7 +291,8 @@ def test_status_command_shows_the_accounting(mosquitto, influxdb, collector_fact
     assert accts["st-001"]["duplicates"] == 100, accts["st-001"]
     verify = {v["dev"]: v for v in doc["verify"]}
     assert verify["st-000"]["missing"] == 100 and verify["st-001"]["missing"] == 0
-    # The same figures from the store alone (another machine has no status file)
+    # The same figures from the store alone (another machine's state folder has no status file)
+    (tmp_path / "none").mkdir()
     from_store = subprocess.run(
         [
             *(sys.executable, "-m", "wattbench.cli", "status", "--state-dir", str(tmp_path / "none")),

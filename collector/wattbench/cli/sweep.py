@@ -26,6 +26,7 @@ from ..argtypes import checked_by, whole
 from ..core.plan import Timing, parse_levels, specpower_plan
 from ..exits import Exit
 from ..report.outputs import RunResult, write_outputs
+from ..store import Store
 from ..sweep.channels import ChannelError
 from ..sweep.progress import LogDisplay, RichDisplay
 from ..sweep.publish import SinkError
@@ -217,7 +218,7 @@ def sweep_store(args: argparse.Namespace) -> Any:
     return open_store_from_args(args, must_exist=True, create_db=False)
 
 
-def check_new_runs(store: Any, runs: list[str], given: str | None) -> None:
+def check_new_runs(store: Store | None, runs: list[str], given: str | None) -> None:
     """The runs about to be stored are not in the store yet: a second run under one id merges the two
     runs' events, and neither can be scored again. CliError (exit 2) otherwise."""
     if store is None:
