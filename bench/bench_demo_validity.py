@@ -145,7 +145,7 @@ class CpuWatch:
         """The time, the machine's busy CPU seconds, steal, each demo process's CPU seconds, the bench's."""
         import psutil
 
-        from wattbench.cli.demo import _machine_busy_s
+        from wattbench.cli.demo import _machine_busy_s, _steal_s
 
         tree: dict[int, float] = {}
         try:
@@ -159,8 +159,7 @@ class CpuWatch:
                 continue
             tree[p.pid] = t.user + t.system
         bench = self._bench.cpu_times()
-        steal = psutil.cpu_times()._asdict().get("steal", 0.0)
-        return time.monotonic(), _machine_busy_s(), steal, tree, bench.user + bench.system
+        return time.monotonic(), _machine_busy_s(), _steal_s(), tree, bench.user + bench.system
 
     def _loop(self) -> None:
         prev = self._read()

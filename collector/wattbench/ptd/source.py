@@ -177,12 +177,13 @@ def _number(value: Any) -> float | None:
 
 
 def _state(payload: bytes) -> str:
-    """The state a status message gives ("online", "offline"), or "" for one that is not readable."""
+    """The state a status message gives ("online", "offline"), read as the sweep's survey reads it:
+    strict JSON that the contract's status schema accepts; "" for anything else."""
     try:
-        doc = json.loads(payload)
+        doc = contract.strict_loads(payload)
     except ValueError:
         return ""
-    return str(doc.get("state", "")) if isinstance(doc, dict) else ""
+    return str(doc["state"]) if contract.jsonschema_validator("status").is_valid(doc) else ""
 
 
 def _meta_channels(payload: bytes) -> list[dict[str, Any]] | None:

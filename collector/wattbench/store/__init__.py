@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from pathlib import Path
 
 from .base import (
     SampleEncoder,
@@ -21,6 +20,7 @@ from .base import (
     StoreReader,
     failure_text,
     file_path,
+    missing_folder,
 )
 
 __all__ = [
@@ -80,17 +80,6 @@ def _backend(spec: str | None) -> Backend | None:
 def known_spec(spec: str) -> bool:
     """Whether some backend opens this address (a plain path always is: the file store's)."""
     return _backend(spec) is not None
-
-
-def missing_folder(spec: str | None) -> Path | None:
-    """The folder a new file store would go in, when that folder is not there. A store is never made
-    in a folder of its own making: a typo in the folder's name would leave the samples in a store
-    nobody reads."""
-    path = file_path(spec)
-    if path is None or path == ":memory:":
-        return None
-    folder = Path(path).expanduser().parent
-    return None if folder.is_dir() else folder
 
 
 def open_store(spec: str | None, *, must_exist: bool = False, **options: object) -> Store:

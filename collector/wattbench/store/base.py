@@ -15,6 +15,7 @@ status: the collector's). Every time range is inclusive at both ends.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypedDict
 
 from ..core.series import Series
@@ -249,3 +250,14 @@ def file_path(spec: str | None) -> str | None:
         return None
     path = spec[len("sqlite://") :] if spec and spec.startswith("sqlite://") else spec
     return path or "wattbench.sqlite"
+
+
+def missing_folder(spec: str | None) -> Path | None:
+    """The folder a new file store would go in, when that folder is not there. A store is never made
+    in a folder of its own making: a typo in the folder's name would leave the samples in a store
+    nobody reads."""
+    path = file_path(spec)
+    if path is None or path == ":memory:":
+        return None
+    folder = Path(path).expanduser().parent
+    return None if folder.is_dir() else folder

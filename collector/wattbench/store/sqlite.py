@@ -28,6 +28,7 @@ from .base import (
     StoreMissing,
     file_path,
     in_effect,
+    missing_folder,
 )
 
 SAMPLE_FLOATS = ("W", "V", "A", "PF", "Hz", "Wh", "T", "RH", "u", "Wmin", "Wmax")
@@ -163,8 +164,9 @@ class SqliteStore:
             if not path.exists():
                 raise StoreMissing(f"no store at {path} (give --store or --influx; nothing was created)")
             return
-        if not path.parent.is_dir():
-            raise StoreError(f"store {path}: no folder {path.parent} (nothing was created)")
+        folder = missing_folder(str(path))
+        if folder is not None:
+            raise StoreError(f"store {path}: no folder {folder} (nothing was created)")
 
     def _check_is_ours(self) -> None:
         """A file that exists was made by a collector, or is someone else's: a reader adds no tables to
