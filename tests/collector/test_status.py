@@ -91,6 +91,37 @@ def test_status_shows_offsets_device_minus_host_and_gaps_filled_apart(tmp_path: 
     assert "gaps open" in table.stdout and "gaps filled" in table.stdout
 
 
+def test_seen_from_the_store_is_the_devices_newest_sample_not_the_collectors_last_health_point(
+    tmp_path: Path,
+) -> None:
+    """A collector goes on writing health points for a device that has stopped; "seen" from the store
+    alone is when the device's newest sample was taken, so a device silent for 11 minutes does not
+    read as seen 2 s ago."""
+    db = tmp_path / "store.sqlite"
+    store = SqliteStore(str(db))
+    stopped = NOW - 11 * 60_000
+    rows = [
+        {"s": s, "t": stopped - (3 - s) * 100, "c": ch, "W": 100.0} for s in range(4) for ch in ("a", "b")
+    ]
+    store.write_samples("bench-a", rows)
+    store.write_samples("bench-b", [{"s": 0, "t": NOW - 1000, "c": "a", "W": 5.0}])
+    store.write_health("c2", "bench-a", {"received": 8}, NOW - 2000)
+    store.write_health("c2", "bench-z", {"received": 0}, NOW - 2000)  # no sample stored yet
+    store.flush()
+    store.close()
+    empty = tmp_path / "state"
+    empty.mkdir()
+    out = status("--state-dir", str(empty), "--store", str(db), "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert schema_errors(doc) == []
+    seen = {r["dev"]: r["seen_ms"] for r in doc["devices"]}
+    assert seen == {"bench-a": stopped, "bench-z": None}
+    table = status("--state-dir", str(empty), "--store", str(db))
+    line = next(ln for ln in table.stdout.splitlines() if "bench-a" in ln)
+    assert "11 min" in line, line
+
+
 def test_metrics_give_the_clock_offset_with_the_sign_of_status(tmp_path: Path) -> None:
     state_dir, _db = _populate(tmp_path)
     out = status("--state-dir", str(state_dir), "--json")

@@ -118,6 +118,13 @@ def exercise(store: Any) -> None:
     ]
     assert store.meta_history(T0 + 25_000, T0 + 30_000) == [(T0 + 20_000, {**meta, "fw": "changed"})]
 
+    # a flagged sample (bench-b's, no W) was still taken: the device was heard then
+    assert store.newest_samples(["bench-a", "bench-b", "nosuch", "bench-a"]) == {
+        "bench-a": T0 + 4900,
+        "bench-b": T0,
+    }
+    assert store.newest_samples([]) == {}
+
     health = {(h["dev"], h["collector"]): h for h in store.health()}
     assert health[("bench-a", "c1")]["received"] == 200 and health[("bench-a", "c1")]["t"] == T0 + 5000
     rejects = store.rejects()

@@ -192,6 +192,13 @@ class MemoryStore:
             for d, s in sorted(seqs.items())
         ]
 
+    def newest_samples(self, devices: Sequence[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for (d, _), rows in self.rows.items():
+            if d in devices and rows:
+                out[d] = max(out.get(d, 0), max(int(r["t"]) for r in rows.values()))
+        return out
+
     def health(self) -> list[dict[str, Any]]:
         latest: dict[tuple[str, str], int] = {}
         for dev, coll, t in self.healths:

@@ -120,6 +120,9 @@ def gather(args: argparse.Namespace) -> dict[str, Any]:
         try:
             try:
                 out["health"] = store.health()
+                newest = store.newest_samples([str(h.get("dev")) for h in out["health"]])
+                for h in out["health"]:
+                    h["newest_sample_ms"] = newest.get(str(h.get("dev")))
                 if args.verify:
                     out["verify"] = store.sequence_check()
             finally:
@@ -161,7 +164,9 @@ def device_entry(dev: str, collector: str, source: str, acct: dict[str, Any]) ->
     """One device as one collector accounts it, in the shape and sign conventions of the schema."""
 
     out: dict[str, Any] = {"dev": dev, "collector": collector, "source": source}
-    seen = acct.get("last_seen_ms") if source == "file" else acct.get("t")
+    # Seen: the last batch the collector received (file), or the device's newest stored sample
+    # (store); the newest health point only says the collector was running.
+    seen = acct.get("last_seen_ms") if source == "file" else acct.get("newest_sample_ms")
     out["seen_ms"] = int(seen) if _is_num(seen) else None
     for name in INT_FIELDS:
         if _is_num(acct.get(name)):

@@ -217,6 +217,11 @@ class StoreReader(Protocol):
         holds dev, collector, t (collector clock, ms) and the layout's fields that the point carries;
         a field it does not carry is absent."""
 
+    def newest_samples(self, devices: Sequence[str]) -> dict[str, int]:
+        """When each of the given devices took its newest stored sample (device clock, epoch ms); a
+        device with no stored sample is left out. A collector goes on writing health points for a
+        device that has stopped, so this, not the newest health point, is when it was last heard."""
+
     def offset_history(self, devices: Sequence[str], start_ms: int, end_ms: int) -> list[OffsetPoint]:
         """Every wb_health point of the given devices in start_ms..end_ms that carries a clock offset,
         oldest first (ties by dev, then collector); [] for no devices."""

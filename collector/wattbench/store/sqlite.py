@@ -299,7 +299,7 @@ class SqliteStore:
 
     # ------------------------------------------------------------------ reads
 
-    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    def _rows(self, sql: str, args: tuple[Any, ...] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             try:
                 return self._db.execute(sql, args).fetchall()
@@ -378,6 +378,25 @@ class SqliteStore:
             )
             for d, c, lo, hi in rows
         ]
+
+    def newest_samples(self, devices: Sequence[str]) -> dict[str, int]:
+        # The key leads with (dev, ch, time): the device's channels are walked one index seek at a
+        # time and each one's newest time is another, so a store of millions of rows answers at once
+        # (a plain MAX(time) per device reads every row of the device).
+        q = (
+            "WITH RECURSIVE c(ch) AS ("
+            " SELECT MIN(ch) FROM wb_sample WHERE dev = :d"
+            " UNION ALL SELECT (SELECT MIN(ch) FROM wb_sample WHERE dev = :d AND ch > c.ch) FROM c"
+            " WHERE c.ch IS NOT NULL)"
+            " SELECT MAX((SELECT MAX(time) FROM wb_sample WHERE dev = :d AND ch = c.ch)) FROM c"
+            " WHERE c.ch IS NOT NULL"
+        )
+        out = {}
+        for dev in dict.fromkeys(devices):
+            rows = self._rows(q, {"d": dev})
+            if rows and rows[0][0] is not None:
+                out[dev] = int(rows[0][0])
+        return out
 
     def health(self) -> list[dict[str, Any]]:
         """The latest wb_health row of every (device, collector)."""

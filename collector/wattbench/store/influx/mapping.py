@@ -274,6 +274,13 @@ class InfluxStore:
             out.append(SequenceCheck(dev=r["dev"], count=count, first=first, last=last, missing=span - count))
         return sorted(out, key=lambda d: d["dev"])
 
+    def newest_samples(self, devices: Sequence[str]) -> dict[str, int]:
+        if not devices:
+            return {}
+        which = " OR ".join(f"dev = {_q(d)}" for d in dict.fromkeys(devices))
+        rows = self.query(f'SELECT last("s") FROM wb_sample WHERE {which} GROUP BY "dev"')
+        return {str(r["dev"]): int(r["time"]) for r in rows if r.get("time") is not None}
+
     def health(self) -> list[dict[str, Any]]:
         """The latest wb_health point of every (device, collector)."""
         rows = self.query('SELECT * FROM wb_health GROUP BY "dev","collector" ORDER BY time DESC LIMIT 1')
