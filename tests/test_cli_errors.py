@@ -416,6 +416,15 @@ ROWS = [
         alone=True,
     ),
     Row(
+        # A simulated server that draws less at full load than at idle: its efficiency curve would read
+        # upside down in every report.
+        "appliance-sim-peak-below-idle",
+        ["appliance", "--sim", "--idle-w", "300", "--peak-w", "250", "--spool-dir", "{tmp}/app"],
+        2,
+        "wattbench appliance: --peak-w: must be at least idle_w (300.0), got 250.0",
+        alone=True,
+    ),
+    Row(
         "appliance-sim-batch-ms-zero",
         ["appliance", "--sim", "--batch-ms", "0", "--spool-dir", "{tmp}/app"],
         2,

@@ -116,6 +116,8 @@ class SimMeter:
         self.cycle_s = sum(d for d, _ in self.steps)
         self.idle_w = float(number("idle_w", idle_w, 0, MAX_W))
         self.peak_w = float(number("peak_w", peak_w, 0, MAX_W))
+        if model == "cpu" and self.peak_w < self.idle_w:
+            raise ValueError("peak_w must be at least idle_w (%s), got %s" % (self.idle_w, self.peak_w))
         self.volts = float(number("volts", volts, 1, 100000))
         self.pf = float(number("pf", pf, 0.01, 1))
         self.hz = float(number("hz", hz, 0, 1000000))
