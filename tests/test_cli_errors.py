@@ -40,6 +40,24 @@ class Row:
 
 
 ROWS = [
+    # --db names an InfluxDB database: beside a SQLite store it was ignored, and the user read another
+    # store than the one meant
+    Row(
+        "report-db-beside-a-sqlite-store",
+        ["report", "latest", "--store", "{tmp}/x.sqlite", "--db", "lab"],
+        2,
+        "wattbench report: --db lab names an InfluxDB database, but the store is the SQLite file",
+        ["x.sqlite"],
+        alone=True,
+    ),
+    Row(
+        "collect-db-beside-a-sqlite-store",
+        ["collect", "--store", "{tmp}/x.sqlite", "--db", "lab", "--broker", "127.0.0.1:1"],
+        2,
+        "wattbench collect: --db lab names an InfluxDB database, but the store is the SQLite file",
+        ["x.sqlite"],
+        alone=True,
+    ),
     # reading never creates a store
     Row(
         "report-missing-store",
@@ -76,6 +94,28 @@ ROWS = [
         "sweep-slots-without-slurm", ["sweep", "--cluster-unit", "slots", "--ops-only"], 2, "--workload slurm"
     ),
     Row("sweep-placement-builtin", ["sweep", "--placement", "spread", "--ops-only"], 2, "--workload slurm"),
+    # An option of another workload was ignored: the run went on without what the user asked for.
+    Row(
+        "sweep-workers-for-a-command",
+        ["sweep", "--cmd", "true", "--workers", "4", "--ops-only"],
+        2,
+        "wattbench sweep: --workers: for the builtin workload only (this is command)",
+        alone=True,
+    ),
+    Row(
+        "sweep-copies-for-the-builtin",
+        ["sweep", "--workload", "builtin", "--copies", "1,2", "--ops-only"],
+        2,
+        "wattbench sweep: --copies: for the concurrency workload only (this is builtin)",
+        alone=True,
+    ),
+    Row(
+        "sweep-ops-file-for-the-builtin",
+        ["sweep", "--ops-file", "x.txt", "--ops-only"],
+        2,
+        "wattbench sweep: --ops-file: for the command workload only (this is builtin)",
+        alone=True,
+    ),
     Row("report-store-not-sqlite", ["report", "latest", "--store", "{tmp}/notes.txt"], 3, "not a database"),
     Row("report-store-unknown-scheme", ["report", "latest", "--store", "ftp://x/y"], 2, "give a file path"),
     Row("report-unknown-run", ["report", "nope", "--store", "{store}"], 2, "no run 'nope'"),

@@ -19,7 +19,7 @@ from ..signals import interrupt_on_stop_signals
 from ..store.base import StoreError, failure_text
 from ..sweep.publish import SinkError
 from ..workloads.base import WorkloadError
-from .options import CliError, Parser, add_verbose, check_output_files, verbosity
+from .options import CliError, Parser, add_verbose, check_output_files, check_store_options, verbosity
 
 # subcommand -> (module, one-line help). The module provides add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -139,6 +139,7 @@ def _main(argv: list[str] | None) -> int:
     interrupt_on_stop_signals()
     try:
         check_output_files(args)
+        check_store_options(args)
         mod = importlib.import_module(args._module)
         code = int(mod.run(args) or 0)
         sys.stdout.flush()

@@ -26,7 +26,7 @@ from ..core import FieldError
 from ..exits import Exit
 from ..mqttconn import AddressError, parse_broker
 from ..report.outputs import TERMINAL, Outputs, renderers
-from ..store import known_spec, missing_folder, open_store
+from ..store import file_path, known_spec, missing_folder, open_store
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -356,8 +356,6 @@ def open_store_from_args(
         for name in _INFLUX:
             if getattr(cfg, f"influx_{name}"):
                 options.setdefault(name, getattr(cfg, f"influx_{name}"))
-    elif getattr(args, "db", None):
-        options.setdefault("db", args.db)
     return open_store(spec, must_exist=must_exist, **options)
 
 
@@ -449,6 +447,24 @@ def check_output_files(args: argparse.Namespace) -> None:
                 f"--{seen[resolved]} and --{name} both name {resolved}: each output needs a file of its own"
             )
         seen[resolved] = name
+
+
+def check_store_options(args: argparse.Namespace) -> None:
+    """--db on the command line names an InfluxDB database; beside a SQLite store it would be ignored
+    and the command would read or write another store than the one meant. CliError (exit 2). The
+    environment's WATTBENCH_INFLUX_DB is left alone: it is set for other commands too."""
+    db = getattr(args, "db", None)
+    if not db or not hasattr(args, "store"):
+        return
+    try:  # the store may come from a --config file (collect)
+        spec = str(resolve(args, ["store"], getattr(args, "config", None)).store or default_store())
+    except Exception:  # noqa: BLE001 - a configuration the command itself will refuse, in its words
+        return
+    if not spec.startswith(("http://", "https://")):
+        raise CliError(
+            f"--db {db} names an InfluxDB database, but the store is the SQLite file "
+            f"{file_path(spec) or spec}: give --influx URL with it, or leave --db out"
+        )
 
 
 def side_console(outputs: Outputs) -> Console:

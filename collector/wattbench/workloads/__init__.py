@@ -124,6 +124,11 @@ def choose(named: Any, given: Mapping[str, Any]) -> Any:
     return DEFAULT
 
 
+def _only_for(option: Option) -> str:
+    names = [n for n in REGISTRY if option in options_of(n)]
+    return f"for the {' and '.join(names)} workload{'s' if len(names) > 1 else ''} only"
+
+
 def settings_for(name: Any, given: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
     """The workload's settings: its file's (without `workload`), with the options given for it on
     top. An option of another workload that says so, given here, or a setting required and given by
@@ -131,8 +136,10 @@ def settings_for(name: Any, given: Mapping[str, Any], config: Mapping[str, Any])
     own = options_of(name)
     misplaced: dict[str, list[str]] = {}
     for o in all_options():
-        if o.elsewhere and given.get(o.dest) and o not in own:
-            misplaced.setdefault(o.elsewhere, []).append(o.flag)
+        if given.get(o.dest) is not None and o not in own:
+            # Ignored, the run would go on without what was asked for: each option names where it
+            # belongs (its own reason, or the workloads that declare it).
+            misplaced.setdefault(o.elsewhere or _only_for(o), []).append(o.flag)
     if misplaced:
         # One line: the first reason, with every option given that it covers.
         reason, flags = next(iter(misplaced.items()))
