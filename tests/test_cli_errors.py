@@ -370,6 +370,14 @@ ROWS = [
         alone=True,
     ),
     Row(
+        "collect-misspelt-table",
+        ["collect", "--config", "{tmp}/colector.toml", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: unknown table [colector] in {tmp}/colector.toml (did you mean [collector]?)",
+        ["st"],
+        alone=True,
+    ),
+    Row(
         "collect-bad-health-period-option",
         ["collect", "--health-period", "-1", "--state-dir", "{tmp}/st"],
         2,
@@ -821,6 +829,7 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
         f'workload = "command"\nrun = "true"\nops_file = "{tmp_path}/nodir/ops-{{level}}.txt"\n'
     )
     (tmp_path / "brokr.toml").write_text('[mqtt]\nbrokr = "127.0.0.1:1883"\n')
+    (tmp_path / "colector.toml").write_text('[colector]\nid = "bench"\n')
     (tmp_path / "period.toml").write_text("[collector]\nhealth_period_s = 0\n")
     (tmp_path / "suite.toml").write_text('[[worklet]]\nworklet = "sha256"\nworkers = 1\n')
     with socket.socket() as taken:

@@ -243,6 +243,10 @@ class Table:
                             break
                     else:
                         raise ConfigError(f"unknown setting [{key}] {k} in {where}{self.close_to(k, prefix)}")
+            elif isinstance(value, dict) and key not in names:
+                near = difflib.get_close_matches(key, list(self.prefixes), n=1)
+                hint = f" (did you mean [{near[0]}]?)" if near else f" (tables: {', '.join(self.prefixes)})"
+                raise ConfigError(f"unknown table [{key}] in {where}{hint}")
             else:
                 out[key] = value
                 said[key] = f"{key} in {where}"
