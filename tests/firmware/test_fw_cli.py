@@ -43,6 +43,51 @@ def test_appliance_arguments_build_a_sim_config() -> None:
     assert all(c["hz"] == 200 and c["opts"]["peak_w"] == 410 for c in cfg["channels"])
 
 
+def test_an_appliance_keeps_its_state_in_the_state_folder_by_default(tmp_path: Path) -> None:
+    """Without --spool-dir the state and the offline buffer go to a folder of the device's own in the
+    state folder, so a restarted appliance sends what it kept and goes on with its sequence numbers
+    (a fresh temporary folder each start left them behind, unsent)."""
+    from wattbench.cli.appliance import build_config
+    from wattbench.config import default_state_dir
+
+    cfg = build_config(build_parser().parse_args(["appliance", "--sim", "--dev", "rack-7"]))
+    assert cfg["flash_dir"] == str(default_state_dir() / "appliance-rack-7")
+    conf = tmp_path / "host.json"
+    conf.write_text(json.dumps({"dev": "rack-8", "board": "host", "broker": {"host": "x"}, "channels": []}))
+    cfg = build_config(build_parser().parse_args(["appliance", "--config", str(conf)]))
+    assert cfg["flash_dir"] == str(default_state_dir() / "appliance-rack-8")
+    given = build_parser().parse_args(["appliance", "--sim", "--spool-dir", str(tmp_path / "s")])
+    assert build_config(given)["flash_dir"] == str(tmp_path / "s")
+
+
+def test_a_second_appliance_on_one_state_folder_is_refused(tmp_path: Path) -> None:
+    """Two appliances on one folder would write each other's flash and state; a second one started
+    with the same device id on this host is refused in one line, and the first goes on."""
+    import subprocess
+    import sys
+    import time
+
+    argv = [sys.executable, "-m", "wattbench.cli", "appliance", "--sim", "--dev", "twin", "--broker"]
+    argv += ["127.0.0.1:9", "--spool-dir", str(tmp_path / "s")]
+    first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout is not None
+        assert "appliance twin" in first.stdout.readline()
+        started = time.monotonic()
+        second = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        took = time.monotonic() - started
+        assert second.returncode == 2, second
+        assert second.stderr.strip().splitlines() == [
+            f"wattbench appliance: another appliance (pid {first.pid}) uses the state folder "
+            f"{tmp_path / 's'}: stop it, or give this one another --dev or --spool-dir"
+        ]
+        assert took < 5 + 3  # the check, and starting Python on a loaded machine
+        assert first.poll() is None
+    finally:
+        first.terminate()
+        first.wait(timeout=30)
+
+
 def test_appliance_needs_sim_or_config(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["appliance"]) == 2
     assert "--sim" in capsys.readouterr().err

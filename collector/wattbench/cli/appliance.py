@@ -5,20 +5,24 @@ firmware config file is used (simulated meters, or meters on serial ports). Runs
 SIGINT (Ctrl-C), or until --count samples have been taken and acknowledged by the broker.
 
 A stop by signal is clean: up to 5 s to hand the buffer to the broker, whatever is left kept in the
-flash directory (sent on the next start with the same --spool-dir), the retained status "offline" with
+flash directory (sent on the next start with the same --spool-dir; without one, the device's own
+folder in the state folder, appliance-DEV), the retained status "offline" with
 reason "shutdown", then exit 0. Exit codes: 0 stopped, 1 the appliance loop failed, 2 bad configuration.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
+import os
 import re
 import sys
 import time
-from typing import Any
+from typing import IO, Any
 
 from ..argtypes import whole
+from ..config import default_state_dir
 from ..exits import Exit
 from ..signals import stop_event
 from .options import broker_address, number
@@ -89,6 +93,39 @@ def read_config_file(path: str) -> dict[str, Any]:
     return doc
 
 
+def default_spool(dev: Any) -> str:
+    """The state and offline buffer of an appliance given no --spool-dir: a folder of the device's own
+    in the state folder, so that a restart sends what the last run kept and goes on with its sequence
+    numbers, as a board does from its flash."""
+    return str(default_state_dir() / f"appliance-{dev}")
+
+
+class FolderBusy(RuntimeError):
+    """Another appliance holds the state folder."""
+
+
+def hold_folder(folder: str) -> IO[str]:
+    """Take the state folder for this appliance until the process ends (the lock goes with it, also on
+    a crash or a kill). Two appliances on one folder would write each other's flash and state, and the
+    second's offline status would mark the first offline for every sweep."""
+    os.makedirs(folder, exist_ok=True)
+    f = open(os.path.join(folder, "lock"), "a+")  # held (and locked) for the life of the process
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        pid = f.read().strip() or "?"
+        f.close()
+        raise FolderBusy(
+            f"another appliance (pid {pid}) uses the state folder {folder}: stop it, or give this one "
+            "another --dev or --spool-dir"
+        ) from None
+    f.truncate(0)
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f
+
+
 def build_config(args: argparse.Namespace) -> dict[str, Any]:
     from wattbench_fw.host import broker_address, sim_config  # late: start-up
 
@@ -105,6 +142,8 @@ def build_config(args: argparse.Namespace) -> dict[str, Any]:
             cfg["dev"] = args.dev
         if args.spool_dir:
             cfg["flash_dir"] = args.spool_dir
+        elif not cfg.get("flash_dir"):
+            cfg["flash_dir"] = default_spool(cfg.get("dev"))
         return cfg
     steps = [[10, args.idle_w], [10, args.peak_w]] if args.model == "steps" else None
     extra = {"steps": steps} if steps else {}
@@ -117,7 +156,7 @@ def build_config(args: argparse.Namespace) -> dict[str, Any]:
         idle_w=args.idle_w,
         peak_w=args.peak_w,
         watts=args.watts,
-        spool_dir=args.spool_dir,
+        spool_dir=args.spool_dir or default_spool(args.dev or "sim-01"),
         batch_ms=args.batch_ms,
         **extra,
     )
@@ -162,6 +201,7 @@ def _line(c: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from wattbench_fw import config as config_mod  # late: start-up
     from wattbench_fw.errors import ConfigError  # late: start-up
     from wattbench_fw.host import HostAppliance  # late: start-up
 
@@ -172,9 +212,14 @@ def run(args: argparse.Namespace) -> int:
     stop = stop_event()
     try:
         cfg = build_config(args)
+        config_mod.load(cfg)  # a bad device id is refused before a folder is made for it
+        held = hold_folder(cfg["flash_dir"])
         app = HostAppliance(cfg, truth=args.truth, count=args.count)
     except ConfigError as exc:
         print(f"wattbench appliance: {as_typed(str(exc), args)}", file=sys.stderr)
+        return Exit.USAGE
+    except FolderBusy as exc:
+        print(f"wattbench appliance: {exc}", file=sys.stderr)
         return Exit.USAGE
     except (OSError, ValueError) as exc:
         print(f"wattbench appliance: {exc}", file=sys.stderr)
@@ -200,5 +245,6 @@ def run(args: argparse.Namespace) -> int:
         # Up to 5 s for the broker to take what is buffered; the rest is kept in flash for the next
         # start. Then the retained offline status (reason shutdown) and the saved state.
         app.stop(timeout=5.0)
+        held.close()  # the folder is free once its state is saved
     print(_line(app.counters()), flush=True)
     return 0
