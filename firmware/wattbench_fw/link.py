@@ -99,7 +99,7 @@ class Link:
             try:
                 c.start()
             except OSError as exc:
-                self._schedule_retry(repr(exc))
+                self._schedule_retry(str(exc) or repr(exc))
                 return
         c.service()
         if c.state == c.IDLE:

@@ -88,6 +88,32 @@ def test_a_second_appliance_on_one_state_folder_is_refused(tmp_path: Path) -> No
         first.wait(timeout=30)
 
 
+def test_an_appliance_that_cannot_reach_its_broker_says_why_in_words_and_stops_at_once(
+    tmp_path: Path,
+) -> None:
+    """A broker name that does not resolve is shown as the resolver's words, not an exception's repr; a
+    stop with the link down does not wait for a drain that cannot happen (what is buffered stays in the
+    folder for the next start)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    argv = [sys.executable, "-m", "wattbench.cli", "appliance", "--sim", "--dev", "lost", "--every", "0.5"]
+    argv += ["--broker", "nosuch.invalid:1883", "--spool-dir", str(tmp_path / "s")]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    lines = [proc.stdout.readline() for _ in range(3)]
+    proc.send_signal(signal.SIGTERM)
+    asked = time.monotonic()
+    out, err = proc.communicate(timeout=30)
+    took = time.monotonic() - asked
+    assert proc.returncode == 0, err
+    shown = "".join(lines) + out
+    assert "link down" in shown and "gaierror(" not in shown, shown
+    assert took < 2.5, took
+
+
 def test_appliance_needs_sim_or_config(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["appliance"]) == 2
     assert "--sim" in capsys.readouterr().err

@@ -242,9 +242,10 @@ def run(args: argparse.Namespace) -> int:
                 next_print += args.every
                 print(_line(app.counters()), flush=True)
     finally:
-        # Up to 5 s for the broker to take what is buffered; the rest is kept in flash for the next
-        # start. Then the retained offline status (reason shutdown) and the saved state.
-        app.stop(timeout=5.0)
+        # Up to 5 s for the broker to take what is buffered, when there is a link to take it; the rest
+        # is kept in flash for the next start. Then the retained offline status (reason shutdown) and
+        # the saved state.
+        app.stop(timeout=5.0 if app.app.link.up else 0.0)
         held.close()  # the folder is free once its state is saved
     print(_line(app.counters()), flush=True)
     return 0
