@@ -27,10 +27,10 @@ ANALYZER = ChannelSpec(
 )
 
 
-def _phases(measure_s: float) -> list[tuple[str, str, float | None, int]]:
+def _phases(measure_s: float, loads: range = range(100, 0, -10)) -> list[tuple[str, str, float | None, int]]:
     cal = int(3000 * measure_s)
     out: list[tuple[str, str, float | None, int]] = [(f"cal{i}", "calibration", None, cal) for i in (1, 2, 3)]
-    for pct in range(100, 0, -10):
+    for pct in loads:
         out.append((f"l{pct}", "target", pct / 100, round(3000 * pct / 100 * measure_s)))
     out.append(("idle", "idle", 0.0, 0))
     return out
@@ -41,8 +41,9 @@ def _run(
     measure_s: float = 240.0,
     idle: bool = True,
     limits: cp.Limits | None = None,
+    loads: range = range(100, 0, -10),
 ) -> Any:
-    phases = _phases(measure_s)
+    phases = _phases(measure_s, loads)
     if not idle:
         phases = phases[:-1]
     events = sweep_events(phases, t0=T0, measure_ms=int(measure_s * 1000))
@@ -65,6 +66,17 @@ def test_an_analyzer_on_240_s_windows_meets_spec_and_level_3() -> None:
         "statement": "EE HPC WG Level 3 (1 %); SPEC-comparable measurement (analyzer ≤ 1 %, 1/s, 240 s windows)",
     }
     assert ev.valid
+
+
+def test_target_loads_run_upward_are_not_spec_comparable() -> None:
+    """SPECpower runs its target loads from 100 % down; the same loads run upward meet a machine in
+    another thermal state, and the measurement says so (the run itself stays valid)."""
+    ev = _run([ANALYZER], loads=range(10, 101, 10))
+    st = ev.result["standard"]
+    assert st["spec"] is False and ev.valid
+    assert (
+        "target loads ran upward (10 % first); SPECpower runs them from the highest down" in st["statement"]
+    )
 
 
 def test_without_an_energy_counter_it_is_level_2() -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from .align import ChannelSpec, ChannelWindow, WindowPower
@@ -262,6 +263,19 @@ def state(
         spec_reasons.append(f"{', '.join(few_q[:4])} measure fewer than two of V, A and PF")
     if spec_windows and spec_shortest < SPEC_WINDOW_S:
         spec_reasons.append(f"windows of {spec_shortest:g} s, SPECpower's are {SPEC_WINDOW_S:g} s")
+    order = [
+        f"{wp.window.target * 100:g}"
+        for wp in sorted(aligned, key=lambda wp: wp.window.start_ms)
+        if wp.window.kind == "target" and wp.window.target is not None
+    ]
+    loads = [float(x) for x in order]
+    if any(b > a for a, b in pairwise(loads)):
+        # The same load meets a machine in another thermal and frequency state when run upward.
+        if all(b > a for a, b in pairwise(loads)):
+            how = f"ran upward ({order[0]} % first)"
+        else:
+            how = f"ran in the order {', '.join(order)} %"
+        spec_reasons.append(f"target loads {how}; SPECpower runs them from the highest down")
     if not windows:
         spec_reasons.append("no window was scored")
     elif not spec_windows:
