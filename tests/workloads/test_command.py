@@ -83,6 +83,17 @@ def test_command_errors_are_clear(tmp_path: Path) -> None:
     assert read_ops_text("x\nops=5\nops=9\n", CommandWorkload("true").pattern) == 9.0
 
 
+def test_a_total_mode_command_told_to_run_for_the_window_has_time_to_start_and_report() -> None:
+    """In total mode the window closes when the command exits, and at the planned length plus
+    overrun_s at the latest. A program told to run for exactly {duration} needs its start-up and its
+    report on top: with no allowance it was stopped before printing its total and its level scored
+    half its ops (49.6 %). The command workload allows what the tools it runs allow."""
+    from wattbench.workloads.tools import ToolWorkload
+
+    assert CommandWorkload("true", report="total").overrun_s == ToolWorkload.overrun_s > 0
+    assert CommandWorkload("true").overrun_s == 0.0  # stream: the window has its planned length
+
+
 def test_from_config_takes_every_setting_and_refuses_others(tmp_path: Path) -> None:
     wl = CommandWorkload.from_config(
         {
