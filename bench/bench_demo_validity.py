@@ -11,8 +11,10 @@ Two things decide whether a level can be held within ±2 %, and both are printed
   load average still carries the previous run for a minute or more; that figure does not);
 - whether the machine's own speed holds still, which a load average does not show. A virtual machine
   whose host is busy, or a CPU that changes its clock, does more work in one second than in the next.
-  Before the runs, one core runs the built-in transaction flat out for --probe seconds and its
-  throughput is printed second by second in summary; each run's calibration spread (the two intervals
+  Before the runs, one core runs flat out for --probe seconds, a second of the built-in transaction
+  and a second of a hash in C in turn, and the spread of each is printed: when the transaction's rate
+  moves and the hash's does not, the host's speed for interpreter work moved (caches and cores shared
+  with its other guests); each run's calibration spread (the two intervals
   that make the calibrated throughput, (max - min) / mean) shows the same thing inside the run. A run
   whose spread is beyond the tolerance cannot be held within it by any pacing, so the result is also
   given for the runs whose calibration held still.
@@ -57,26 +59,40 @@ def _load() -> str:
 
 
 def _probe(seconds: float) -> str:
-    """One core flat out on the built-in transaction, counted second by second."""
+    """One core flat out, alternating a second of the built-in transaction with a second of a hash in C
+    (SHA-256 of 1 MiB: no interpreter, no allocation). Both are counted second by second. When the
+    transaction's rate moves and the hash's does not, what moved is the host's speed for interpreter
+    work (caches and cores shared with its other guests), not this machine's load or the demo's code;
+    when both move, the clock did."""
+    import hashlib
+
     from wattbench.workloads.builtin.transaction import OrderGenerator, transaction
 
     gen = OrderGenerator(1)
-    counts = []
-    for _ in range(max(1, round(seconds))):
+    block = bytes(1 << 20)
+    kinds = {"transaction": lambda: transaction(gen), "hash in C": lambda: hashlib.sha256(block).digest()}
+    counts: dict[str, list[int]] = {k: [] for k in kinds}
+    for i in range(max(2, round(seconds))):
+        name = list(kinds)[i % 2]
+        work = kinds[name]
         n = 0
         end = time.monotonic() + 1.0
         while time.monotonic() < end:
-            transaction(gen)
+            work()
             n += 1
-        counts.append(n)
-    mean = statistics.fmean(counts)
-    cv = statistics.pstdev(counts) / mean * 100 if mean else 0.0
-    text = f"{min(counts):,} to {max(counts):,} ops/s a second (mean {mean:,.0f}, variation {cv:.1f} %)"
-    tens = [statistics.fmean(counts[i : i + 10]) for i in range(0, len(counts) - 9, 10)]
-    if len(tens) >= 2:
-        spread = (max(tens) - min(tens)) / statistics.fmean(tens) * 100
-        text += f"; its 10 s means {min(tens):,.0f} to {max(tens):,.0f} ({spread:.1f} % apart)"
-    return text
+        counts[name].append(n)
+    parts = []
+    for name, got in counts.items():
+        mean = statistics.fmean(got)
+        cv = statistics.pstdev(got) / mean * 100 if mean else 0.0
+        text = f"{name} {min(got):,} to {max(got):,} a second (mean {mean:,.0f}, variation {cv:.1f} %)"
+        # Five of its seconds span 10 s of the probe.
+        tens = [statistics.fmean(got[i : i + 5]) for i in range(0, len(got) - 4, 5)]
+        if len(tens) >= 2:
+            spread = (max(tens) - min(tens)) / statistics.fmean(tens) * 100
+            text += f", its 10 s means {spread:.1f} % apart"
+        parts.append(text)
+    return "; ".join(parts)
 
 
 @dataclass
@@ -287,7 +303,10 @@ def main() -> int:
     check.parse_args(demo_args)
     print(f"start: {_load()}", flush=True)
     if args.probe > 0:
-        print(f"one core flat out for {args.probe:g} s: {_probe(args.probe)}", flush=True)
+        print(
+            f"one core flat out for {args.probe:g} s, a second of each in turn: {_probe(args.probe)}",
+            flush=True,
+        )
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="wattbench-demo-bench-") as tmp:
         for k in range(1, args.runs + 1):

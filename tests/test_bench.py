@@ -540,13 +540,13 @@ def test_ctrl_c_on_a_bench_stops_what_it_started(case: str) -> None:
 
 @pytest.mark.timeout(300)
 def test_the_demo_validity_bench_prints_each_runs_calibration_levels_and_load(tmp_path: Path) -> None:
-    """One demo with windows of a fraction of a second: the run's verdict, the load at its start, its
-    calibration intervals with their spread and each level's actual load against its target, then the
+    """One demo with windows of a fraction of a second, after a probe of two seconds: the run's
+    verdict, the load at its start, its calibration intervals with their spread and each level's actual load against its target, then the
     count of VALID runs."""
     pytest.importorskip("wattbench_fw.host")
     res = subprocess.run(
         [
-            sys.executable, str(BENCH / "bench_demo_validity.py"), "--runs", "1", "--probe", "0",
+            sys.executable, str(BENCH / "bench_demo_validity.py"), "--runs", "1", "--probe", "2",
             "--measure", "0.5", "--pre", "0.3", "--post", "0.1", "--gap", "0.1",
         ],
         capture_output=True,
@@ -557,6 +557,9 @@ def test_the_demo_validity_bench_prints_each_runs_calibration_levels_and_load(tm
     assert res.returncode == 0, res.stderr[-3000:]
     out = res.stdout.splitlines()
     assert out[0].startswith("start: load average ")
+    # the probe: the interpreter's speed and a hash in C, side by side
+    assert out[1].startswith("one core flat out for 2 s, a second of each in turn: transaction "), out[1]
+    assert "; hash in C " in out[1] and out[1].count("variation") == 2, out[1]
     run = out.index(next(ln for ln in out if ln.startswith("run 1/1: ")))
     assert out[run].split(": ", 1)[1].startswith(("VALID", "INVALID")), out[run]
     assert out[run + 1].startswith("  start: load average ") and "other processes" in out[run + 1]
