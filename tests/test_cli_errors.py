@@ -858,6 +858,35 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
         assert not (tmp_path / rel).exists(), f"{rel} was created by a command that only reads"
 
 
+@pytest.mark.parametrize(
+    ("argv", "option", "what"),
+    [
+        (["report", "latest", "--store", "{store}", "--json-out", "{store}"], "--json-out", "the store"),
+        (["report", "latest", "--store", "{store}", "--html", "{tmp}/./store.sqlite"], "--html", "the store"),
+        (["score", "{tmp}/pub.csv", "--json-out", "pub.csv"], "--json-out", "an input"),
+        (["compare", "{tmp}/a.json", "{tmp}/b.json", "--html", "{tmp}/a.json"], "--html", "an input"),
+    ],
+    ids=["report-json-out-store", "report-html-store", "score-json-out-input", "compare-html-input"],
+)
+def test_an_output_onto_the_store_or_an_input_is_refused_and_writes_nothing(
+    tmp_path: Path, argv: list[str], option: str, what: str
+) -> None:
+    """`report --json-out` naming the store replaced a live store with a JSON file (and --html cut it to
+    nothing); score and compare overwrote their own inputs."""
+    store = make_store(tmp_path / "store.sqlite")
+    (tmp_path / "pub.csv").write_text("target,ops,W\n100,1000,200\n")
+    for name in ("a.json", "b.json"):
+        (tmp_path / name).write_text('{"v": 1}\n')
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    out = wattbench([a.format(store=store, tmp=tmp_path) for a in argv], tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert len(out.stderr.splitlines()) == 1, out.stderr
+    assert (
+        f": {option} " in out.stderr and f"is {what} of this command: it would be overwritten" in out.stderr
+    )
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+
+
 def _stored_runs(store: str) -> list[str]:
     from wattbench.store import open_store
 

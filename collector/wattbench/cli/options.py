@@ -7,6 +7,7 @@ before anything runs."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import ssl
@@ -447,6 +448,28 @@ def check_output_files(args: argparse.Namespace) -> None:
                 f"--{seen[resolved]} and --{name} both name {resolved}: each output needs a file of its own"
             )
         seen[resolved] = name
+    # An output onto a file the command reads would destroy it: the store (a live one, as like as not)
+    # or an input file named anywhere on the command line.
+    outputs = {n.replace("-", "_") for n in getattr(args, "_file_outputs", ())}
+    reads: list[tuple[str, str]] = []
+    if hasattr(args, "store"):
+        with contextlib.suppress(ValueError, OSError):  # a store the command itself refuses
+            store = file_path(store_spec(args))
+            if store:
+                reads.append((store, "the store"))
+    for key, value in vars(args).items():
+        if key.startswith("_") or key in outputs:
+            continue
+        for v in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(v, str | os.PathLike) and str(v):
+                reads.append((str(v), "an input"))
+    for out, name in seen.items():
+        if not out.is_file():
+            continue  # a new file cannot be one the command reads
+        for path, what in reads:
+            with contextlib.suppress(OSError, ValueError):
+                if os.path.samefile(out, Path(path).expanduser()):
+                    raise CliError(f"--{name} {out} is {what} of this command: it would be overwritten")
 
 
 def check_store_options(args: argparse.Namespace) -> None:
