@@ -142,6 +142,22 @@ def test_driver_publishes_every_boundary() -> None:
     assert record.interrupted is None
 
 
+def test_a_calibration_interval_without_ops_stops_the_run() -> None:
+    """One calibration interval that completed nothing (a workload that printed no count) made the
+    calibrated throughput the mean of 0 and the other's, and the 100 % level then read 199.9 %."""
+
+    class SilentInCal2(CountingWorkload):
+        def end_measure(self) -> int:
+            ops = super().end_measure()
+            return 0 if self.phases[-1][0] == "cal2" else ops
+
+    record = Driver("run-0", specpower_plan(timing=FAST), SilentInCal2(), MemorySink()).run()
+    assert record.interrupted == (
+        "workload failed during cal2: cal2 measured no completed ops: the workload did no work"
+    )
+    assert record.calibrated is None
+
+
 def test_interrupt_gives_a_partial_invalid_result() -> None:
     sink = MemorySink()
     store = MemoryStore()

@@ -4,6 +4,7 @@ the sweep stops is not."""
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 import time
@@ -131,6 +132,24 @@ def test_total_mode_command_exiting_non_zero_fails_the_level() -> None:
     assert wait(wl.measure_done)
     with pytest.raises(WorkloadError, match=r"exited with status 5: disk full"):
         wl.end_measure()  # its 42 ops are not the level's throughput
+    wl.close()
+
+
+@pytest.mark.parametrize("line", ["ops=-500", "ops=nan", "ops: 1e30", "OPS = 12abc"])
+@pytest.mark.parametrize("report", ["total", "stream"])
+def test_an_op_count_that_is_no_count_fails_the_level(line: str, report: str) -> None:
+    """A line that says it is the op count but is not a count was skipped, so the level counted 0 ops
+    (or a calibration interval did, and the 100 % level then read 199.9 %)."""
+    wl = CommandWorkload(
+        f"{PY} -c \"import time; print('{line}', flush=True); time.sleep(0.5)\"", report=report
+    )
+    wl.start_phase(L50, 10.0)
+    wl.start_measure()
+    time.sleep(1.0)
+    with pytest.raises(
+        WorkloadError, match=rf"^phase l50: the command printed {re.escape(repr(line))}, which is no op count"
+    ):
+        wl.end_measure()
     wl.close()
 
 

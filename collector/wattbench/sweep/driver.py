@@ -291,6 +291,10 @@ class Driver:
         seconds = (end_ev["t"] - start_ev["t"]) / 1000.0
         self._note(phase, ops, seconds, rate, end_ev.get("unserved"))
         if phase.kind == "calibration" and seconds > 0:
+            if ops <= 0:
+                # The calibrated throughput would be a mean with a zero in it, and every level's
+                # target a fraction of that: a level then reads up to twice its target.
+                raise WorkloadError(f"{phase.name} measured no completed ops: the workload did no work")
             self.record.calibration.append(ops / seconds)
             if len(self.record.calibration) == len(self.plan.calibrations):
                 self.record.calibrated = calibrated_rate(self.record.calibration, self.plan.calibration_use)

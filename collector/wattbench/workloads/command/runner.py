@@ -41,6 +41,9 @@ from ..base import UNIT_PATTERN, SettingError, WorkloadDefaults, WorkloadError, 
 log = logging.getLogger(__name__)
 
 DEFAULT_PATTERN = r"^\s*(?:ops\s*[=:]\s*)?([0-9]+(?:\.[0-9]+)?)\s*$"
+# A line that says it is the op count ("ops=", "ops:"): when the pattern does not read it, the count is
+# no number of ops (negative, nan, an exponent, a unit), and skipping it would count the level as 0.
+CLAIM = re.compile(r"^\s*ops\s*[=:]", re.IGNORECASE)
 PLACEHOLDERS = ("load", "target", "rate", "level", "duration", "copy", "copies")
 
 
@@ -122,6 +125,7 @@ class CommandProcess:
         self.increment = increment
         self.ops = 0.0
         self.seen = False
+        self.bad: str | None = None  # the first line that claims to be the count and is none
         self.stderr_tail: deque[str] = deque(maxlen=20)
         # Everything printed, for a parser of the whole output (a tool's closing report); bounded, as a
         # chatty command must not fill the driver's memory.
@@ -153,6 +157,9 @@ class CommandProcess:
             self.output.append(line)
             m = self.pattern.search(line)
             if not m:
+                # Only the documented forms claim to be the count; a pattern of the user's own decides.
+                if self.bad is None and self.pattern.pattern == DEFAULT_PATTERN and CLAIM.match(line):
+                    self.bad = line.strip()
                 continue
             value = float(m.group(1))
             with self._lock:
@@ -381,11 +388,20 @@ class CommandWorkload(WorkloadDefaults):
             return False
         return self._proc is None or not self._proc.running
 
+    def _check_count(self, phase: str) -> None:
+        """A line that claims to be the op count and is none fails the level: its count is not known."""
+        bad = self._proc.bad if self._proc is not None else None
+        if bad is not None:
+            raise WorkloadError(
+                f"phase {phase}: the command printed {bad!r}, which is no op count "
+                "(ops=N with N a whole or decimal number of ops, at least 0)"
+            )
+
     def end_measure(self) -> int:
+        phase = self._phase.name if self._phase is not None else "?"
         if self.report == "total":
             if self._proc is None:
                 return 0
-            phase = self._phase.name if self._phase is not None else "?"
             if self._proc.running:
                 log.warning("phase %s: command still running at the window's end; stopping it", phase)
                 self._stopping = True
@@ -395,6 +411,7 @@ class CommandWorkload(WorkloadDefaults):
             reason = self.failure()
             if reason:
                 raise WorkloadError(reason)
+            self._check_count(phase)
             if self.parse is not None:
                 if self._stopping:
                     raise WorkloadError(
@@ -409,6 +426,7 @@ class CommandWorkload(WorkloadDefaults):
         reason = self.failure()
         if reason:
             raise WorkloadError(reason)
+        self._check_count(phase)
         return max(0, round(self._current() - self._mark))
 
     def end_phase(self) -> None:
