@@ -472,6 +472,23 @@ ROWS = [
         "wattbench appliance: --peak-w: must be at least idle_w (300.0), got 250.0",
         alone=True,
     ),
+    # an offset that is no number of milliseconds ran the whole plan and then scored "+0 ms"
+    Row(
+        "sweep-clock-offset-nan",
+        ["sweep", "--store", "{store}", "--cmd", "true", *FAST, "--clock-offset", "bench=nan"],
+        2,
+        "wattbench sweep: argument --clock-offset: bad clock offset 'bench=nan': the milliseconds must be a "
+        "finite number within a day (86400000)",
+        alone=True,
+    ),
+    Row(
+        "report-clock-offset-beyond-a-day",
+        ["report", "latest", "--store", "{store}", "--rescore", "--clock-offset", "bench=1e12"],
+        2,
+        "wattbench report: argument --clock-offset: bad clock offset 'bench=1e12': the milliseconds must be "
+        "a finite number within a day (86400000)",
+        alone=True,
+    ),
     Row(
         "appliance-sim-batch-ms-zero",
         ["appliance", "--sim", "--batch-ms", "0", "--spool-dir", "{tmp}/app"],

@@ -17,6 +17,7 @@ host's is offsets.py.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -70,15 +71,24 @@ def parse_channel(text: str, role: str = "power") -> ChannelSpec:
     return ChannelSpec(m.group(1), m.group(2), role=role, node=m.group(3))
 
 
+# A device whose clock is a day or more off its host's is not synchronised at all: no offset aligns it.
+MAX_OFFSET_MS = 86_400_000
+
+
 def parse_offset(text: str) -> tuple[str, float]:
     """DEV=MS: the device clock minus the host clock."""
     dev, sep, ms = text.partition("=")
     try:
-        if not sep:
+        if not sep or not dev.strip():
             raise ValueError
-        return dev.strip(), float(ms)
+        value = float(ms)
     except ValueError:
         raise ValueError(f"bad clock offset {text!r}: use DEVICE=MILLISECONDS") from None
+    if not (math.isfinite(value) and abs(value) <= MAX_OFFSET_MS):
+        raise ValueError(
+            f"bad clock offset {text!r}: the milliseconds must be a finite number within a day ({MAX_OFFSET_MS})"
+        )
+    return dev.strip(), value
 
 
 class ChannelError(ValueError):
