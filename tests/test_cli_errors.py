@@ -489,6 +489,15 @@ ROWS = [
         "a finite number within a day (86400000)",
         alone=True,
     ),
+    # report and compare read "latest" as the newest run: a run of that name could never be shown
+    Row(
+        "sweep-run-named-latest",
+        ["sweep", "--store", "{store}", "--cmd", "true", *FAST, "--run", "latest"],
+        2,
+        "wattbench sweep: argument --run: 'latest' names the newest run in report and compare: give this run "
+        "another id",
+        alone=True,
+    ),
     Row(
         "appliance-sim-batch-ms-zero",
         ["appliance", "--sim", "--batch-ms", "0", "--spool-dir", "{tmp}/app"],

@@ -192,6 +192,17 @@ def run_id(text: str) -> str:
     return text
 
 
+def fresh_run_id(text: str) -> str:
+    """The id of a run about to be made: a valid run id that is not a word the readers take for another
+    run ("latest" is the newest run in report and compare, so a run of that name could never be shown)."""
+    run_id(text)
+    if text == "latest":
+        raise argparse.ArgumentTypeError(
+            "'latest' names the newest run in report and compare: give this run another id"
+        )
+    return text
+
+
 def ca_file(text: str) -> str:
     """A CA certificate file TLS can load: a wrong file fails here, not at the first connect."""
 

@@ -34,11 +34,11 @@ from .options import (
     CliError,
     add_output_options,
     as_given,
+    fresh_run_id,
     number,
     outputs_from_args,
     publish_settings,
     readable_file,
-    run_id,
     side_console,
     store_name,
 )
@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=readable_file,
         help="an earlier suite result to normalise by (default: this run, which scores 1.0)",
     )
-    parser.add_argument("--run", metavar="ID", type=run_id, help="suite run id (default: UTC time)")
+    parser.add_argument("--run", metavar="ID", type=fresh_run_id, help="suite run id (default: UTC time)")
     add_plan_arguments(parser)
     add_connection_arguments(parser)
     add_scoring_arguments(parser)

@@ -47,11 +47,11 @@ from .options import (
     add_store_options,
     as_given,
     default_store,
+    fresh_run_id,
     number,
     open_store_from_args,
     outputs_from_args,
     publish_settings,
-    run_id,
     store_given,
     store_name,
 )
@@ -132,7 +132,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = __doc__.split("\n\n", 1)[1]
 
     parser.add_argument(
-        "--run", metavar="ID", type=run_id, help="run id (default: UTC time and a random suffix)"
+        "--run", metavar="ID", type=fresh_run_id, help="run id (default: UTC time and a random suffix)"
     )
     add_plan_arguments(parser)
     add_workload_arguments(parser)
