@@ -498,6 +498,14 @@ ROWS = [
         "another id",
         alone=True,
     ),
+    # the demo started its broker, collector and appliance, then met the plan's limit as an internal error
+    Row(
+        "demo-measure-beyond-a-day",
+        ["demo", "--measure", "100000"],
+        2,
+        "wattbench demo: --measure: must be at most 86400 s (a day), got 100000.0",
+        alone=True,
+    ),
     Row(
         "appliance-sim-batch-ms-zero",
         ["appliance", "--sim", "--batch-ms", "0", "--spool-dir", "{tmp}/app"],

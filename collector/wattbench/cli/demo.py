@@ -43,6 +43,7 @@ from . import suite as suite_cli
 from . import sweep as sweep_cli
 from .options import (
     add_output_options,
+    as_given,
     add_store_options,
     broker_address,
     number,
@@ -128,6 +129,8 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
 
     console = output_console()
     outputs = outputs_from_args(args, SuiteResult if args.suite else RunResult, console)
+    # The plan's limits, as the sweep states them, before a service is started for it.
+    as_given(sweep_cli.PLAN_OPTIONS, lambda: Timing(args.pre, args.measure, args.post, args.gap))
     t_start = time.monotonic()
     with contextlib.ExitStack() as stack:  # what was started, stopped last started first
         try:
