@@ -43,8 +43,8 @@ from . import suite as suite_cli
 from . import sweep as sweep_cli
 from .options import (
     add_output_options,
-    as_given,
     add_store_options,
+    as_given,
     broker_address,
     number,
     open_store_from_args,
