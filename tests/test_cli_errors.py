@@ -506,6 +506,22 @@ ROWS = [
         "wattbench demo: --measure: must be at most 86400 s (a day), got 100000.0",
         alone=True,
     ),
+    # an empty value was taken as not given: every interface, or another device's id
+    Row(
+        "broker-empty-host",
+        ["broker", "--host", "", "--port", "0"],
+        2,
+        "wattbench broker: argument --host: must not be empty",
+        alone=True,
+    ),
+    Row(
+        "appliance-empty-dev",
+        ["appliance", "--sim", "--dev", " ", "--spool-dir", "{tmp}/app"],
+        2,
+        "wattbench appliance: argument --dev: must not be empty",
+        ["app"],
+        alone=True,
+    ),
     Row(
         "appliance-sim-batch-ms-zero",
         ["appliance", "--sim", "--batch-ms", "0", "--spool-dir", "{tmp}/app"],

@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["checked_by", "number", "whole"]
+__all__ = ["checked_by", "given", "number", "whole"]
 
 
 def number(*, at_least: float | None = None, above: float | None = None, at_most: float | None = None) -> Any:
@@ -26,6 +26,15 @@ def number(*, at_least: float | None = None, above: float | None = None, at_most
 def whole(*, at_least: int | None = None, at_most: int | None = None) -> Any:
     """An argparse type: an integer within the bounds given (see number)."""
     return _bounded(int, "a whole number", at_least, None, at_most)
+
+
+def given(text: str) -> str:
+    """An argparse type: text that is not empty. An empty value reads as "not given" wherever a default
+    is taken with `or`, so `--host ''` listened on every interface and `--dev ''` took another
+    device's id."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
 
 
 def checked_by(parse: Any, what: str) -> Any:

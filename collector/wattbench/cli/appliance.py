@@ -21,7 +21,7 @@ import sys
 import time
 from typing import IO, Any
 
-from ..argtypes import whole
+from ..argtypes import given, whole
 from ..config import default_state_dir
 from ..exits import Exit
 from ..signals import stop_event
@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--broker", default=None, type=broker_address, help="MQTT broker host[:port] (default 127.0.0.1:1883)"
     )
-    p.add_argument("--dev", default=None, help="device id (default sim-01)")
+    p.add_argument("--dev", type=given, default=None, help="device id (default sim-01)")
     p.add_argument("--hz", type=number(), default=10.0, help="samples per second per channel (default 10)")
     p.add_argument("--channels", type=whole(), default=1, help="number of simulated channels (default 1)")
     p.add_argument(

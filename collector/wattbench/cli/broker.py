@@ -6,13 +6,16 @@ from __future__ import annotations
 import argparse
 import logging
 
+from ..argtypes import given
 from ..broker import EmbeddedBroker
 from ..signals import stop_event
 from .options import tcp_port
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument(
+        "--host", type=given, default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
 
     parser.add_argument("--port", type=tcp_port, default=1883, help="TCP port (default 1883, 0: any free)")
 
