@@ -13,17 +13,17 @@ reason "shutdown", then exit 0. Exit codes: 0 stopped, 1 the appliance loop fail
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
-import os
 import re
 import sys
 import time
+from pathlib import Path
 from typing import IO, Any
 
 from ..argtypes import given, whole
 from ..config import default_state_dir
 from ..exits import Exit
+from ..owner import Busy, hold
 from ..signals import stop_event
 from .options import broker_address, number
 
@@ -100,30 +100,17 @@ def default_spool(dev: Any) -> str:
     return str(default_state_dir() / f"appliance-{dev}")
 
 
-class FolderBusy(RuntimeError):
-    """Another appliance holds the state folder."""
-
-
 def hold_folder(folder: str) -> IO[str]:
-    """Take the state folder for this appliance until the process ends (the lock goes with it, also on
-    a crash or a kill). Two appliances on one folder would write each other's flash and state, and the
-    second's offline status would mark the first offline for every sweep."""
-    os.makedirs(folder, exist_ok=True)
-    f = open(os.path.join(folder, "lock"), "a+")  # held (and locked) for the life of the process
+    """Take the state folder for this appliance until the process ends. Two appliances on one folder
+    would write each other's flash and state, and the second's offline status would mark the first
+    offline for every sweep."""
     try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.seek(0)
-        pid = f.read().strip() or "?"
-        f.close()
-        raise FolderBusy(
-            f"another appliance (pid {pid}) uses the state folder {folder}: stop it, or give this one "
+        return hold(Path(folder) / "lock")
+    except Busy as exc:  # a ValueError: the one line of a usage error, exit 2
+        raise ValueError(
+            f"another appliance (pid {exc.pid}) uses the state folder {folder}: stop it, or give this one "
             "another --dev or --spool-dir"
         ) from None
-    f.truncate(0)
-    f.write(f"{os.getpid()}\n")
-    f.flush()
-    return f
 
 
 def build_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -217,9 +204,6 @@ def run(args: argparse.Namespace) -> int:
         app = HostAppliance(cfg, truth=args.truth, count=args.count)
     except ConfigError as exc:
         print(f"wattbench appliance: {as_typed(str(exc), args)}", file=sys.stderr)
-        return Exit.USAGE
-    except FolderBusy as exc:
-        print(f"wattbench appliance: {exc}", file=sys.stderr)
         return Exit.USAGE
     except (OSError, ValueError) as exc:
         print(f"wattbench appliance: {exc}", file=sys.stderr)

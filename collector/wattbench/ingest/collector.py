@@ -26,12 +26,13 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ..bridge import PlugConfigError, load_plugs
 from ..bridge.translate import Bridge
 from ..config import CollectorConfig, ConfigError, split_metrics_address
 from ..exits import Exit
+from ..owner import Busy, hold
 from ..spool import Spool, SpoolError
 from ..store import SampleEncoder, missing_folder, open_store
 from .auth import Verifier
@@ -80,6 +81,7 @@ class Collector:
                 said = self.config.named("store")
                 raise ConfigError(f"{said} {self.config.store}: no folder {folder} (nothing was created)")
         self._given_store = store
+        self._owner: IO[str] | None = None
         self.store: Store | None = store
         self.spool: Spool | None = None
         self.deadletter: Spool | None = None
@@ -159,6 +161,19 @@ class Collector:
         try:
             try:
                 Path(cfg.state_dir).mkdir(parents=True, exist_ok=True)
+                # One process per id and state folder: a second one would write the same status file
+                # and spool, and take the first's session at the broker, after which the first
+                # stores nothing.
+                self._owner = hold(Path(cfg.state_dir) / f"collector-{cfg.id}.lock")
+            except Busy as exc:
+                raise CollectorError(
+                    f"another collector (pid {exc.pid}) runs with the id {cfg.id} and the state folder "
+                    f"{cfg.state_dir}: stop it, or give this one another --id or --state-dir",
+                    Exit.CONFIG,
+                ) from None
+            except OSError as exc:
+                raise CollectorError(f"state folder unusable: {exc}", Exit.STORAGE) from None
+            try:
                 self.spool = spool = Spool(cfg.spool_dir)
                 self.deadletter = deadletter = Spool(Path(cfg.spool_dir) / "deadletter")
             except (SpoolError, OSError) as exc:
@@ -317,6 +332,9 @@ class Collector:
             if sp is not None:
                 sp.close()
         self._checks.close()
+        if self._owner is not None:
+            self._owner.close()  # the id and its state are free for the next collector
+            self._owner = None
 
     def __enter__(self) -> Collector:
         return self.start()
