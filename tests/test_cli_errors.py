@@ -937,6 +937,61 @@ def test_an_output_onto_the_store_or_an_input_is_refused_and_writes_nothing(
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
 
 
+def test_a_second_collector_with_the_same_id_is_refused_and_the_first_goes_on(tmp_path: Path) -> None:
+    """Two collectors with one id share its status file and spool, and on MQTT the second takes the
+    first's session, after which the first stored nothing until restarted. The second is refused in
+    one line before it asks the broker."""
+    import signal
+
+    argv = [sys.executable, "-m", "wattbench.cli", "collect", "--broker", "127.0.0.1:9", "--id", "bench"]
+    argv += ["--state-dir", str(tmp_path / "st"), "--store", str(tmp_path / "s.sqlite")]
+    first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "st" / "collector-bench.lock").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        t0 = time.monotonic()
+        second = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert time.monotonic() - t0 < 8  # the check, and starting Python on a loaded machine
+        assert second.returncode == 2, second.stderr
+        assert second.stderr.splitlines() == [
+            f"wattbench collect: another collector (pid {first.pid}) runs with the id bench and the state "
+            f"folder {tmp_path / 'st'}: stop it, or give this one another --id or --state-dir"
+        ], second.stderr
+        assert first.poll() is None
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=60)
+
+
+@pytest.mark.parametrize("where", ["--json-out", "stdout", "closed stdout"])
+def test_an_output_that_cannot_be_written_is_one_line_not_an_internal_error(
+    tmp_path: Path, where: str
+) -> None:
+    """A full disk is the user's to act on, not a bug (exit 1, "internal error"); a closed stdout
+    (`>&-`) is output nobody reads, not an AttributeError."""
+    (tmp_path / "ok.csv").write_text("target,ops,power\n100,1000,200\n50,500,150\nidle,0,100\n")
+    argv = [sys.executable, "-m", "wattbench.cli", "score", "ok.csv"]
+    if where == "--json-out":
+        argv += ["--json-out", "/dev/full"]
+    with open("/dev/full", "w") as full:
+        out = subprocess.run(
+            argv,
+            cwd=tmp_path,
+            stdout=full if where == "stdout" else subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            # fd 1 closed in the child, as the shell's >&- leaves it
+            preexec_fn=(lambda: os.close(1)) if where == "closed stdout" else None,
+        )
+    if where == "closed stdout":
+        assert (out.returncode, out.stderr) == (0, ""), out.stderr
+        return
+    assert out.returncode == 4, out.stderr
+    assert out.stderr.splitlines() == ["wattbench score: cannot write the output: No space left on device"]
+
+
 def _stored_runs(store: str) -> list[str]:
     from wattbench.store import open_store
 

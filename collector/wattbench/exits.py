@@ -36,7 +36,8 @@ MEANING: dict[Exit, str] = {
     "store file does not exist; the TCP port of `ptd` or `broker` is taken, or `broker --host` is not an "
     "address of this machine or does not resolve",
     Exit.WORKLOAD: "the workload could not run or failed (`sweep`); the store cannot take data "
-    "(`collect`, see [collector.md](collector.md#exit-codes-and-logs))",
+    "(`collect`, see [collector.md](collector.md#exit-codes-and-logs)); an output cannot be written (a "
+    "full or read-only disk: `cannot write the output: ...`)",
     Exit.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM) before it was done: `sweep`, `suite`, `demo` and the "
     "other commands that end on their own",
     Exit.BROKEN_PIPE: "the reader of the output went away (`wattbench status --json \\| head`, "

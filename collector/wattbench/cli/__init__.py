@@ -4,6 +4,7 @@ so `wattbench score` does not pay for paho or matplotlib."""
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import os
@@ -97,9 +98,16 @@ def _known_failure(exc: BaseException) -> tuple[str, int] | None:
         return str(exc), Exit.UNREACHABLE
     if isinstance(exc, ssl.SSLError):
         return f"TLS: {exc.reason or exc}", Exit.UNREACHABLE
+    if isinstance(exc, OSError) and exc.errno in _FULL:
+        # A full or read-only disk is the user's to act on, wherever the output was going.
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        return f"cannot write the output: {where}{exc.strerror or exc}", Exit.STORAGE
     if isinstance(exc, OSError) and exc.filename is not None:
         return f"{exc.filename}: {exc.strerror or exc}", Exit.INTERNAL
     return None
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)
 
 
 def _quiet_broken_pipe() -> None:
@@ -113,6 +121,9 @@ def _quiet_broken_pipe() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Started with stdout closed (`>&-`): the output is for nobody, and the command still does its work.
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")  # held as stdout for the life of the process
     try:
         return _main(argv)
     except KeyboardInterrupt:  # while the commands load, before one runs
