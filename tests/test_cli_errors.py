@@ -992,6 +992,39 @@ def test_an_output_that_cannot_be_written_is_one_line_not_an_internal_error(
     assert out.stderr.splitlines() == ["wattbench score: cannot write the output: No space left on device"]
 
 
+@pytest.mark.parametrize(
+    ("edit", "why"),
+    [
+        ("drop W", "levels[0] must contain ['W'] properties"),
+        ("W 0", "levels[0].W must be bigger than 0"),
+        ("W text", "levels[0].W must be number"),
+        ("v 2", "v must be same as const definition: 1"),
+    ],
+)
+def test_compare_refuses_a_hand_edited_result_in_the_contracts_words(tmp_path: Path, edit: str, why: str) -> None:
+    """compare read result files without the contract: a level without W was an internal error, W 0
+    was scored (overall 42.3 instead of 19), a W in quotes and another format version passed."""
+    vector = json.loads((Path(__file__).parents[1] / "schema/vectors/valid/result_valid_run.json").read_text())
+    good = vector.get("payload", vector)
+    bad = json.loads(json.dumps(good))
+    level = bad["levels"][0]
+    if edit == "drop W":
+        del level["W"]
+    elif edit == "W 0":
+        level["W"] = 0
+    elif edit == "W text":
+        level["W"] = "250"
+    else:
+        bad["v"] = 2
+    (tmp_path / "a.json").write_text(json.dumps(good))
+    (tmp_path / "b.json").write_text(json.dumps(bad))
+    out = wattbench(["compare", "a.json", "b.json"], tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines() == [
+        f"wattbench compare: b.json: not a result wattbench can read: {why}"
+    ], out.stderr
+
+
 def _stored_runs(store: str) -> list[str]:
     from wattbench.store import open_store
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import wattbench_schema as contract
 
+from ..core import contract as results
 from ..core.compare import Candidate, Curve, Point, Prices, compare
 from ..core.leveltable import TableError, comparability
 from ..core.published import parse_table
@@ -211,6 +212,16 @@ def from_table(name: str, source: str, path: Path) -> Any:
     )
 
 
+def _readable(result: dict[str, Any], where: str) -> None:
+    """A result as the contract has it, or a CliError in the contract's words: a hand-edited file (a
+    level without W, W 0, a number in quotes, another format version) is refused, never scored."""
+    try:
+        results.validate_result(result)
+    except results.ContractError as exc:
+        why = str(exc).removeprefix("result message breaks the contract: ").removeprefix("data.")
+        raise CliError(f"{where}: not a result wattbench can read: {why}") from None
+
+
 def load_candidate(item: str, name: str | None, store: Store | None) -> Any:
     path = Path(item)
     if path.is_file():
@@ -222,6 +233,7 @@ def load_candidate(item: str, name: str | None, store: Store | None) -> Any:
         if not isinstance(result, dict) and isinstance(doc, dict) and "checks" in doc and "run" in doc:
             result = doc
         if isinstance(result, dict):
+            _readable(result, path.name)
             # Named by its file, as the user gave it (a.json is a), like a table or a suite; the run
             # id, which the user did not type, is said beside it.
             candidate = from_result(stem, str(path), result)
@@ -238,6 +250,7 @@ def load_candidate(item: str, name: str | None, store: Store | None) -> Any:
     result = store.result(item)
     if result is None:
         raise CliError(f"{item}: no such file, and no result of that run in the store")
+    _readable(result, f"stored run {item}")
     return from_result(name or item, f"stored run {item}", result)
 
 
