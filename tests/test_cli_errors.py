@@ -1001,10 +1001,14 @@ def test_an_output_that_cannot_be_written_is_one_line_not_an_internal_error(
         ("v 2", "v must be same as const definition: 1"),
     ],
 )
-def test_compare_refuses_a_hand_edited_result_in_the_contracts_words(tmp_path: Path, edit: str, why: str) -> None:
+def test_compare_refuses_a_hand_edited_result_in_the_contracts_words(
+    tmp_path: Path, edit: str, why: str
+) -> None:
     """compare read result files without the contract: a level without W was an internal error, W 0
     was scored (overall 42.3 instead of 19), a W in quotes and another format version passed."""
-    vector = json.loads((Path(__file__).parents[1] / "schema/vectors/valid/result_valid_run.json").read_text())
+    vector = json.loads(
+        (Path(__file__).parents[1] / "schema/vectors/valid/result_valid_run.json").read_text()
+    )
     good = vector.get("payload", vector)
     bad = json.loads(json.dumps(good))
     level = bad["levels"][0]
@@ -1263,7 +1267,9 @@ def test_failed_command_stops_the_run_at_its_level(tmp_path: Path) -> None:
     result = tmp_path / "result.json"
     argv = ["sweep", "--store", store, "--run", "failing", "--json-out", str(result), *FAST]
     script = (
-        "import sys, time; sys.exit(3) if sys.argv[1] == 'cal2' else (print(1, flush=True), time.sleep(30))"
+        # cal1 does work (a count that grows: a calibration interval without ops stops a run by itself)
+        "import sys, time; sys.exit(3) if sys.argv[1] == 'cal2' else "
+        "[(print(i, flush=True), time.sleep(0.05)) for i in range(1, 600)]"
     )
     argv += ["--cmd", f'{PY} -c "{script}" {{level}}']
     out = wattbench(argv, tmp_path)

@@ -99,14 +99,15 @@ def test_seen_from_the_store_is_the_devices_newest_sample_not_the_collectors_las
     read as seen 2 s ago."""
     db = tmp_path / "store.sqlite"
     store = SqliteStore(str(db))
-    stopped = NOW - 11 * 60_000
+    now = int(time.time() * 1000)  # not the module's NOW: a long session imports it minutes earlier
+    stopped = now - 11 * 60_000
     rows = [
         {"s": s, "t": stopped - (3 - s) * 100, "c": ch, "W": 100.0} for s in range(4) for ch in ("a", "b")
     ]
     store.write_samples("bench-a", rows)
-    store.write_samples("bench-b", [{"s": 0, "t": NOW - 1000, "c": "a", "W": 5.0}])
-    store.write_health("c2", "bench-a", {"received": 8}, NOW - 2000)
-    store.write_health("c2", "bench-z", {"received": 0}, NOW - 2000)  # no sample stored yet
+    store.write_samples("bench-b", [{"s": 0, "t": now - 1000, "c": "a", "W": 5.0}])
+    store.write_health("c2", "bench-a", {"received": 8}, now - 2000)
+    store.write_health("c2", "bench-z", {"received": 0}, now - 2000)  # no sample stored yet
     store.flush()
     store.close()
     empty = tmp_path / "state"

@@ -20,7 +20,8 @@ from ..signals import interrupt_on_stop_signals
 from ..store.base import StoreError, failure_text
 from ..sweep.publish import SinkError
 from ..workloads.base import WorkloadError
-from .options import CliError, Parser, add_verbose, check_output_files, check_store_options, verbosity
+from .options import CliError, Parser, add_verbose, verbosity
+from .prechecks import check_output_files, check_store_options
 
 # subcommand -> (module, one-line help). The module provides add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {

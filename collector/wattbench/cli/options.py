@@ -7,7 +7,6 @@ before anything runs."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
 import ssl
@@ -27,7 +26,7 @@ from ..core import FieldError
 from ..exits import Exit
 from ..mqttconn import AddressError, parse_broker
 from ..report.outputs import TERMINAL, Outputs, renderers
-from ..store import file_path, known_spec, missing_folder, open_store
+from ..store import known_spec, missing_folder, open_store
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -443,62 +442,6 @@ def outputs_from_args(args: argparse.Namespace, kind: type, console: Console | N
     shown = next((r.name for r in chosen if r.where == "stdout"), TERMINAL)
     files = {r.name: given[r.name.replace("-", "_")] for r in chosen if r.where == "file"}
     return Outputs(shown, files, console or output_console())
-
-
-def check_output_files(args: argparse.Namespace) -> None:
-    """Each file output of add_output_options has a file of its own, checked before the command runs:
-    two options naming one file left only the second's content, silently. CliError (exit 2)."""
-    seen: dict[Path, str] = {}
-    for name in getattr(args, "_file_outputs", ()):
-        path = vars(args).get(name.replace("-", "_"))
-        if not path:
-            continue
-        resolved = Path(path).expanduser().resolve()
-        if resolved in seen:
-            raise CliError(
-                f"--{seen[resolved]} and --{name} both name {resolved}: each output needs a file of its own"
-            )
-        seen[resolved] = name
-    # An output onto a file the command reads would destroy it: the store (a live one, as like as not)
-    # or an input file named anywhere on the command line.
-    outputs = {n.replace("-", "_") for n in getattr(args, "_file_outputs", ())}
-    reads: list[tuple[str, str]] = []
-    if hasattr(args, "store"):
-        with contextlib.suppress(ValueError, OSError):  # a store the command itself refuses
-            store = file_path(store_spec(args))
-            if store:
-                reads.append((store, "the store"))
-    for key, value in vars(args).items():
-        if key.startswith("_") or key in outputs:
-            continue
-        for v in value if isinstance(value, list | tuple) else [value]:
-            if isinstance(v, str | os.PathLike) and str(v):
-                reads.append((str(v), "an input"))
-    for out, name in seen.items():
-        if not out.is_file():
-            continue  # a new file cannot be one the command reads
-        for path, what in reads:
-            with contextlib.suppress(OSError, ValueError):
-                if os.path.samefile(out, Path(path).expanduser()):
-                    raise CliError(f"--{name} {out} is {what} of this command: it would be overwritten")
-
-
-def check_store_options(args: argparse.Namespace) -> None:
-    """--db on the command line names an InfluxDB database; beside a SQLite store it would be ignored
-    and the command would read or write another store than the one meant. CliError (exit 2). The
-    environment's WATTBENCH_INFLUX_DB is left alone: it is set for other commands too."""
-    db = getattr(args, "db", None)
-    if not db or not hasattr(args, "store"):
-        return
-    try:  # the store may come from a --config file (collect)
-        spec = str(resolve(args, ["store"], getattr(args, "config", None)).store or default_store())
-    except (ValueError, OSError):  # a configuration the command itself refuses, in its own words
-        return
-    if not spec.startswith(("http://", "https://")):
-        raise CliError(
-            f"--db {db} names an InfluxDB database, but the store is the SQLite file "
-            f"{file_path(spec) or spec}: give --influx URL with it, or leave --db out"
-        )
 
 
 def side_console(outputs: Outputs) -> Console:
