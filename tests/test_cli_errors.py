@@ -1029,6 +1029,22 @@ def test_compare_refuses_a_hand_edited_result_in_the_contracts_words(
     ], out.stderr
 
 
+@pytest.mark.parametrize("columns", ["40", "60"])
+def test_a_narrow_terminal_folds_numbers_and_never_cuts_them(tmp_path: Path, columns: str) -> None:
+    """On a narrow terminal rich cut cells with an ellipsis: 617,957 read "617,9…". Every table folds."""
+    (tmp_path / "ok.csv").write_text("target,ops,power\n100,617957,213.5\n50,308978,150.25\nidle,0,100\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "wattbench.cli", "score", "ok.csv"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": columns},
+    )
+    assert out.returncode == 0, out.stderr
+    assert "…" not in out.stdout, out.stdout
+
+
 def _stored_runs(store: str) -> list[str]:
     from wattbench.store import open_store
 

@@ -20,6 +20,7 @@ from typing import Any
 from ..core.align import windows_from_events
 from ..core.estimate import compare, summary
 from ..exits import Exit
+from ..report.terminal import new_table
 from .options import add_store_options, open_store_from_args, output_console, run_id
 
 EPILOG = """examples:
@@ -129,9 +130,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_table(doc: dict[str, Any]) -> None:
-    from rich.table import Table  # late: start-up
 
-    table = Table(title=f"run {doc['run']}: estimator against measured power")
+    table = new_table(title=f"run {doc['run']}: estimator against measured power")
     for col in ("level", "measured W", "estimated W", "error"):
         table.add_column(col, justify="right" if col != "level" else "left")
     for r in doc["levels"]:

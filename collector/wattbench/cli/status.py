@@ -24,6 +24,7 @@ from typing import Any, TypeGuard
 from ..config import ConfigError, default_state_dir, load_config, redact_url
 from ..core.clocktrack import device_minus_host
 from ..exits import Exit
+from ..report.terminal import new_table
 from ..store import failure_text, open_reader
 from .options import add_json_flag, add_store_options, existing_folder, option_values, output_console
 
@@ -260,14 +261,12 @@ def report(doc: dict[str, Any]) -> dict[str, Any]:
 def render(doc: dict[str, Any]) -> None:
     """The tables, from the report document."""
 
-    from rich.table import Table  # late: start-up
-
     console = output_console()
     if not console.is_terminal:  # piped or logged: do not squeeze the tables into 80 columns
         console = output_console(width=170)
     now = int(time.time() * 1000)
 
-    table = Table(title="Devices", title_justify="left")
+    table = new_table(title="Devices", title_justify="left")
     for col in (
         "device",
         "collector",
@@ -335,7 +334,7 @@ def render(doc: dict[str, Any]) -> None:
         )
 
     if doc["collectors"]:
-        ct = Table(title="Collectors", title_justify="left")
+        ct = new_table(title="Collectors", title_justify="left")
         for col in (
             "collector",
             "broker",
@@ -371,7 +370,7 @@ def render(doc: dict[str, Any]) -> None:
                     f"[bold]{r.get('reason')}[/bold] {r.get('detail')}"
                 )
     if doc["verify"]:
-        vt = Table(title="Store check (sequence numbers)", title_justify="left")
+        vt = new_table(title="Store check (sequence numbers)", title_justify="left")
         for col in ("device", "stored", "first s", "last s", "missing"):
             vt.add_column(col, justify="left" if col == "device" else "right")
         for v in doc["verify"]:

@@ -15,6 +15,7 @@ from . import measured as ms
 from .html import CSS, figure_svg, pyplot
 from .measured import rate_unit
 from .table import fmt_count, fmt_watts
+from .terminal import new_table
 
 BEST = "★"
 NOT_COMPARABLE = "≠"
@@ -147,7 +148,6 @@ def compare_renderables(rows: Sequence[Row], prices: Prices | None, width: int =
     """The table at most `width` wide. Text wraps between words and a name may fold, but a number is
     never cut: each figure column is at least as wide as its longest word, and columns that do not
     fit beside each other go into a further table with the candidates repeated."""
-    from rich.table import Table  # late: start-up
     from rich.text import Text  # late: start-up
 
     cols = _columns(rows)
@@ -187,7 +187,7 @@ def compare_renderables(rows: Sequence[Row], prices: Prices | None, width: int =
             [*fixed_least, *(least[i] for i in group)], [*fixed_most, *(most[i] for i in group)], room
         )
         title = "candidates" if len(groups) == 1 else f"candidates ({n} of {len(groups)})"
-        table = Table(title=title, title_justify="left")
+        table = new_table(title=title, title_justify="left")
         table.add_column("candidate", width=widths[0], overflow="fold")
         table.add_column("status", width=widths[1], overflow="fold")
         for i, w in zip(group, widths[2:], strict=True):
@@ -315,10 +315,9 @@ def _suite_cells(w: Mapping[str, Any]) -> list[str]:
 
 def suite_renderables(doc: Mapping[str, Any]) -> list[Any]:
     """A suite result on the terminal: each worklet's efficiency, the score, and what it is not."""
-    from rich.table import Table  # late: start-up
     from rich.text import Text  # late: start-up
 
-    table = Table(title=f"suite {doc['suite']}, run {doc['run']}", title_justify="left")
+    table = new_table(title=f"suite {doc['suite']}, run {doc['run']}", title_justify="left")
     for head in (
         "worklet",
         "group",
@@ -337,7 +336,7 @@ def suite_renderables(doc: Mapping[str, Any]) -> list[Any]:
         out += [Text(f"{w['name']}: {f}", style="red") for f in w.get("failed", [])]
     m = doc.get("measured")
     if m:
-        measured = Table(
+        measured = new_table(
             show_header=False, box=None, pad_edge=False, title="What was measured", title_justify="left"
         )
         measured.add_column(style="bold")

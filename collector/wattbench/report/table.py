@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.score import concurrency_figures, node_split
 from . import measured as ms
 from .measured import badge_text, failures_first, rate_unit, result_ops_label
+from .terminal import new_table
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -151,9 +152,8 @@ def nodes_cells(levels: Sequence[LevelScore]) -> tuple[list[str], list[list[str]
 
 
 def _rich_table(head: Sequence[str], body: Sequence[Sequence[str]], title: str | None) -> Any:
-    from rich.table import Table  # late: start-up
 
-    table = Table(title=title, title_justify="left", header_style="bold")
+    table = new_table(title=title, title_justify="left", header_style="bold")
     for i, name in enumerate(head):
         table.add_column(name, justify="right" if i else "left")
     for row in body:
@@ -172,9 +172,8 @@ def nodes_table(levels: Sequence[LevelScore]) -> Any:
 def checks_table(checks: Sequence[Check], compact: bool = True) -> Any:
     """Every failure on its own line; with compact, passes of one check are folded into one line
     (the HTML report and the JSON keep every line)."""
-    from rich.table import Table  # late: start-up
 
-    table = Table(header_style="bold", show_edge=False, box=None, pad_edge=False)
+    table = new_table(header_style="bold", show_edge=False, box=None, pad_edge=False)
     table.add_column("", width=4)
     table.add_column("check")
     table.add_column("phase")
@@ -202,9 +201,8 @@ def checks_table(checks: Sequence[Check], compact: bool = True) -> Any:
 
 def channels_table(rows: Sequence[dict[str, Any]]) -> Any:
     """The channels a run used (the result's `channels`): the power ones are what was summed."""
-    from rich.table import Table  # late: start-up
 
-    table = Table(title="Channels", header_style="bold", show_edge=False, box=None, pad_edge=False)
+    table = new_table(title="Channels", header_style="bold", show_edge=False, box=None, pad_edge=False)
     for col in ("device", "channel", "meter", "role", "node", "accuracy", "updates", "samples"):
         table.add_column(col, justify="right" if col in ("samples", "accuracy", "updates") else "left")
     for r in rows:
@@ -288,11 +286,10 @@ def report_renderables(
 def measured_renderables(evaluation: Any) -> list[RenderableType]:
     """What was measured: the system under test, the workload's command line, the host's load, a
     simulated meter, calibration, timing (a rehearsal is marked) and inlet."""
-    from rich.table import Table  # late: start-up
     from rich.text import Text  # late: start-up
 
     m = ms.measured(evaluation)
-    table = Table(
+    table = new_table(
         show_header=False, box=None, pad_edge=False, title="What was measured", title_justify="left"
     )
     table.add_column(style="bold")
