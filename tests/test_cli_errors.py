@@ -369,6 +369,25 @@ ROWS = [
         ["st"],
         alone=True,
     ),
+    # a store setting SQLite refuses was exit 4 after two log lines; a worker count no machine has
+    # started 117 processes before the broker was asked
+    Row(
+        "collect-sqlite-sync-unknown",
+        ["collect", "--config", "{tmp}/sync.toml", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: [store] sqlite_sync in {tmp}/sync.toml 'fast': use FULL, NORMAL or EXTRA",
+        ["st"],
+        alone=True,
+    ),
+    Row(
+        "collect-validate-workers-too-many",
+        ["collect", "--config", "{tmp}/workers.toml", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: [collector] validate_workers in {tmp}/workers.toml 1000: use -1 (one per spare "
+        "core), 0 (check in-process) or 1 to 64",
+        ["st"],
+        alone=True,
+    ),
     Row(
         "collect-misspelt-table",
         ["collect", "--config", "{tmp}/colector.toml", "--state-dir", "{tmp}/st"],
@@ -879,6 +898,8 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
         f'workload = "command"\nrun = "true"\nops_file = "{tmp_path}/nodir/ops-{{level}}.txt"\n'
     )
     (tmp_path / "brokr.toml").write_text('[mqtt]\nbrokr = "127.0.0.1:1883"\n')
+    (tmp_path / "sync.toml").write_text('[store]\nsqlite_sync = "fast"\n')
+    (tmp_path / "workers.toml").write_text("[collector]\nvalidate_workers = 1000\n")
     (tmp_path / "colector.toml").write_text('[colector]\nid = "bench"\n')
     (tmp_path / "period.toml").write_text("[collector]\nhealth_period_s = 0\n")
     (tmp_path / "suite.toml").write_text('[[worklet]]\nworklet = "sha256"\nworkers = 1\n')

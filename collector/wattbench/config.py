@@ -47,6 +47,8 @@ PROFILES: dict[str, dict[str, int]] = {
     },
 }
 
+# Processes checking payloads: more than this is no machine's spare cores.
+MAX_VALIDATE_WORKERS = 64
 _SECONDS = Range(0, 86400, low_open=True, unit="seconds")
 _MS = Range(0, 60_000)
 _POSITIVE = Range(1)
@@ -317,6 +319,15 @@ class CollectorConfig:
         c.client_id = c.client_id or f"wattbench-{c.id}"
         if c.profile not in PROFILES:
             raise ConfigError(f"{said('profile')} {c.profile!r}: use {' or '.join(PROFILES)}")
+        # Checked here, not by SQLite when the store opens: that was exit 4 after the collector had
+        # started, and a worker count no machine has spawned its processes before the broker was asked.
+        if str(c.sqlite_sync).upper() not in ("FULL", "NORMAL", "EXTRA"):
+            raise ConfigError(f"{said('sqlite_sync')} {c.sqlite_sync!r}: use FULL, NORMAL or EXTRA")
+        if not -1 <= c.validate_workers <= MAX_VALIDATE_WORKERS:
+            raise ConfigError(
+                f"{said('validate_workers')} {c.validate_workers}: use -1 (one per spare core), 0 (check "
+                f"in-process) or 1 to {MAX_VALIDATE_WORKERS}"
+            )
         defaults = CollectorConfig()
         for name, value in PROFILES[c.profile].items():
             if getattr(c, name) == getattr(defaults, name):
