@@ -388,6 +388,14 @@ ROWS = [
         ["st"],
         alone=True,
     ),
+    # a broker given to the demo that is not there took 30 s and a wrapped line on stdout
+    Row(
+        "demo-broker-down",
+        ["demo", "--broker", "{down_broker}"],
+        3,
+        "wattbench demo: cannot reach the MQTT broker at {down_broker} within 4 s (Connection refused)",
+        alone=True,
+    ),
     Row(
         "collect-misspelt-table",
         ["collect", "--config", "{tmp}/colector.toml", "--state-dir", "{tmp}/st"],

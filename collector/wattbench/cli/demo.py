@@ -33,6 +33,7 @@ from ..broker import EmbeddedBroker
 from ..config import CollectorConfig
 from ..core.plan import Timing, calibration_spread, specpower_plan
 from ..exits import Exit
+from ..mqttconn import CONNECT_TIMEOUT_S
 from ..report.measured import badge_text
 from ..report.outputs import RunResult, SuiteResult, write_outputs
 from ..sweep.channels import ChannelError
@@ -148,10 +149,10 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
             console.print("[yellow]demo interrupted[/]")
             return Exit.INTERRUPTED
         except CollectorError as exc:
-            console.print(f"[red]collector[/]: {exc}")
+            print(f"wattbench demo: {exc}", file=sys.stderr)  # one line, as every command says it
             return exc.exit_code
         except ChannelError as exc:
-            console.print(f"[red]channels[/]: {exc}")
+            print(f"wattbench demo: {exc}", file=sys.stderr)
             return Exit.CONFIG
         except NothingMeasured as exc:
             console.print(f"[yellow]demo[/]: {exc} ({sweep_cli.NOTHING_STORED})", soft_wrap=True)
@@ -225,6 +226,8 @@ def start_store(
             spool_dir=str(workdir / "spool"),
             validate_workers=0,  # the cores belong to the workload
             health_period_s=2.0,
+            # A broker given to the demo is up already: asked as the sweep asks one, not waited for.
+            connect_timeout_s=CONNECT_TIMEOUT_S,
         )
     )
     collector.start()  # a CollectorError ends the demo with its exit code
