@@ -396,6 +396,15 @@ ROWS = [
         "wattbench demo: cannot reach the MQTT broker at {down_broker} within 4 s (Connection refused)",
         alone=True,
     ),
+    # the same mistake through the environment was exit 3 after a warning, not the option's exit 2
+    Row(
+        "sweep-broker-from-the-environment",
+        ["sweep", "--ops-only", "--levels", "100"],
+        2,
+        "wattbench sweep: WATTBENCH_BROKER: broker 'mqtt:/x': a path does not belong in a broker address",
+        env={"WATTBENCH_BROKER": "mqtt:/x"},
+        alone=True,
+    ),
     Row(
         "collect-misspelt-table",
         ["collect", "--config", "{tmp}/colector.toml", "--state-dir", "{tmp}/st"],

@@ -382,7 +382,15 @@ def broker_given(args: argparse.Namespace) -> str | None:
     default address is the collector's, not a reason to publish). A user who exported the variable for
     `collect` means the same broker for the sweep that feeds it."""
     cfg = resolve(args, ["broker"])
-    return str(cfg.broker) if "broker" in cfg.said else None
+    if "broker" not in cfg.said:
+        return None
+    try:
+        # The option is checked as it is read; the environment's value is checked here, before the run,
+        # as the same usage error (it was exit 3 at the first connection).
+        parse_broker(str(cfg.broker))
+    except AddressError as exc:
+        raise CliError(f"{cfg.named('broker')}: {exc}") from None
+    return str(cfg.broker)
 
 
 def publish_settings(args: argparse.Namespace) -> Any:

@@ -166,9 +166,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"wattbench suite: {exc}", file=sys.stderr)
         return Exit.CONFIG
     store = sweep_store(args)
+    mqtt = publish_settings(args)  # a bad address is its own line, before the warnings of a run
     if store is None:
         log.warning("--ops-only: the suite measures throughput only; power is not measured")
-    mqtt = publish_settings(args)
     outputs = outputs_from_args(args, SuiteResult)
     console = side_console(outputs)
     run_id = args.run or new_run_id()

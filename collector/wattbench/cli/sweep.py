@@ -263,9 +263,9 @@ def run(args: argparse.Namespace) -> int:
     store = sweep_store(args)  # a StoreError ends the command with exit 3, before any phase
     run = args.run or new_run_id()
     check_new_runs(store, [run], args.run)
+    mqtt = publish_settings(args)  # a bad address is its own line, before the warnings of a run
     if store is None:
         log.warning("--ops-only: the run measures throughput only; power is not measured")
-    mqtt = publish_settings(args)
     display = LogDisplay() if args.quiet or not sys.stderr.isatty() else RichDisplay()
     setup = SweepSetup(
         run=run,
