@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from ..core.plan import Phase
 from .base import WorkloadError, check_keys, setting
-from .command.runner import REPORT_OVERRUN_S, CommandWorkload
+from .command.runner import CommandWorkload
 
 
 class ToolWorkload(CommandWorkload):
@@ -24,8 +24,8 @@ class ToolWorkload(CommandWorkload):
     # The tool takes its rate as a whole number (fio's rate_iops, sysbench's --rate): rounded up, so
     # a level is never asked for less than its share, and 0 stays "flat out".
     INTEGER_RATE = True
-    # The tool is told to run for the window; starting it and printing its report take a moment more.
-    overrun_s = REPORT_OVERRUN_S
+    # The tool is told to run for the window: as a command in total mode, it has REPORT_OVERRUN_S more
+    # to start and print its report (CommandWorkload sets it).
 
     def __init__(self, **settings: Any) -> None:
         self.settings = {**self.DEFAULTS, **settings}
