@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from ..store import file_path
-from .options import CliError, default_store, resolve, store_spec
+from .options import CliError, default_store, resolve
 
 
 def check_output_files(args: argparse.Namespace) -> None:
@@ -30,11 +30,9 @@ def check_output_files(args: argparse.Namespace) -> None:
     # or an input file named anywhere on the command line.
     outputs = {n.replace("-", "_") for n in getattr(args, "_file_outputs", ())}
     reads: list[tuple[str, str]] = []
-    if hasattr(args, "store"):
-        with contextlib.suppress(ValueError, OSError):  # a store the command itself refuses
-            store = file_path(store_spec(args))
-            if store:
-                reads.append((store, "the store"))
+    store = file_path(_store(args))
+    if store:
+        reads.append((store, "the store"))
     for key, value in vars(args).items():
         if key.startswith("_") or key in outputs:
             continue
@@ -55,14 +53,21 @@ def check_store_options(args: argparse.Namespace) -> None:
     and the command would read or write another store than the one meant. CliError (exit 2). The
     environment's WATTBENCH_INFLUX_DB is left alone: it is set for other commands too."""
     db = getattr(args, "db", None)
-    if not db or not hasattr(args, "store"):
-        return
-    try:  # the store may come from a --config file (collect)
-        spec = str(resolve(args, ["store"], getattr(args, "config", None)).store or default_store())
-    except (ValueError, OSError):  # a configuration the command itself refuses, in its own words
-        return
-    if not spec.startswith(("http://", "https://")):
+    spec = _store(args) if db else None
+    if spec is not None and not spec.startswith(("http://", "https://")):
         raise CliError(
             f"--db {db} names an InfluxDB database, but the store is the SQLite file "
             f"{file_path(spec) or spec}: give --influx URL with it, or leave --db out"
         )
+
+
+def _store(args: argparse.Namespace) -> str | None:
+    """The store a command with store options uses: the options, the environment, a --config file
+    (collect), else the default; None for a command without a store, or a configuration the command
+    itself refuses, in its own words."""
+    if not hasattr(args, "store"):
+        return None
+    try:
+        return str(resolve(args, ["store"], getattr(args, "config", None)).store or default_store())
+    except (ValueError, OSError):
+        return None
