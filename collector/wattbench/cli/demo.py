@@ -131,7 +131,7 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
     console = output_console()
     outputs = outputs_from_args(args, SuiteResult if args.suite else RunResult, console)
     # The plan's limits, as the sweep states them, before a service is started for it.
-    as_given(sweep_cli.PLAN_OPTIONS, lambda: Timing(args.pre, args.measure, args.post, args.gap))
+    timing = as_given(sweep_cli.PLAN_OPTIONS, lambda: Timing(args.pre, args.measure, args.post, args.gap))
     t_start = time.monotonic()
     with contextlib.ExitStack() as stack:  # what was started, stopped last started first
         try:
@@ -140,7 +140,7 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
             if start_appliance(workdir, broker, collector, console, stack) is None:
                 console.print("[red]the simulated appliance could not reach the broker[/]")
                 return Exit.UNREACHABLE
-            plan = plan_demo(args, workdir, console)
+            plan = plan_demo(args, timing, workdir, console)
             setup = sweep_setup(args, store, broker, plan, console)
             steal0, t0 = _steal_s(), time.monotonic()
             done = measure(setup, plan, console)
@@ -265,10 +265,9 @@ class DemoPlan:
     plans: dict[str, Plan] = field(default_factory=dict)
 
 
-def plan_demo(args: argparse.Namespace, workdir: Path, console: Any) -> DemoPlan:
+def plan_demo(args: argparse.Namespace, timing: Timing, workdir: Path, console: Any) -> DemoPlan:
     """The demo's plan, said in one line: phases of seconds each."""
 
-    timing = Timing(args.pre, args.measure, args.post, args.gap)
     plan = specpower_plan(timing=timing)
     if not args.suite:
         console.print(

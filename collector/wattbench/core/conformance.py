@@ -263,18 +263,17 @@ def state(
         spec_reasons.append(f"{', '.join(few_q[:4])} measure fewer than two of V, A and PF")
     if spec_windows and spec_shortest < SPEC_WINDOW_S:
         spec_reasons.append(f"windows of {spec_shortest:g} s, SPECpower's are {SPEC_WINDOW_S:g} s")
-    order = [
-        f"{wp.window.target * 100:g}"
+    loads = [
+        wp.window.target * 100
         for wp in sorted(aligned, key=lambda wp: wp.window.start_ms)
         if wp.window.kind == "target" and wp.window.target is not None
     ]
-    loads = [float(x) for x in order]
     if any(b > a for a, b in pairwise(loads)):
         # The same load meets a machine in another thermal and frequency state when run upward.
         if all(b > a for a, b in pairwise(loads)):
-            how = f"ran upward ({order[0]} % first)"
+            how = f"ran upward ({loads[0]:g} % first)"
         else:
-            how = f"ran in the order {', '.join(order)} %"
+            how = f"ran in the order {', '.join(f'{x:g}' for x in loads)} %"
         spec_reasons.append(f"target loads {how}; SPECpower runs them from the highest down")
     if not windows:
         spec_reasons.append("no window was scored")
