@@ -134,8 +134,9 @@ def build_config(args: argparse.Namespace) -> dict[str, Any]:
         return cfg
     steps = [[10, args.idle_w], [10, args.peak_w]] if args.model == "steps" else None
     extra = {"steps": steps} if steps else {}
+    dev = args.dev or "sim-01"
     return sim_config(
-        dev=args.dev or "sim-01",
+        dev=dev,
         broker=args.broker or "127.0.0.1:1883",
         channels=args.channels,
         hz=args.hz,
@@ -143,7 +144,7 @@ def build_config(args: argparse.Namespace) -> dict[str, Any]:
         idle_w=args.idle_w,
         peak_w=args.peak_w,
         watts=args.watts,
-        spool_dir=args.spool_dir or default_spool(args.dev or "sim-01"),
+        spool_dir=args.spool_dir or default_spool(dev),
         batch_ms=args.batch_ms,
         **extra,
     )
