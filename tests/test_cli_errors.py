@@ -405,6 +405,93 @@ ROWS = [
         env={"WATTBENCH_BROKER": "mqtt:/x"},
         alone=True,
     ),
+    # A value given through the environment is checked as the option is, and gets the option's exit 2
+    # naming the variable: a malformed InfluxDB address was exit 3 ("unknown store"), a state folder
+    # that is a file was exit 1 in `status` and exit 4 in `collect`, and `collect` ran on with a store
+    # address it could never open.
+    Row(
+        "report-influx-url-from-the-environment",
+        ["report", "latest"],
+        2,
+        "wattbench report: WATTBENCH_INFLUX_URL: 'htp://x': give a file path, sqlite:///path or http(s)://host:port",
+        env={"WATTBENCH_INFLUX_URL": "htp://x"},
+        alone=True,
+    ),
+    Row(
+        "status-state-dir-from-the-environment-is-a-file",
+        ["status"],
+        2,
+        "wattbench status: WATTBENCH_STATE_DIR: {tmp}/notes.txt is a file, not a folder",
+        env={"WATTBENCH_STATE_DIR": "{tmp}/notes.txt"},
+        alone=True,
+    ),
+    Row(
+        "collect-state-dir-from-the-environment-is-a-file",
+        ["collect", "--broker", "{down_broker}"],
+        2,
+        "wattbench collect: WATTBENCH_STATE_DIR: {tmp}/notes.txt is a file, not a folder",
+        env={"WATTBENCH_STATE_DIR": "{tmp}/notes.txt"},
+        alone=True,
+    ),
+    Row(
+        "collect-spool-from-the-environment-is-a-file",
+        ["collect", "--broker", "{down_broker}", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: WATTBENCH_SPOOL_DIR: {tmp}/notes.txt is a file, not a folder",
+        ["st"],
+        env={"WATTBENCH_SPOOL_DIR": "{tmp}/notes.txt"},
+        alone=True,
+    ),
+    Row(
+        "collect-state-dir-without-its-parent",
+        ["collect", "--broker", "{down_broker}", "--state-dir", "{tmp}/nodir/st"],
+        2,
+        "wattbench collect: argument --state-dir: {tmp}/nodir/st: no folder {tmp}/nodir (nothing was created)",
+        ["nodir"],
+        alone=True,
+    ),
+    Row(
+        "collect-spool-without-its-parent",
+        ["collect", "--broker", "{down_broker}", "--state-dir", "{tmp}/st", "--spool", "{tmp}/nodir/sp"],
+        2,
+        "wattbench collect: argument --spool: {tmp}/nodir/sp: no folder {tmp}/nodir (nothing was created)",
+        ["nodir", "st"],
+        alone=True,
+    ),
+    # An empty value read as "not given": the default id (another collector's session) or the default
+    # state folder was taken without a word.
+    Row(
+        "collect-empty-id",
+        ["collect", "--id", "", "--broker", "{down_broker}", "--state-dir", "{tmp}/st"],
+        2,
+        "argument --id: must not be empty",
+        ["st"],
+        alone=True,
+    ),
+    Row(
+        "collect-empty-state-dir",
+        ["collect", "--state-dir", "", "--broker", "{down_broker}"],
+        2,
+        "argument --state-dir: empty path",
+        alone=True,
+    ),
+    Row(
+        "collect-empty-spool",
+        ["collect", "--spool", "", "--broker", "{down_broker}", "--state-dir", "{tmp}/st"],
+        2,
+        "argument --spool: empty path",
+        ["st"],
+        alone=True,
+    ),
+    Row(
+        "collect-store-from-the-environment",
+        ["collect", "--broker", "{down_broker}", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: WATTBENCH_STORE: 'htp://x': give a file path, sqlite:///path or http(s)://host:port",
+        ["st"],
+        env={"WATTBENCH_STORE": "htp://x"},
+        alone=True,
+    ),
     Row(
         "collect-misspelt-table",
         ["collect", "--config", "{tmp}/colector.toml", "--state-dir", "{tmp}/st"],
@@ -594,6 +681,41 @@ ROWS = [
         ["status", "--config", "{tmp}/notes.txt", "--state-dir", "{tmp}"],
         2,
         "wattbench status: config file {tmp}/notes.txt is not valid TOML",
+        alone=True,
+    ),
+    # An appliance's state folder is made, but not the folders above it: a typo in one of them left
+    # the backlog and the sequence numbers in a tree nobody reads. A --truth file without its folder
+    # was refused only after the state folder had been made.
+    Row(
+        "appliance-spool-dir-without-its-parent",
+        ["appliance", "--sim", "--spool-dir", "{tmp}/nodir/sp"],
+        2,
+        "argument --spool-dir: {tmp}/nodir/sp: no folder {tmp}/nodir (nothing was created)",
+        ["nodir"],
+        alone=True,
+    ),
+    Row(
+        "appliance-spool-dir-is-a-file",
+        ["appliance", "--sim", "--spool-dir", "{tmp}/notes.txt"],
+        2,
+        "argument --spool-dir: {tmp}/notes.txt is a file, not a folder",
+        alone=True,
+    ),
+    Row(
+        "appliance-truth-without-its-folder",
+        ["appliance", "--sim", "--spool-dir", "{tmp}/app", "--truth", "{tmp}/nodir/t.csv"],
+        2,
+        "argument --truth: folder '{tmp}/nodir' does not exist",
+        ["app", "nodir"],
+        alone=True,
+    ),
+    Row(
+        "appliance-config-flash-dir-without-its-parent",
+        ["appliance", "--config", "{tmp}/flash.json"],
+        2,
+        "wattbench appliance: --config {tmp}/flash.json: flash_dir {tmp}/nodir/fl: no folder {tmp}/nodir "
+        "(nothing was created)",
+        ["nodir"],
         alone=True,
     ),
     Row(
@@ -920,6 +1042,7 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     (tmp_path / "colector.toml").write_text('[colector]\nid = "bench"\n')
     (tmp_path / "period.toml").write_text("[collector]\nhealth_period_s = 0\n")
     (tmp_path / "suite.toml").write_text('[[worklet]]\nworklet = "sha256"\nworkers = 1\n')
+    (tmp_path / "flash.json").write_text(json.dumps({"dev": "fl-01", "flash_dir": f"{tmp_path}/nodir/fl"}))
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -1065,6 +1188,36 @@ def test_compare_refuses_a_hand_edited_result_in_the_contracts_words(
     assert out.stderr.splitlines() == [
         f"wattbench compare: b.json: not a result wattbench can read: {why}"
     ], out.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "line"),
+    [
+        # a height of 0 rack units dropped the column without a word
+        (["--rack-units", "a=0"], "argument --rack-units: 'a=0': NAME=NUMBER with a number > 0"),
+        # the second price silently replaced the first
+        (["--price", "a=5", "--price", "a=6"], "--price a is given twice (5 and 6)"),
+        # the service life only counts the energy cost here: without a tariff it changed nothing
+        (["--years", "7"], "--years needs --tariff: the service life counts only the energy cost"),
+        (
+            ["--tariff", "0.2", "--years", "1e300"],
+            "--years must be a number of years above 0 and at most 100",
+        ),
+    ],
+    ids=["rack-units-zero", "price-twice", "years-without-tariff", "years-absurd"],
+)
+def test_compare_refuses_price_inputs_it_would_drop_or_replace(
+    tmp_path: Path, extra: list[str], line: str
+) -> None:
+    vector = json.loads(
+        (Path(__file__).parents[1] / "schema/vectors/valid/result_valid_run.json").read_text()
+    )
+    for name in ("a.json", "b.json"):
+        (tmp_path / name).write_text(json.dumps(vector.get("payload", vector)))
+    out = wattbench(["compare", "a.json", "b.json", *extra], tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines()[0].startswith(f"wattbench compare: {line}"), out.stderr
+    assert len(out.stderr.splitlines()) == 1, out.stderr
 
 
 @pytest.mark.parametrize("columns", ["40", "60"])

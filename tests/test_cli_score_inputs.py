@@ -158,7 +158,8 @@ SWEEP_CASES = [
     (("--min-inlet", "-300"), "--min-inlet: must be 0..50 °C"),
     (("--system-nodes", "0"), "--system-nodes: must be a whole number"),
     (("--price", "-1"), "--price: must be a finite number >= 0"),
-    (("--tariff", "1", "--years", "0"), "--years: must be > 0"),
+    (("--tariff", "1", "--years", "0"), "--years: must be a number of years above 0"),
+    (("--tariff", "1", "--years", "1000"), "--years: must be a number of years above 0 and at most 100"),
     (("--levels", "100,150"), "outside"),
 ]
 

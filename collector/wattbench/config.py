@@ -47,6 +47,39 @@ PROFILES: dict[str, dict[str, int]] = {
     },
 }
 
+
+def _broker_form(text: str) -> str | None:
+    try:
+        parse_broker(text)
+    except AddressError as exc:
+        return str(exc)
+    return None
+
+
+def _store_form(text: str) -> str | None:
+    # The forms this setting's help names; an address of another scheme is a typo ("htp://"), which a
+    # path would take for a folder named "htp:" and the store would refuse only when first opened.
+    if "://" in text and not text.startswith(("sqlite:", "http://", "https://")):
+        return f"{text!r}: give a file path, sqlite:///path or http(s)://host:port"
+    if text in ("http://", "https://"):
+        return f"{text!r}: no host"
+    return None
+
+
+def folder_problem(text: str) -> str | None:
+    """Why text cannot be a folder a command keeps its state in, or None. A missing folder is made,
+    but only inside one that is there: a typo above it would leave the state, and what it has not
+    sent yet, where nobody looks."""
+    path = expand(text)
+    if path.exists() and not path.is_dir():
+        return f"{text} is a file, not a folder"
+    if not path.exists() and path.parent.exists() and not path.parent.is_dir():
+        return f"{text}: {path.parent} is a file, not a folder"
+    if not path.exists() and not path.parent.is_dir():
+        return f"{text}: no folder {path.parent} (nothing was created)"
+    return None
+
+
 # Processes checking payloads: more than this is no machine's spare cores.
 MAX_VALIDATE_WORKERS = 64
 _SECONDS = Range(0, 86400, low_open=True, unit="seconds")
@@ -64,6 +97,7 @@ class CollectorConfig:
         env="WATTBENCH_BROKER",
         flags=Flag("--broker", "{broker_help}", "HOST:PORT", check="broker", group="broker"),
         section="mqtt",
+        form=_broker_form,
     )
     # "auto": MQTT 5, or 3.1.1 when the broker refuses 5 (the embedded amqtt broker); "5"; "3.1.1".
     # resolved() turns "auto" into "5" with protocol_fallback set.
@@ -146,6 +180,7 @@ class CollectorConfig:
             Flag("--influx", "InfluxDB instead of the SQLite file", "URL", "influx", "store"),
         ),
         shown_default="`wattbench.sqlite` in `state_dir`",
+        form=_store_form,
     )
     influx_db: str = setting(
         "",
@@ -198,22 +233,24 @@ class CollectorConfig:
         "",
         "reject topic level and `collector` tag",
         env="WATTBENCH_COLLECTOR_ID",
-        flags=Flag("--id", "collector id: reject topic level and health tag", "ID"),
+        flags=Flag("--id", "collector id: reject topic level and health tag", "ID", check="given"),
         shown_default="MQTT user, else `collector-<host>`",
     )
     state_dir: str = setting(
         "",
         "status file and default SQLite location",
         env="WATTBENCH_STATE_DIR",
-        flags=Flag("--state-dir", "status file and default SQLite location", "DIR"),
+        flags=Flag("--state-dir", "status file and default SQLite location", "DIR", check="folder"),
         shown_default="`~/.local/state/wattbench`",
+        form=folder_problem,
     )
     spool_dir: str = setting(
         "",
         "spool directory used while the store is down",
         env="WATTBENCH_SPOOL_DIR",
-        flags=Flag("--spool", "spool directory used while the store is down", "DIR"),
+        flags=Flag("--spool", "spool directory used while the store is down", "DIR", check="folder"),
         shown_default="`spool/<id>` in `state_dir`",
+        form=folder_problem,
     )
     health_period_s: float = setting(
         5.0,

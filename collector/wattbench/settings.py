@@ -86,6 +86,10 @@ class Setting:
     choices: tuple[str, ...] = ()
     # How the docs state the default, where the value in the field is not what the user gets.
     shown_default: str | None = None
+    # The form a text must have wherever it is given (file, environment, option): why it has not, or
+    # None. The command line checks its options as argparse reads them; this is what makes a variable
+    # or a key in the file the same mistake, with the same exit, as the option.
+    form: Callable[[str], str | None] | None = None
 
     @property
     def key(self) -> str:
@@ -113,6 +117,7 @@ def setting(
     range: Range | None = None,
     choices: tuple[str, ...] = (),
     shown_default: str | None = None,
+    form: Callable[[str], str | None] | None = None,
 ) -> Any:
     """A dataclass field that is a setting (typed Any so that a field of any kind may take it)."""
     row = {
@@ -125,6 +130,7 @@ def setting(
         "range": range,
         "choices": choices,
         "shown_default": shown_default,
+        "form": form,
     }
     return field(default=default, repr=not secret, metadata={"setting": row})
 
@@ -215,7 +221,7 @@ class Table:
                 if not math.isfinite(out):
                     raise ValueError(value)
                 return out
-            return str(value)
+            text = str(value)
         except (TypeError, ValueError, OverflowError):
             shown = (
                 repr(value)
@@ -225,6 +231,10 @@ class Table:
             if name in self.files and typed:
                 raise ConfigError(f"{said}: a path to a file is text, not {value!r}") from None
             raise ConfigError(f"{said}: {shown} is not a valid {_WANT[kind]}") from None
+        reason = row.form(text) if row is not None and row.form is not None and text else None
+        if reason:
+            raise ConfigError(f"{said}: {reason}")
+        return text
 
     def flatten(self, doc: dict[str, Any], where: str) -> tuple[dict[str, Any], dict[str, str]]:
         """The file may group settings in [tables] (the sections of the rows). Also how each setting

@@ -104,6 +104,21 @@ def _str(path, v, optional=False):
     return v
 
 
+_HOST_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._:%"
+
+
+def _host(path, v):
+    # A name or an address as getaddrinfo takes it. Anything else resolves nowhere, and the board
+    # would retry it for ever rather than say so once at start.
+    _str(path, v)
+    for ch in v:
+        if ch not in _HOST_CHARS:
+            raise ConfigError("%s: %r is not a host name or address" % (path, v))
+    if v.count(":") == 1:  # an IPv6 address has two or more
+        raise ConfigError("%s: %r holds a port: give the port as %s.port" % (path, v, path[:-5]))
+    return v
+
+
 def _keys(path, d, allowed):
     if not isinstance(d, dict):
         raise ConfigError("%s: must be an object" % path)
@@ -240,7 +255,7 @@ def validate(cfg):
         raise ConfigError("board: must be one of %s, got %r" % (", ".join(BOARDS), cfg["board"]))
     b = cfg["broker"]
     _keys("broker", b, DEFAULTS["broker"])
-    _str("broker.host", b["host"])
+    _host("broker.host", b["host"])
     _int("broker.port", b["port"], 1, 65535)
     _int("broker.keepalive", b["keepalive"], 0, 65535)
     _int("broker.inflight", b["inflight"], 1, 1000)
@@ -251,6 +266,7 @@ def validate(cfg):
         if not isinstance(w, dict) or not w.get("ssid"):
             raise ConfigError("wifi.ssid: required on board %s" % cfg["board"])
     _keys("ntp", cfg["ntp"], DEFAULTS["ntp"])
+    _host("ntp.host", cfg["ntp"]["host"])
     _int("ntp.port", cfg["ntp"]["port"], 1, 65535)
     _num("ntp.interval_s", cfg["ntp"]["interval_s"], 16, 86400)
     _num("ntp.step_ms", cfg["ntp"]["step_ms"], 1, 1e7)

@@ -83,6 +83,17 @@ def broken(**changes: Any) -> dict[str, Any]:
         (broken(channels__0__colour="red"), r"channels\[0\]: unknown key 'colour'"),
         (broken(brokr={"host": "x"}), r"config: unknown key 'brokr'"),
         (broken(broker__host=KeyError), r"broker\.host: must be a non-empty string"),
+        # A port or a scheme in the host name resolved nowhere, and the board retried it for ever.
+        (
+            broken(broker__host="127.0.0.1:18831"),
+            r"^broker\.host: '127\.0\.0\.1:18831' holds a port: give the port as broker\.port$",
+        ),
+        (broken(broker__host="mqtt://b"), r"^broker\.host: 'mqtt://b' is not a host name or address"),
+        (broken(broker__host="b c"), r"^broker\.host: 'b c' is not a host name or address"),
+        (
+            broken(ntp={"host": "pool.ntp.org:123"}),
+            r"^ntp\.host: .* holds a port: give the port as ntp\.port$",
+        ),
         (broken(wifi=KeyError), r"wifi\.ssid: required on board esp32"),
         (broken(hmac_key="abc"), r"hmac_key: must be an even number of hex digits"),
         (broken(channels=[]), r"channels: must be a list of 1 to 16"),
@@ -104,6 +115,12 @@ def broken(**changes: Any) -> dict[str, Any]:
 def test_errors_name_the_key(cfg: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         config.load(cfg, ESP32)
+
+
+@pytest.mark.parametrize("host", ["broker.lan", "10.0.0.5", "::1", "fe80::1%eth0", "b"])
+def test_broker_hosts_that_are_names_or_addresses_pass(host: str) -> None:
+    cfg = broken(broker__host=host)
+    assert config.load(cfg, ESP32)["broker"]["host"] == host
 
 
 def test_hmac_key_value_never_appears_in_errors() -> None:

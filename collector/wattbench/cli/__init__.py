@@ -90,7 +90,7 @@ def _known_failure(exc: BaseException) -> tuple[str, int] | None:
     if isinstance(exc, StoreError):
         return failure_text(exc), Exit.UNREACHABLE
     if isinstance(exc, ConfigError):
-        return f"configuration: {exc}", Exit.USAGE
+        return str(exc), Exit.USAGE  # it names the setting as the user gave it
     if isinstance(exc, WorkloadError):
         return f"workload: {exc}", Exit.WORKLOAD
     if isinstance(exc, SinkError):

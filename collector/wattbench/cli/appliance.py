@@ -25,7 +25,7 @@ from ..config import default_state_dir
 from ..exits import Exit
 from ..owner import Busy, hold
 from ..signals import stop_event
-from .options import broker_address, number
+from .options import broker_address, number, state_folder, writable_file
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -59,11 +59,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--watts", type=number(at_least=0), default=150.0, help="const/sine models: mean watts (default 150)"
     )
-    p.add_argument("--truth", default=None, metavar="FILE", help="write seq,t_ms,ch,W of every published W")
+    p.add_argument(
+        "--truth",
+        default=None,
+        type=writable_file,
+        metavar="FILE",
+        help="write seq,t_ms,ch,W of every published W",
+    )
     p.add_argument("--config", default=None, metavar="FILE", help="firmware config JSON (board must be host)")
     p.add_argument(
         "--spool-dir",
         default=None,
+        type=state_folder,
         metavar="DIR",
         help="state and offline buffer directory; keep it to keep sequence numbers across runs",
     )
@@ -131,6 +138,11 @@ def build_config(args: argparse.Namespace) -> dict[str, Any]:
             cfg["flash_dir"] = args.spool_dir
         elif not cfg.get("flash_dir"):
             cfg["flash_dir"] = default_spool(cfg.get("dev"))
+        elif isinstance(cfg["flash_dir"], str):
+            try:
+                state_folder(cfg["flash_dir"])
+            except argparse.ArgumentTypeError as exc:
+                raise ValueError(f"--config {args.config}: flash_dir {exc}") from None
         return cfg
     steps = [[10, args.idle_w], [10, args.peak_w]] if args.model == "steps" else None
     extra = {"steps": steps} if steps else {}

@@ -27,6 +27,7 @@ from ..core import contract as results
 from ..core.compare import Candidate, Curve, Point, Prices, compare
 from ..core.leveltable import TableError, comparability
 from ..core.published import parse_table
+from ..core.score import years_problem
 from ..report.outputs import Comparison, write_outputs
 from .options import (
     CliError,
@@ -42,15 +43,30 @@ if TYPE_CHECKING:
     from ..store import Store
 
 
-def _named_number(text: str) -> tuple[str, float]:
+def _named_number(text: str, positive: bool = False) -> tuple[str, float]:
     name, sep, value = text.rpartition("=")
     try:
         x = float(value)
     except ValueError:
         x = math.nan
-    if not sep or not name or not (math.isfinite(x) and x >= 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: NAME=NUMBER with a number >= 0")
+    if not sep or not name or not (math.isfinite(x) and (x > 0 if positive else x >= 0)):
+        raise argparse.ArgumentTypeError(f"{text!r}: NAME=NUMBER with a number {'>' if positive else '>='} 0")
     return name, x
+
+
+def _named_height(text: str) -> tuple[str, float]:
+    # A server has some height: 0 U would drop its column without a word.
+    return _named_number(text, positive=True)
+
+
+def _by_name(option: str, pairs: list[tuple[str, float]]) -> dict[str, float]:
+    """NAME=NUMBER options as a mapping; a name given twice is refused (the last silently won)."""
+    out: dict[str, float] = {}
+    for name, x in pairs:
+        if name in out:
+            raise CliError(f"{option} {name} is given twice ({out[name]:g} and {x:g})")
+        out[name] = x
+    return out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,12 +87,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rack-units",
         action="append",
         default=[],
-        type=_named_number,
+        type=_named_height,
         metavar="NAME=U",
         help="a candidate's height in rack units, for ops/s per rack unit (repeat)",
     )
     g.add_argument("--tariff", type=number(), metavar="PER_KWH", help="electricity price per kWh")
-    g.add_argument("--years", type=number(), default=4.0, help="years of service (4)")
+    g.add_argument(
+        "--years",
+        type=number(),
+        default=None,
+        help="years of service, over which --tariff's energy cost is counted (4)",
+    )
     add_store_options(parser, default_help="none: inputs are files")
     add_output_options(parser, Comparison)
 
@@ -257,10 +278,16 @@ def load_candidate(item: str, name: str | None, store: Store | None) -> Any:
 def run(args: argparse.Namespace) -> int:
     if len(args.name) > len(args.inputs):
         raise CliError(f"{len(args.name)} names for {len(args.inputs)} inputs")
-    if not (math.isfinite(args.years) and args.years > 0):
-        raise CliError("--years must be a number > 0")
+    if args.years is not None and args.tariff is None:
+        raise CliError("--years needs --tariff: the service life counts only the energy cost")
+    years = 4.0 if args.years is None else args.years
+    problem = years_problem(years)
+    if problem:
+        raise CliError(f"--years {problem}")
     if args.tariff is not None and not (math.isfinite(args.tariff) and args.tariff >= 0):
         raise CliError("--tariff must be a number >= 0")
+    prices = _by_name("--price", args.price)
+    units = _by_name("--rack-units", args.rack_units)
     store = open_store_from_args(args, must_exist=True) if store_given(args) else None
     try:
         names = args.name + [None] * (len(args.inputs) - len(args.name))
@@ -272,8 +299,6 @@ def run(args: argparse.Namespace) -> int:
     twice = sorted({n for n in seen if seen.count(n) > 1})
     if twice:
         raise CliError(f"two candidates are named {', '.join(twice)}: give --name for each")
-    prices = dict(args.price)
-    units = dict(args.rack_units)
     unknown = [f"--price {n}" for n in prices if n not in seen]
     unknown += [f"--rack-units {n}" for n in units if n not in seen]
     if unknown:
@@ -281,6 +306,6 @@ def run(args: argparse.Namespace) -> int:
             f"{', '.join(unknown)}: no candidate of that name; the candidates are {', '.join(seen)}"
         )
     given = prices or units or args.tariff is not None
-    costs = Prices(prices, units, args.tariff, args.years) if given else None
+    costs = Prices(prices, units, args.tariff, years) if given else None
     write_outputs(Comparison(compare(candidates, costs), costs), outputs_from_args(args, Comparison))
     return 0

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import wattbench_schema
 
-from ..argtypes import number
-from ..config import SETTINGS, default_state_dir, load_config, redact_url
+from ..argtypes import given, number
+from ..config import SETTINGS, default_state_dir, folder_problem, load_config, redact_url
 from ..core import FieldError
 from ..exits import Exit
 from ..mqttconn import AddressError, parse_broker
@@ -159,6 +159,14 @@ def writable_file(text: str) -> str:
     return text
 
 
+def state_folder(text: str) -> str:
+    """A folder a command keeps its state in (wattbench.config.folder_problem)."""
+    problem = folder_problem(text) if text else "empty path"
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 def existing_folder(text: str) -> str:
     path = Path(text).expanduser()
     if path.exists() and not path.is_dir():
@@ -271,6 +279,8 @@ CHECKS: dict[str, Callable[[str], Any]] = {
     "store": store_path,
     "influx": influx_url,
     "number": number(),
+    "given": given,
+    "folder": state_folder,
 }
 
 
@@ -381,16 +391,9 @@ def broker_given(args: argparse.Namespace) -> str | None:
     """The broker a run publishes to: --broker, else WATTBENCH_BROKER; None when neither is given (the
     default address is the collector's, not a reason to publish). A user who exported the variable for
     `collect` means the same broker for the sweep that feeds it."""
+    # The environment's value is checked as it is read (the setting's form), as the option's is.
     cfg = resolve(args, ["broker"])
-    if "broker" not in cfg.said:
-        return None
-    try:
-        # The option is checked as it is read; the environment's value is checked here, before the run,
-        # as the same usage error (it was exit 3 at the first connection).
-        parse_broker(str(cfg.broker))
-    except AddressError as exc:
-        raise CliError(f"{cfg.named('broker')}: {exc}") from None
-    return str(cfg.broker)
+    return str(cfg.broker) if "broker" in cfg.said else None
 
 
 def publish_settings(args: argparse.Namespace) -> Any:

@@ -15,6 +15,15 @@ from dataclasses import dataclass, field
 from . import FieldError
 
 HOURS_PER_YEAR = 8766.0  # 365.25 days
+# A service life beyond this is a typo (days, or months), not a server's.
+MAX_YEARS = 100.0
+
+
+def years_problem(years: float) -> str | None:
+    """Why years cannot be a service life, or None."""
+    if math.isfinite(years) and 0 < years <= MAX_YEARS:
+        return None
+    return f"must be a number of years above 0 and at most {MAX_YEARS:g}, not {years:g}"
 
 
 def overall_ratio(target_ops: Sequence[float], segment_watts: Sequence[float]) -> float:
@@ -103,8 +112,9 @@ class CostInputs:
             v = getattr(self, name)
             if v is not None and not (math.isfinite(v) and v >= 0):
                 raise FieldError(name, f"must be a finite number >= 0, got {v!r}")
-        if not (math.isfinite(self.years) and self.years > 0):
-            raise FieldError("years", f"must be > 0, got {self.years!r}")
+        problem = years_problem(self.years)
+        if problem:
+            raise FieldError("years", problem)
 
 
 @dataclass
