@@ -492,6 +492,22 @@ ROWS = [
         env={"WATTBENCH_STORE": "htp://x"},
         alone=True,
     ),
+    # a wait of 1e300 s after the last level would never end (ops-only waits for nothing, so say it
+    # once, for every command that waits)
+    Row(
+        "sweep-wait-data-absurd",
+        ["sweep", "--ops-only", *FAST, "--wait-data", "1e300"],
+        2,
+        "argument --wait-data: ",
+        alone=True,
+    ),
+    Row(
+        "suite-wait-data-absurd",
+        ["suite", "{tmp}/suite.toml", "--ops-only", "--wait-data", "86401"],
+        2,
+        "argument --wait-data: ",
+        alone=True,
+    ),
     Row(
         "collect-misspelt-table",
         ["collect", "--config", "{tmp}/colector.toml", "--state-dir", "{tmp}/st"],

@@ -86,6 +86,9 @@ def test_workload_choices_of_the_cli_are_the_registry() -> None:
             r"^command workload: stop_grace_s must be a number",
         ),
         ("command", {"run": "true", "ops_file": 3}, r"^command workload: ops_file must be a string, got 3$"),
+        # a negative grace killed the command at once; nan never stopped waiting
+        ("command", {"run": "true", "stop_grace_s": -1}, r"stop_grace_s: must be 0 to 600 seconds, not -1"),
+        ("command", {"run": "true", "stop_grace_s": float("nan")}, r"stop_grace_s: must be 0 to 600 seconds"),
         ("concurrency", {"job": ["a"]}, r"^concurrency workload: job must be a string, got \['a'\]$"),
         ("concurrency", {"shell": 1}, r"^concurrency workload: shell must be true or false, got 1$"),
     ],

@@ -35,7 +35,6 @@ from .options import (
     add_output_options,
     as_given,
     fresh_run_id,
-    number,
     outputs_from_args,
     publish_settings,
     readable_file,
@@ -69,9 +68,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_connection_arguments(parser)
     add_scoring_arguments(parser)
     add_output_options(parser, SuiteResult)
-    parser.add_argument(
-        "--wait-data", type=number(at_least=0), default=20.0, metavar="S", help="wait for late samples (20)"
-    )
     parser.add_argument("--quiet", action="store_true", help="no live display")
 
 

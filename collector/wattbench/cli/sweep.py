@@ -117,6 +117,11 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_options(parser, RunResult)
 
 
+# The wait for the last samples after the last level: an appliance sends what it buffered within a
+# batch interval (at most ten minutes), so an hour is ample and more is a typo that never ends.
+MAX_WAIT_DATA_S = 3600.0
+
+
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     add_broker_options(parser, help_broker="publish phase events and the result here")
     group = add_store_options(parser, default_help="none: give the store `wattbench collect` writes")
@@ -124,6 +129,13 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
         "--ops-only",
         action="store_true",
         help="run without a store: throughput only, power not measured (the run cannot be valid)",
+    )
+    group.add_argument(
+        "--wait-data",
+        type=number(at_least=0, at_most=MAX_WAIT_DATA_S),
+        default=20.0,
+        metavar="S",
+        help=f"wait for late samples (20; at most {MAX_WAIT_DATA_S:g})",
     )
 
 
@@ -139,9 +151,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_connection_arguments(parser)
     add_scoring_arguments(parser)
     add_output_arguments(parser)
-    parser.add_argument(
-        "--wait-data", type=number(at_least=0), default=20.0, metavar="S", help="wait for late samples (20)"
-    )
     parser.add_argument("--quiet", action="store_true", help="no live display")
 
 

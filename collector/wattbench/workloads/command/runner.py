@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import shlex
@@ -204,6 +205,9 @@ class CommandProcess:
 # In total mode a command told to run for the window needs a moment more to start and print its
 # report, and one stopped before its report has nothing to count.
 REPORT_OVERRUN_S = 5.0
+# A program that needs longer than this to stop after SIGTERM is hung; the grace is a wait at every
+# level's end, so a typo in it (minutes for seconds) would stretch the whole run.
+MAX_STOP_GRACE_S = 600.0
 
 
 class CommandWorkload(WorkloadDefaults):
@@ -252,6 +256,10 @@ class CommandWorkload(WorkloadDefaults):
         self.increment = increment
         self.parse = parse
         self.cwd = cwd
+        if not (math.isfinite(stop_grace_s) and 0 <= stop_grace_s <= MAX_STOP_GRACE_S):
+            raise SettingError(
+                "stop_grace_s", f"must be 0 to {MAX_STOP_GRACE_S:g} seconds, not {stop_grace_s:g}"
+            )
         self.stop_grace_s = stop_grace_s
         self._proc: CommandProcess | None = None
         self._phase: Phase | None = None
