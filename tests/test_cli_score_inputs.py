@@ -116,6 +116,74 @@ CASES = [
     Case(
         "idle row with ops", (), _table(_standard(**{"Active Idle": ("Active Idle", "17", "50")})), 2, "ops"
     ),
+    # A comma separates thousands (1,000) and nothing else: "200,5" was read as 2,005 W, "0,5" as 5 %.
+    Case("decimal comma in power", (), _table([("100%", "1000", '"200,5"')]), 2, "'200,5' is not a number"),
+    Case("decimal comma in target", (), _table([('"0,5"', "1000", "200")]), 2, "'0,5' is not a number"),
+    Case("decimal comma in idle", (), _table([("100%", "1000", "200"), ("idle", "0", '"52,5"')]), 2, "'52,5'"),
+    Case(
+        "decimal comma in JSON",
+        (),
+        json.dumps({"levels": [{"target": "100%", "ops": 5, "power": "200,5"}]}),
+        2,
+        "'200,5' is not a number",
+        ".json",
+    ),
+    # A node with no power in one row, where the others have it, was left out of that row's sum: the
+    # level read as half a system's power.
+    Case(
+        "node power missing in a row",
+        (),
+        "target,ops,power:a,power:b\n100%,1000,200,\n50%,500,150,140\nActive Idle,0,50,50\n",
+        2,
+        "line 2: no power for node b, which other lines give",
+    ),
+    Case(
+        "node power missing in a JSON row",
+        (),
+        json.dumps(
+            {
+                "levels": [
+                    {"target": "100%", "ops": 1000, "power": {"a": 200}},
+                    {"target": "50%", "ops": 500, "power": {"a": 150, "b": 140}},
+                ]
+            }
+        ),
+        2,
+        "level 1: no power for node b, which other levels give",
+        ".json",
+    ),
+    Case(
+        "node power list shorter in a row",
+        (),
+        json.dumps(
+            {
+                "levels": [
+                    {"target": "100%", "ops": 1000, "power": [200]},
+                    {"target": "50%", "ops": 500, "power": [150, 140]},
+                ]
+            }
+        ),
+        2,
+        "level 1: no power for node node2",
+        ".json",
+    ),
+    # A misspelt key dropped the check it names (the published figure), and the exit was 0.
+    Case(
+        "misspelt published_overall",
+        (),
+        json.dumps({"levels": [{"target": "100%", "ops": 1000, "power": 200}], "published_overal": 99}),
+        2,
+        "published_overal",
+        ".json",
+    ),
+    Case(
+        "unknown key in a level",
+        (),
+        json.dumps({"levels": [{"target": "100%", "ops": 1000, "power": 200, "watts": 5000}]}),
+        2,
+        "watts",
+        ".json",
+    ),
 ]
 
 

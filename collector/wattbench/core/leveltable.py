@@ -6,6 +6,7 @@ result (comparability) and its overall metric (totals). Reading one from text is
 from __future__ import annotations
 
 import math
+import re
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -33,6 +34,10 @@ IDLE_LABEL = "Active Idle"
 IDLE_WORDS = {"idle", "active idle", "active_idle", "activeidle", "0", "0%", "0.0"}
 
 
+# A number whose commas group its digits in threes, as published tables write thousands.
+_GROUPED = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?")
+
+
 class TableError(ValueError):
     """The text is not a per-level table, or a figure in it cannot be a measurement."""
 
@@ -51,7 +56,15 @@ def parse_number(value: Any, what: str) -> float:
         try:
             x = float(value)
         except ValueError:
-            text = value.strip().replace(",", "").replace("_", "").replace(" ", "")
+            text = value.strip()
+            if "," in text and not _GROUPED.fullmatch(text):
+                # Not thousands (1,000): a decimal comma ("200,5") read without it is ten times the
+                # figure, so it is refused rather than guessed.
+                raise TableError(
+                    f"{what}: {value[:40]!r} is not a number: a comma only groups thousands (1,000); "
+                    "write decimals with a point"
+                ) from None
+            text = text.replace(",", "").replace("_", "").replace(" ", "")
             if not text:
                 raise TableError(f"{what}: empty") from None
             try:
@@ -255,6 +268,18 @@ def validate(table: Table) -> None:
     loads = table.is_load
     if not loads.any():
         raise TableError("the table has no target load rows")
+    if table.node_power is not None:
+        # A row giving some nodes' power but not all summed only those: the level read as a smaller
+        # system, and its efficiency rose by the missing node's share.
+        given = np.isfinite(table.node_power)
+        partial = np.nonzero(given.any(axis=1) & ~given.all(axis=1))[0]
+        if partial.size:
+            i = int(partial[0])
+            node = table.nodes[int(np.argmin(given[i]))]
+            raise TableError(
+                f"{table.where_kind} {table.where[i]}: no power for node {node}, which other "
+                f"{table.where_kind}s give: every level must measure the same nodes"
+            )
     # A level is its load in percent to six decimals, as the phase names of a sweep are.
     key = np.where(loads, np.round(table.target * 100.0, 6), -1.0)
     order = np.argsort(key, kind="stable")

@@ -5,7 +5,8 @@ CSV: a header with the columns target, ops and power, and optionally actual. For
 "published overall ... N" (or "published_overall: N") gives the figure to check against.
 
 JSON: {"levels": [{"target": "100%" | 1.0 | "idle", "ops": n, "power": W | [W, ...] | {"node": W},
-"actual": optional}, ...], "published_overall": optional}. Other keys (system, source) are ignored.
+"actual": optional}, ...], "published_overall": optional, "system" and "source": optional text}. Any
+other key is refused: a misspelt "published_overall" would drop the check it asks for.
 
 No I/O: the caller opens the file and hands its lines over, so a table of a million rows is read as it
 goes and never held as text. The rules of each figure and the table's checks are core/leveltable.py.
@@ -14,6 +15,7 @@ goes and never held as text. The rules of each figure and the table's checks are
 from __future__ import annotations
 
 import csv
+import difflib
 import math
 import re
 from array import array
@@ -84,15 +86,29 @@ def _decode_json(text: str) -> Any:
         raise TableError(f"not valid JSON: {reason[:200]}") from None
 
 
+JSON_KEYS = ("levels", "published_overall", "system", "source")
+LEVEL_KEYS = ("target", "ops", "power", "actual")
+
+
+def _known_keys(obj: dict[str, Any], known: tuple[str, ...], where: str) -> None:
+    for key in obj:
+        if key not in known:
+            near = difflib.get_close_matches(str(key), known, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else f" (known: {', '.join(known)})"
+            raise TableError(f"{where}unknown key {str(key)[:40]!r}{hint}")
+
+
 def read_json(text: str) -> Table:
     doc = _decode_json(text)
     if not isinstance(doc, dict) or not isinstance(doc.get("levels"), list):
         raise TableError('JSON must be an object with a "levels" list')
+    _known_keys(doc, JSON_KEYS, "")
     cols = Columns()
     for i, lv in enumerate(doc["levels"]):
         where = f"level {i + 1}"
         if not isinstance(lv, dict) or "target" not in lv or "ops" not in lv or "power" not in lv:
             raise TableError(f"{where}: needs target, ops and power")
+        _known_keys(lv, LEVEL_KEYS, f"{where}: ")
         power = lv["power"]
         parts: dict[str, float] = {}
         if isinstance(power, dict):
