@@ -119,7 +119,9 @@ CASES = [
     # A comma separates thousands (1,000) and nothing else: "200,5" was read as 2,005 W, "0,5" as 5 %.
     Case("decimal comma in power", (), _table([("100%", "1000", '"200,5"')]), 2, "'200,5' is not a number"),
     Case("decimal comma in target", (), _table([('"0,5"', "1000", "200")]), 2, "'0,5' is not a number"),
-    Case("decimal comma in idle", (), _table([("100%", "1000", "200"), ("idle", "0", '"52,5"')]), 2, "'52,5'"),
+    Case(
+        "decimal comma in idle", (), _table([("100%", "1000", "200"), ("idle", "0", '"52,5"')]), 2, "'52,5'"
+    ),
     Case(
         "decimal comma in JSON",
         (),

@@ -80,6 +80,19 @@ def test_what_makes_a_candidate_incomparable(change: dict, why: str) -> None:
     assert reason.startswith(why)
 
 
+def test_an_invalid_run_is_never_best_and_says_why() -> None:
+    """An INVALID run was marked best (idle, peak throughput, overall) with only a note beside it: a
+    failed check means its figures are no measurement to buy on."""
+    bad = cand("b", [(1.0, 1500.0, 250.0), (0.5, 750.0, 170.0)], idle=40.0, valid=False)
+    a, b = compare([A, bad])
+    assert b.best == set() and b.incomparable == ["the run is INVALID: its figures are not ranked"]
+    # nor as the baseline: nothing is ranked against it
+    b, a = compare([bad, A])
+    assert b.best == set() and b.incomparable and a.best == set()
+    published = cand("p", [(1.0, 2000.0, 250.0)], valid=None)  # a table: validity not known
+    assert incomparable(published, A) == []
+
+
 def test_suites_of_other_worklet_versions_are_not_comparable() -> None:
     s1 = cand("s1", [(1.0, 1.0, 1.0)], kind="suite", workload="worklet-flood-v1,worklet-sha256-v1")
     s2 = cand("s2", [(1.0, 1.0, 1.0)], kind="suite", workload="worklet-flood-v1,worklet-sha256-v2")
@@ -147,7 +160,10 @@ def test_compare_three_kinds_of_input(tmp_path: Path, capsys: pytest.CaptureFixt
     errors = [e.message for e in wattbench_schema.jsonschema_validator("compare").iter_errors(doc)]
     assert errors == []
     run, st, table = doc["candidates"]
-    assert doc["baseline"] == "demo" and run["comparable"] and run["notes"][0] == f"run {RUN}"
+    assert doc["baseline"] == "demo" and run["notes"][0] == f"run {RUN}"
+    # the synthetic run has no inlet probe: INVALID, so never ranked, and the note says which check
+    assert not run["comparable"] and run["incomparable"] == ["the run is INVALID: its figures are not ranked"]
+    assert "the run is INVALID (inlet_temp failed)" in run["notes"]
     assert st["kind"] == "suite" and st["figures"]["suite_score"] == 1.0 and not st["comparable"]
     assert table["kind"] == "table" and table["status"] == "published" and not table["comparable"]
     assert "another workload (SPECpower_ssj2008, ssj_ops/s against builtin, ops/s)" in table["incomparable"]

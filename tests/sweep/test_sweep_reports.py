@@ -64,7 +64,7 @@ def test_score_expect_mismatch_exits_1(tmp_path: Path, capsys: pytest.CaptureFix
 def test_score_json_power_forms(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc = {
         "levels": [
-            {"target": 1.0, "ops": 1000, "power": [60, 40]},
+            {"target": 1.0, "ops": 1000, "power": {"n1": 60, "n2": 40}},
             {"target": "50%", "ops": "500", "power": {"n1": 40, "n2": 35}},
             {"target": "idle", "ops": 0, "power": 25},
         ],
@@ -77,6 +77,11 @@ def test_score_json_power_forms(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert code == 0 and res["overall"] == pytest.approx(1500 / 200)
     assert res["levels"][1]["node_power"] == {"n1": 40.0, "n2": 35.0}
     assert res["levels"][2]["target"] == "idle" and "matches" in err
+    # the same nodes as a list in every load row
+    doc["levels"][0]["power"], doc["levels"][1]["power"] = [60, 40], [40, 35]
+    path.write_text(json.dumps(doc))
+    code, out, err = _run_cli([str(path), "--json"], capsys)
+    assert code == 0 and json.loads(out)["levels"][1]["node_power"] == {"node1": 40.0, "node2": 35.0}
 
 
 @pytest.mark.parametrize(

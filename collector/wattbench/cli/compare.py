@@ -142,7 +142,8 @@ def from_result(name: str, source: str, result: dict[str, Any]) -> Any:
         raise CliError(f"{source}: the result has no target load or job level with power")
     unit = str(result.get("unit") or "ops")
     std = result.get("standard") or {}
-    notes = [] if result.get("valid") else ["the run is INVALID"]
+    failed = sorted({str(c.get("name")) for c in result.get("checks", []) if not c.get("ok")})
+    notes = [] if result.get("valid") else [f"the run is INVALID ({', '.join(failed) or 'no checks'} failed)"]
     if result.get("partial"):
         notes.append("the run was interrupted")
     return Candidate(

@@ -152,6 +152,9 @@ def figures(c: Candidate, prices: Prices | None = None) -> dict[str, float]:
 
 def incomparable(c: Candidate, base: Candidate) -> list[str]:
     """Why c's figures cannot be set against the baseline's; [] when they can."""
+    if c.valid is False:
+        # a failed check, on either side, leaves no measurement to rank
+        return ["the run is INVALID: its figures are not ranked"]
     if c is base:
         return []
     why = []
@@ -178,7 +181,8 @@ def compare(candidates: Sequence[Candidate], prices: Prices | None = None) -> li
         raise ValueError("nothing to compare")
     base = candidates[0]
     rows = [Row(c, figures(c, prices), incomparable(c, base)) for c in candidates]
-    ranked = [r for r in rows if not r.incomparable]
+    # Nothing is ranked against an invalid baseline: "comparable with it" would mean nothing.
+    ranked = [r for r in rows if not r.incomparable] if base.valid is not False else []
     if len(ranked) < 2:
         return rows  # a best among one is no finding
     for key, _, higher in COLUMNS:
