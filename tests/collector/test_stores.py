@@ -157,6 +157,46 @@ def test_a_new_sqlite_store_is_never_made_in_a_folder_of_its_own_making(tmp_path
     assert missing_folder("http://influx:8086") is None
 
 
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_store_file_deleted_or_replaced_under_the_writer_fails_its_flush(tmp_path: Path, how: str) -> None:
+    """The writer went on committing into the deleted file's inode, acknowledging every message, and
+    all of it was lost. The flush now fails (the writer spools the batch), and keeps failing."""
+    import os
+
+    from wattbench.store import StoreError
+    from wattbench.store.sqlite import SqliteStore
+
+    path = tmp_path / "wb.sqlite"
+    store = SqliteStore(path)
+    store.write_samples("a", _rows(10))
+    store.flush()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    if how == "replaced":
+        other = SqliteStore(tmp_path / "other.sqlite")
+        other.close()
+        os.replace(tmp_path / "other.sqlite", path)
+    for _ in range(2):
+        store.write_samples("a", _rows(5))
+        with pytest.raises(StoreError, match=f"store {path} was deleted or replaced while in use"):
+            store.flush()
+        assert store.pending() == 0
+    store.close()
+
+
+def test_a_reader_leaves_an_empty_file_alone(tmp_path: Path) -> None:
+    """report, status and compare turned an empty file (a `touch`, a failed copy) into a wattbench
+    store of 36 KB, although they only read."""
+    from wattbench.store import StoreError, open_store
+
+    path = tmp_path / "empty.sqlite"
+    path.write_bytes(b"")
+    with pytest.raises(StoreError, match="is empty: no wattbench store"):
+        open_store(str(path), must_exist=True)
+    assert path.stat().st_size == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["empty.sqlite"]
+    open_store(str(path)).close()  # a writer (collect) makes its store in it, as ever
+
+
 def test_sqlite_failed_flush_keeps_nothing_half_written(tmp_path: Path) -> None:
     from wattbench.store.sqlite import SqliteStore
 

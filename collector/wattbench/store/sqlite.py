@@ -9,6 +9,7 @@ Writes are buffered by write_* and committed by flush() in one transaction.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Sequence
@@ -150,11 +151,31 @@ class SqliteStore:
         except sqlite3.Error as exc:  # a reader sees StoreError only, whatever the backend
             raise StoreError(f"store {self.path}: {exc}") from None
         self._lock = threading.RLock()
+        self._identity = self._file_identity()
         self._pending: list[tuple[str, list[tuple[Any, ...]]]] = []
         self._samples: list[tuple[Any, ...]] = []
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        """The file the path names now (device, inode); None for memory or a file not there."""
+        if self.path == ":memory:":
+            return None
+        try:
+            st = os.stat(Path(self.path).expanduser())
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _check_still_there(self) -> None:
+        # SQLite goes on writing into a deleted file's inode, and every commit "succeeds" into a file
+        # nobody can open: the collector would acknowledge, and lose, all that follows.
+        if self.path != ":memory:" and self._file_identity() != self._identity:
+            raise StoreError(
+                f"store {self.path} was deleted or replaced while in use: nothing more is written to it "
+                "(restart the collector to open a new one; until then it keeps the data in its spool)"
+            )
 
     @staticmethod
     def _check_path(path: Path, must_exist: bool) -> None:
@@ -163,6 +184,9 @@ class SqliteStore:
         if must_exist:
             if not path.exists():
                 raise StoreMissing(f"no store at {path} (give --store or --influx; nothing was created)")
+            if path.is_file() and path.stat().st_size == 0:
+                # SQLite would take it for a new database and a reader would write its tables into it.
+                raise StoreError(f"store {path} is empty: no wattbench store (nothing was changed)")
             return
         folder = missing_folder(str(path))
         if folder is not None:
@@ -281,6 +305,7 @@ class SqliteStore:
             pending, self._pending = self._pending, []
             if not samples and not pending:
                 return
+            self._check_still_there()
             db = self._db
             try:
                 db.execute("BEGIN IMMEDIATE")
