@@ -80,6 +80,18 @@ def folder_problem(text: str) -> str | None:
     return None
 
 
+def file_problem(text: str) -> str | None:
+    """Why text cannot name a file to read, or None."""
+    path = expand(text)
+    if path.is_dir():
+        return f"{text} is a folder, not a file"
+    if not path.is_file():
+        return f"{text}: no such file"
+    if not os.access(path, os.R_OK):
+        return f"{text}: permission denied"
+    return None
+
+
 # Processes checking payloads: more than this is no machine's spare cores.
 MAX_VALIDATE_WORKERS = 64
 _SECONDS = Range(0, 86400, low_open=True, unit="seconds")
@@ -163,6 +175,7 @@ class CollectorConfig:
         env="WATTBENCH_MQTT_CA",
         flags=Flag("--mqtt-ca", "CA certificate: connect with TLS", "FILE", check="ca", group="broker"),
         section="mqtt",
+        form=file_problem,
     )
     tls_insecure: bool = setting(
         False, "do not check that the broker's certificate names its host", section="mqtt"
@@ -294,6 +307,7 @@ class CollectorConfig:
         env="WATTBENCH_HMAC_KEYS",
         flags=Flag("--hmac-keys", 'JSON {"device": "hex key"}: check batch signatures', "FILE"),
         section="hmac",
+        form=file_problem,
     )
     hmac_require: bool = setting(
         False,
@@ -320,6 +334,7 @@ class CollectorConfig:
         "a smart-plug mapping file to bridge ([sources/plugs.md](sources/plugs.md))",
         env="WATTBENCH_PLUGS",
         flags=Flag("--plugs", "smart plugs to bridge (TOML mapping; docs/sources/plugs.md)", "FILE"),
+        form=file_problem,
     )
     # How each setting was given, for messages: "--health-period", "WATTBENCH_BROKER",
     # "[mqtt] user in collect.toml". Not a setting: load_config fills it in.

@@ -57,22 +57,25 @@ def test_the_environment_map_and_the_secret_files_are_the_table_s() -> None:
 def test_every_option_of_collect_gives_its_setting(tmp_path: Path) -> None:
     secret = tmp_path / "pw"
     secret.write_text("from-the-file\n")
+    keys, plugs = tmp_path / "k.json", tmp_path / "p.toml"
+    keys.write_text("{}")
+    plugs.write_text("")
     args = _collect(
         [
             *("--broker", "b.lab:1999", "--mqtt-user", "u", "--mqtt-password-file", str(secret)),
             *("--influx", "http://influx:8086", "--db", "lab", "--id", "c1", "--share", "wb"),
-            *("--spool", "/s", "--state-dir", "/st", "--protocol", "5", "--hmac-keys", "k.json"),
+            *("--spool", "/s", "--state-dir", "/st", "--protocol", "5", "--hmac-keys", str(keys)),
             *("--require-signatures", "--profile", "low-latency", "--health-period", "3"),
-            *("--plugs", "p.toml", "--metrics", ":9464"),
+            *("--plugs", str(plugs), "--metrics", ":9464"),
         ]
     )
     values, given_as = option_values(args)
     cfg = load_config(None, env={}, overrides=values, given_as=given_as)
     assert (cfg.broker, cfg.mqtt_user, cfg.mqtt_password) == ("b.lab:1999", "u", "from-the-file")
     assert (cfg.store, cfg.influx_db, cfg.id, cfg.share) == ("http://influx:8086", "lab", "c1", "wb")
-    assert (cfg.spool_dir, cfg.state_dir, cfg.protocol, cfg.hmac_keys) == ("/s", "/st", "5", "k.json")
+    assert (cfg.spool_dir, cfg.state_dir, cfg.protocol, cfg.hmac_keys) == ("/s", "/st", "5", str(keys))
     assert cfg.hmac_require is True and cfg.profile == "low-latency" and cfg.health_period_s == 3.0
-    assert (cfg.plugs, cfg.metrics) == ("p.toml", ":9464")
+    assert (cfg.plugs, cfg.metrics) == (str(plugs), ":9464")
     assert given_as["store"] == "--influx" and given_as["mqtt_password_file"] == "--mqtt-password-file"
     # an option not given gives nothing, so the environment and the file still count
     assert option_values(_collect([])) == ({}, {})
