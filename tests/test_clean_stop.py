@@ -279,6 +279,40 @@ def test_every_command_stops_on_sigterm_and_sigint_like_ctrl_c(tmp_path: Path, s
     assert "Traceback" not in text, text
 
 
+def test_importing_the_command_loads_nothing_but_itself() -> None:
+    """The entry point's module imported numpy, the store and the report renderers before main() ran,
+    so a Ctrl-C in the first 0.7 s printed a 15-line KeyboardInterrupt traceback. What loads before
+    main() is the window no handler covers: it holds only the package, the command's own module and
+    the exit codes."""
+    code = "import sys, wattbench.cli; print(sorted(m for m in sys.modules if m.startswith('wattbench')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.replace("'", '"')) == ["wattbench", "wattbench.cli", "wattbench.exits"]
+
+
+@pytest.mark.parametrize("delay", [0.35, 0.5, 0.65])
+def test_ctrl_c_while_the_command_loads_is_one_line(tmp_path: Path, delay: float) -> None:
+    # After the interpreter's own start (tens of ms; a signal there is Python's, before any code of
+    # ours) and within the commands' loading, which took 0.7 s.
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("wattbench")),
+            "report",
+            "latest",
+            "--store",
+            str(tmp_path / "x"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err, err
+    if proc.returncode == 130:  # not when the command had already ended
+        assert len(err.splitlines()) == 1, err
+
+
 def test_the_guide_says_which_commands_end_with_0_and_which_with_130() -> None:
     """The services (collect, broker, appliance, ptd) run until told to stop, so Ctrl-C and SIGTERM are
     their normal end: exit 0, as the tests above and docs/collector.md have it. The guide's table, for

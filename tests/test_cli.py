@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from wattbench import cli
+from wattbench.cli import app as cli
 
 
 def test_every_subcommand_imports_and_has_help() -> None:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .mqttconn import AddressError, BrokerAddress, Settings, parse_broker
-from .settings import ConfigError, Flag, Range, Table, expand, setting, table
+from .mqttconn import AddressError, BrokerAddress, Settings, broker_problem, parse_broker
+from .settings import ConfigError, Flag, Range, Table, expand, file_problem, folder_problem, setting, table
 
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 
@@ -48,14 +48,6 @@ PROFILES: dict[str, dict[str, int]] = {
 }
 
 
-def _broker_form(text: str) -> str | None:
-    try:
-        parse_broker(text)
-    except AddressError as exc:
-        return str(exc)
-    return None
-
-
 def _store_form(text: str) -> str | None:
     # The forms this setting's help names; an address of another scheme is a typo ("htp://"), which a
     # path would take for a folder named "htp:" and the store would refuse only when first opened.
@@ -66,32 +58,12 @@ def _store_form(text: str) -> str | None:
     return None
 
 
-def folder_problem(text: str) -> str | None:
-    """Why text cannot be a folder a command keeps its state in, or None. A missing folder is made,
-    but only inside one that is there: a typo above it would leave the state, and what it has not
-    sent yet, where nobody looks."""
-    path = expand(text)
-    if path.exists() and not path.is_dir():
-        return f"{text} is a file, not a folder"
-    if not path.exists() and path.parent.exists() and not path.parent.is_dir():
-        return f"{text}: {path.parent} is a file, not a folder"
-    if not path.exists() and not path.parent.is_dir():
-        return f"{text}: no folder {path.parent} (nothing was created)"
-    return None
-
-
-def file_problem(text: str) -> str | None:
-    """Why text cannot name a file to read, or None."""
-    path = expand(text)
-    if path.is_dir():
-        return f"{text} is a folder, not a file"
-    if not path.is_file():
-        return f"{text}: no such file"
-    if not os.access(path, os.R_OK):
-        return f"{text}: permission denied"
-    return None
-
-
+# How each MQTT version may be spelt.
+_PROTOCOLS = (
+    {"auto": "auto", "": "auto"}
+    | dict.fromkeys(("5", "v5", "5.0"), "5")
+    | dict.fromkeys(("3.1.1", "311", "v311"), "3.1.1")
+)
 # Processes checking payloads: more than this is no machine's spare cores.
 MAX_VALIDATE_WORKERS = 64
 _SECONDS = Range(0, 86400, low_open=True, unit="seconds")
@@ -109,7 +81,7 @@ class CollectorConfig:
         env="WATTBENCH_BROKER",
         flags=Flag("--broker", "{broker_help}", "HOST:PORT", check="broker", group="broker"),
         section="mqtt",
-        form=_broker_form,
+        form=broker_problem,
     )
     # "auto": MQTT 5, or 3.1.1 when the broker refuses 5 (the embedded amqtt broker); "5"; "3.1.1".
     # resolved() turns "auto" into "5" with protocol_fallback set.
@@ -384,16 +356,7 @@ class CollectorConfig:
         for name, value in PROFILES[c.profile].items():
             if getattr(c, name) == getattr(defaults, name):
                 setattr(c, name, value)
-        c.protocol = {
-            "auto": "auto",
-            "": "auto",
-            "5": "5",
-            "v5": "5",
-            "5.0": "5",
-            "3.1.1": "3.1.1",
-            "311": "3.1.1",
-            "v311": "3.1.1",
-        }.get(str(c.protocol).lower(), "?")
+        c.protocol = _PROTOCOLS.get(str(c.protocol).lower(), "?")
         if c.protocol == "?":
             raise ConfigError(f"{said('protocol')} {self.protocol!r}: use auto, 5 or 3.1.1")
         if c.protocol == "auto":
@@ -483,12 +446,6 @@ class CollectorConfig:
             if self.hmac_keys or self.hmac_require
             else "off",
         }
-
-
-def split_broker(text: str) -> tuple[str, int]:
-    """(host, port) of a broker address (rules: wattbench.mqttconn); ConfigError when it breaks them."""
-    address = broker_address(text)
-    return address.host, address.port
 
 
 def broker_address(text: str) -> BrokerAddress:

@@ -129,6 +129,15 @@ def parse_broker(text: str) -> BrokerAddress:
     return BrokerAddress(host, port, tls)
 
 
+def broker_problem(text: str) -> str | None:
+    """Why text is no broker address, or None (a setting's form: wattbench.settings)."""
+    try:
+        parse_broker(text)
+    except AddressError as exc:
+        return str(exc)
+    return None
+
+
 # ---------------------------------------------------------------------------- connection settings
 
 

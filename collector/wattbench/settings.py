@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import math
+import os
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
@@ -408,3 +409,32 @@ def expand(path: str) -> Path:
         return Path(path).expanduser()
     except RuntimeError:  # ~user that does not exist
         raise ConfigError(f"path {path!r}: unknown home directory") from None
+
+
+# ---------------------------------------------------------------------------- forms of paths
+
+
+def folder_problem(text: str) -> str | None:
+    """Why text cannot be a folder a command keeps its state in, or None. A missing folder is made,
+    but only inside one that is there: a typo above it would leave the state, and what it has not
+    sent yet, where nobody looks."""
+    path = expand(text)
+    if path.exists() and not path.is_dir():
+        return f"{text} is a file, not a folder"
+    if not path.exists() and path.parent.exists() and not path.parent.is_dir():
+        return f"{text}: {path.parent} is a file, not a folder"
+    if not path.exists() and not path.parent.is_dir():
+        return f"{text}: no folder {path.parent} (nothing was created)"
+    return None
+
+
+def file_problem(text: str) -> str | None:
+    """Why text cannot name a file to read, or None."""
+    path = expand(text)
+    if path.is_dir():
+        return f"{text} is a folder, not a file"
+    if not path.is_file():
+        return f"{text}: no such file"
+    if not os.access(path, os.R_OK):
+        return f"{text}: permission denied"
+    return None

@@ -149,7 +149,7 @@ def commands(text: str) -> list[list[str]]:
 
 @cache
 def cli() -> dict[str, Any]:
-    from wattbench.cli import build_parser
+    from wattbench.cli.app import build_parser
 
     parser = build_parser()
     (sub,) = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]

@@ -15,7 +15,8 @@ import pytest
 from sweep_synth import RUN, T0, MemoryStore, specpower_phases, sweep_events, trace
 
 import wattbench_schema
-from wattbench.cli import build_parser, main
+from wattbench.cli import main
+from wattbench.cli.app import build_parser
 from wattbench.core.align import ChannelSpec
 from wattbench.core.evaluate import evaluate
 from wattbench.report import outputs

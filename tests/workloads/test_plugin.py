@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-import wattbench.cli
+import wattbench.cli.app
 from wattbench import workloads
 from wattbench.argtypes import whole
 from wattbench.cli import main
@@ -31,7 +31,7 @@ CLI = Path(wattbench.cli.__file__).resolve().parent
 # Where a workload's name in cli/ is another word: the subcommand's dest, a phase kind of the core,
 # and the key of a suite file's worklet entries.
 OTHER_MEANINGS = {
-    ("__init__.py", "command"),
+    ("app.py", "command"),
     ("compare.py", "concurrency"),
     ("demo.py", "worklet"),
 }
@@ -77,7 +77,7 @@ def test_building_the_parser_imports_no_workload_class() -> None:
     """Every command builds the whole parser, so the workloads' options are declared in their light
     folder modules: no workload class (multiprocessing, Slurm's client) is imported for --help."""
     code = (
-        "import sys, wattbench.cli as c; c.build_parser(); "
+        "import sys, wattbench.cli.app as c; c.build_parser(); "
         "from wattbench.workloads import REGISTRY; "
         "print([n for n, e in REGISTRY.items() "
         "if e.module.replace('.', 'wattbench.workloads.', 1) in sys.modules])"
@@ -167,7 +167,7 @@ def double(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _sweep_args(*argv: str) -> argparse.Namespace:
-    args = wattbench.cli.build_parser().parse_args(["sweep", "--ops-only", *argv])
+    args = wattbench.cli.app.build_parser().parse_args(["sweep", "--ops-only", *argv])
     assert isinstance(args, argparse.Namespace)
     return args
 

@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import wattbench_schema
 
 from ..argtypes import given, number
-from ..config import SETTINGS, default_state_dir, folder_problem, load_config, redact_url
+from ..config import SETTINGS, default_state_dir, load_config, redact_url
 from ..core import FieldError
 from ..exits import Exit
 from ..mqttconn import AddressError, parse_broker
 from ..report.outputs import TERMINAL, Outputs, renderers
+from ..settings import folder_problem
 from ..store import known_spec, missing_folder, open_store
 
 if TYPE_CHECKING:
