@@ -193,3 +193,38 @@ def test_the_one_core_job_does_not_burst_after_a_stall_either() -> None:
     ops = int(out.strip().splitlines()[-1].removeprefix("ops="))
     kept = 6.0 - STALL_S + builtin_workers.max_lag_s(RATE)
     assert ops <= _most(kept), f"{ops} ops; without the stall's dropped arrivals at most {_most(kept):.0f}"
+
+
+CTRL_C_WHILE_STARTING = """
+import os, signal, sys, threading, time
+os.setpgrp()  # a group of our own, as a terminal's foreground job is: Ctrl-C reaches all of it
+caught = []
+signal.signal(signal.SIGINT, lambda *_: caught.append(1))
+from wattbench.workloads.builtin.workers import BuiltinWorkload
+
+def ctrl_c():
+    end = time.monotonic() + 3
+    while time.monotonic() < end:
+        os.killpg(0, signal.SIGINT)
+        time.sleep(0.02)
+
+t = threading.Thread(target=ctrl_c)
+t.start()
+wl = BuiltinWorkload(workers=2)
+wl.open()
+t.join()
+wl.close()
+print(len(caught))
+"""
+
+
+def test_ctrl_c_while_the_workers_start_reaches_only_the_driver() -> None:
+    """A Ctrl-C reaches the terminal's whole foreground group. A worker still starting (importing
+    wattbench, before its own code ignores SIGINT) printed a KeyboardInterrupt traceback each, under
+    the driver's one line: it starts with SIGINT ignored, as the driver owns Ctrl-C."""
+    out = subprocess.run(
+        [sys.executable, "-c", CTRL_C_WHILE_STARTING], capture_output=True, text=True, timeout=120
+    )
+    assert "Traceback" not in out.stderr and "KeyboardInterrupt" not in out.stderr, out.stderr
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) > 10  # the driver still saw its Ctrl-Cs

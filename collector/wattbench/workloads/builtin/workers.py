@@ -23,6 +23,7 @@ import multiprocessing as mp
 import os
 import select
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from importlib import import_module
@@ -49,6 +50,22 @@ def _fine_timer() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(29, 1, 0, 0, 0)  # PR_SET_TIMERSLACK
     except (OSError, AttributeError):
         pass
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """A process started in here begins with SIGINT ignored, which it keeps through exec. A Ctrl-C
+    reaches the terminal's whole foreground group, and a worker still importing its modules (before
+    _worker runs) died of it, or printed a KeyboardInterrupt traceback; the driver owns Ctrl-C and
+    stops the workers itself. A Ctrl-C in these few milliseconds of the driver's is not seen."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set a handler
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _worker(
@@ -220,7 +237,8 @@ class BuiltinWorkload(WorkloadDefaults):
                 name=f"wattbench-{self.name}-{i}",
                 daemon=True,
             )
-            p.start()
+            with _sigint_ignored():
+                p.start()
             child.close()
             self._procs.append(p)
             self._conns.append(parent)
