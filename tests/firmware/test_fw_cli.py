@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from wattbench.cli import build_parser, flash, main
+from wattbench.cli import flash, main
+from wattbench.cli.app import build_parser
 from wattbench_devkit import services
 
 FIRMWARE = Path(__file__).resolve().parents[2] / "firmware"
@@ -58,6 +59,18 @@ def test_an_appliance_keeps_its_state_in_the_state_folder_by_default(tmp_path: P
     assert cfg["flash_dir"] == str(default_state_dir() / "appliance-rack-8")
     given = build_parser().parse_args(["appliance", "--sim", "--spool-dir", str(tmp_path / "s")])
     assert build_config(given)["flash_dir"] == str(tmp_path / "s")
+
+
+def test_the_appliance_s_state_folder_follows_wattbench_state_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guide's state folder is $WATTBENCH_STATE_DIR first; the appliance alone kept its state under
+    ~/.local/state, where a user who set the variable never looked."""
+    from wattbench.cli.appliance import build_config
+
+    monkeypatch.setenv("WATTBENCH_STATE_DIR", str(tmp_path / "state"))
+    cfg = build_config(build_parser().parse_args(["appliance", "--sim", "--dev", "rack-9"]))
+    assert cfg["flash_dir"] == str(tmp_path / "state" / "appliance-rack-9")
 
 
 def test_a_second_appliance_on_one_state_folder_is_refused(tmp_path: Path) -> None:

@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..argtypes import given, whole
-from ..config import default_state_dir
 from ..exits import Exit
 from ..owner import Busy, hold
 from ..signals import stop_event
-from .options import broker_address, number, state_folder, writable_file
+from .options import broker_address, number, state_dir, state_folder, writable_file
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -104,7 +103,7 @@ def default_spool(dev: Any) -> str:
     """The state and offline buffer of an appliance given no --spool-dir: a folder of the device's own
     in the state folder, so that a restart sends what the last run kept and goes on with its sequence
     numbers, as a board does from its flash."""
-    return str(default_state_dir() / f"appliance-{dev}")
+    return str(state_dir() / f"appliance-{dev}")
 
 
 def hold_folder(folder: str) -> IO[str]:

@@ -333,16 +333,18 @@ def add_store_options(
     return g
 
 
+def state_dir() -> Path:
+    """The state folder of every command that keeps state: WATTBENCH_STATE_DIR, else the default."""
+    given = resolve(argparse.Namespace(), ["state_dir"]).state_dir
+    return Path(given).expanduser() if given else default_state_dir()
+
+
 def default_store() -> str:
     """The store every command uses when none is given: WATTBENCH_INFLUX_URL or WATTBENCH_STORE, else
     wattbench.sqlite in the state folder, where `wattbench collect` writes by default."""
 
-    cfg = resolve(argparse.Namespace(), ["store", "state_dir"])
-    if cfg.store:
-        return str(cfg.store)
-    return str(
-        (Path(cfg.state_dir).expanduser() if cfg.state_dir else default_state_dir()) / "wattbench.sqlite"
-    )
+    cfg = resolve(argparse.Namespace(), ["store"])
+    return str(cfg.store) if cfg.store else str(state_dir() / "wattbench.sqlite")
 
 
 def store_given(args: argparse.Namespace) -> bool:
