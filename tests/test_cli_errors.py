@@ -527,6 +527,16 @@ ROWS = [
         env={"WATTBENCH_HMAC_KEYS": "{tmp}/none.json"},
         alone=True,
     ),
+    # a state folder named in the file or the environment that is not there read as "no device
+    # accounting found", exit 1; the option's is exit 2
+    Row(
+        "status-state-dir-from-the-environment-missing",
+        ["status"],
+        2,
+        "wattbench status: WATTBENCH_STATE_DIR: {tmp}/nost: no such folder",
+        env={"WATTBENCH_STATE_DIR": "{tmp}/nost"},
+        alone=True,
+    ),
     Row(
         "collect-misspelt-table",
         ["collect", "--config", "{tmp}/colector.toml", "--state-dir", "{tmp}/st"],

@@ -95,6 +95,10 @@ def gather(args: argparse.Namespace) -> dict[str, Any]:
     cfg_state = cfg.state_dir
     if not cfg_state:
         cfg_state = str(default_state_dir())
+    elif not Path(cfg_state).expanduser().is_dir():
+        # named by the user (the option checks its own): a folder that is not there is their typo,
+        # not a machine without collectors
+        raise ConfigError(f"{cfg.named('state_dir')}: {cfg_state}: no such folder")
     out: dict[str, Any] = {
         "state_dir": cfg_state,
         "collectors": read_state_files(cfg_state),
