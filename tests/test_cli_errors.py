@@ -537,6 +537,15 @@ ROWS = [
         env={"WATTBENCH_STATE_DIR": "{tmp}/nost"},
         alone=True,
     ),
+    # the sweep published over plain MQTT whatever WATTBENCH_MQTT_CA said (collect honoured it)
+    Row(
+        "sweep-ca-from-the-environment",
+        ["sweep", "--ops-only", *FAST, "--broker", "{down_broker}"],
+        2,
+        "wattbench sweep: WATTBENCH_MQTT_CA: {tmp}/none.pem: no such file",
+        env={"WATTBENCH_MQTT_CA": "{tmp}/none.pem"},
+        alone=True,
+    ),
     Row(
         "collect-misspelt-table",
         ["collect", "--config", "{tmp}/colector.toml", "--state-dir", "{tmp}/st"],

@@ -406,7 +406,7 @@ def publish_settings(args: argparse.Namespace) -> Any:
     broker = broker_given(args)
     if broker is None:
         return None
-    return MqttSettings(broker, mqtt_user(args), mqtt_password(args), args.mqtt_ca)
+    return MqttSettings(broker, mqtt_user(args), mqtt_password(args), mqtt_ca(args))
 
 
 def mqtt_user(args: argparse.Namespace) -> str | None:
@@ -415,6 +415,11 @@ def mqtt_user(args: argparse.Namespace) -> str | None:
 
 def mqtt_password(args: argparse.Namespace) -> str | None:
     return resolve(args, ["mqtt_password"]).mqtt_password or None
+
+
+def mqtt_ca(args: argparse.Namespace) -> str | None:
+    """--mqtt-ca, else WATTBENCH_MQTT_CA: as `collect` reads it, so the sweep feeding it speaks TLS too."""
+    return resolve(args, ["tls_ca"]).tls_ca or None
 
 
 # ---------------------------------------------------------------------------- outputs

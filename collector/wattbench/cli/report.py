@@ -28,6 +28,7 @@ from .options import (
     add_broker_options,
     add_output_options,
     add_store_options,
+    mqtt_ca,
     mqtt_password,
     mqtt_user,
     open_store_from_args,
@@ -130,7 +131,7 @@ def open_publisher(args: argparse.Namespace, run: str) -> Any:
         return None
 
     return MqttSink(
-        args.broker, f"wattbench-report-{run}", mqtt_user(args), mqtt_password(args), args.mqtt_ca
+        args.broker, f"wattbench-report-{run}", mqtt_user(args), mqtt_password(args), mqtt_ca(args)
     )
 
 
