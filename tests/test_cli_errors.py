@@ -707,6 +707,14 @@ ROWS = [
         alone=True,
     ),
     # amqtt logs its own failure to start with a traceback; the command's one line is enough
+    # a port in --host was looked up as a host name ("127.0.0.1:1883:1883 ... not known"), exit 3
+    Row(
+        "broker-host-with-a-port",
+        ["broker", "--host", "127.0.0.1:{down_port}"],
+        2,
+        "argument --host: '127.0.0.1:{down_port}' holds a port: give it with --port",
+        alone=True,
+    ),
     Row("broker-port-taken", ["broker", "--port", "{taken}"], 3, "Address already in use", alone=True),
     Row(
         "broker-host-not-here",

@@ -37,6 +37,17 @@ def given(text: str) -> str:
     return text
 
 
+def listen_host(text: str) -> str:
+    """An argparse type: a host name or address to listen on, without a port. An IPv6 address has two
+    or more colons; one colon is a port, which a lookup would take for part of the name."""
+    given(text)
+    if "/" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a host name or address (no scheme, no path)")
+    if text.count(":") == 1:
+        raise argparse.ArgumentTypeError(f"{text!r} holds a port: give it with --port")
+    return text
+
+
 def checked_by(parse: Any, what: str) -> Any:
     """An argparse type that runs a parser only to check the text (a ValueError becomes a usage
     error) and keeps the text, so the command parses it as before."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from ..argtypes import given
+from ..argtypes import listen_host
 from ..broker import EmbeddedBroker
 from ..signals import stop_event
 from .options import tcp_port
@@ -14,7 +14,7 @@ from .options import tcp_port
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--host", type=given, default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+        "--host", type=listen_host, default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
     )
 
     parser.add_argument("--port", type=tcp_port, default=1883, help="TCP port (default 1883, 0: any free)")
