@@ -219,17 +219,25 @@ class SerialBus:
 class TruthWriter:
     """CSV of exactly the power values the appliance published: seq,t_ms,ch,W."""
 
-    def __init__(self, path):
+    def __init__(self, path, flush_every_s=1.0):
         self.f = open(path, "w", buffering=1 << 16)
         self.f.write("seq,t_ms,ch,W\n")
         self.rows = 0
         self.lock = threading.Lock()
+        # On disk within a second: a sweep running beside it checks against it, and a killed
+        # appliance keeps all but the last second.
+        self.flush_every_s = flush_every_s
+        self._flushed = time.monotonic()
 
     def __call__(self, row):
         if "W" in row:
             with self.lock:
                 self.f.write("%d,%d,%s,%s\n" % (row["s"], row["t"], row["c"], repr(row["W"])))
                 self.rows += 1
+                now = time.monotonic()
+                if now - self._flushed >= self.flush_every_s:
+                    self.f.flush()
+                    self._flushed = now
 
     def close(self):
         with self.lock:

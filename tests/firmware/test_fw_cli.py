@@ -275,3 +275,17 @@ def test_flash_refuses_psram_board_on_the_psram_pins(
     config["buses"] = {"uart2": {"tx": 25, "rx": 26}}
     path.write_text(json.dumps(config))
     assert main(args) == 0
+
+
+def test_the_truth_file_is_on_disk_while_the_appliance_runs(tmp_path: Path) -> None:
+    """--truth held its rows in a 64 KiB buffer: after 15 minutes at 10 Hz the file was still 0 bytes,
+    a running sweep could not be checked against it, and a kill -9 lost it all. Rows reach the file
+    within a second."""
+    from wattbench_fw.host import TruthWriter
+
+    path = tmp_path / "truth.csv"
+    truth = TruthWriter(str(path), flush_every_s=0.0)
+    truth({"s": 1, "t": 1000, "c": "psu", "W": 12.5})
+    truth({"s": 2, "t": 1100, "c": "psu", "V": 230.0})  # not a power value: not a row
+    assert path.read_text().splitlines() == ["seq,t_ms,ch,W", "1,1000,psu,12.5"]
+    truth.close()
