@@ -87,3 +87,39 @@ def test_sweep_sink_refuses_a_bad_address_in_one_line() -> None:
 
     with pytest.raises(SinkError, match="not a number"):
         MqttSink("broker.lab:x", "wb-test")
+
+
+def test_the_sweep_sink_says_once_when_its_broker_went_away(caplog: pytest.LogCaptureFixture) -> None:
+    """With its broker gone mid-run, a sweep warned at every publish ("queued, not sent") and ended
+    blaming silent channels, never naming the broker. The sink keeps the outage, warns once, and says
+    it in one sentence for the sweep's last line."""
+    import json
+    import logging
+    import time
+    from pathlib import Path
+
+    from wattbench.broker import EmbeddedBroker
+    from wattbench.sweep.publish import MqttSink
+
+    vector = json.loads(
+        (Path(__file__).parents[2] / "schema/vectors/valid/phase_calibration_measure_end.json").read_text()
+    )
+    event = vector.get("payload", vector)
+    broker = EmbeddedBroker().start()
+    sink = MqttSink(broker.url, "wb-test-outage")
+    try:
+        sink.phase(event)
+        assert sink.outage() is None
+        broker.stop()
+        deadline = time.monotonic() + 15
+        while sink.outage() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with caplog.at_level(logging.WARNING, logger="wattbench.sweep.publish"):
+            for _ in range(3):
+                sink.phase(event)
+        said = sink.outage()
+        assert said is not None and said.startswith(f"the MQTT broker at {broker.url} went away at ")
+        assert said.endswith("UTC and was not back by the end: phase events and power sent after it may be missing")
+        assert len([r for r in caplog.records if "not sent" in r.getMessage()]) <= 1
+    finally:
+        sink.close()

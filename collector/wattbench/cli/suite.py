@@ -216,4 +216,6 @@ def run(args: argparse.Namespace) -> int:
             store.close()
     held.release()
     write_outputs(SuiteResult(done.document), outputs)
+    for outage in dict.fromkeys(o.broker_outage for _, o in done.outcomes if o.broker_outage):
+        print(f"wattbench suite: {outage}", file=sys.stderr)
     return exit_code(done)

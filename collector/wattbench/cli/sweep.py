@@ -315,4 +315,7 @@ def run(args: argparse.Namespace) -> int:
             store.close()
     if outcome.store_error:
         print(f"wattbench sweep: {outcome.store_error}", file=sys.stderr)
+    if outcome.broker_outage:
+        # The reason a channel read silent may be the broker, not the meter: say so last.
+        print(f"wattbench sweep: {outcome.broker_outage}", file=sys.stderr)
     return exit_code(outcome)

@@ -8,6 +8,7 @@ reconnect, and the timestamps travel inside the payloads, so late delivery chang
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -57,24 +58,49 @@ class MqttSink:
         self.publish_timeout = publish_timeout
         self.failures = 0
         self._closing = False
+        # The first outage (UTC seconds) and whether the broker is away now: the sweep's last line
+        # names it, since without a broker no power reaches the store.
+        self._lost_at: float | None = None
+        self._down = False
         try:
             self.client = open_client(settings, client_id[:64], timeout=connect_timeout)
         except BrokerError as exc:
             raise SinkError(str(exc)) from None
         self.client.on_disconnect = self._on_disconnect
+        self.client.on_connect = self._on_connect
 
     def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any, properties: Any) -> None:
         if not self._closing:
             log.warning(
                 "MQTT broker %s disconnected (%s); messages are queued until it is back", self.where, reason
             )
+            self._down = True
+            if self._lost_at is None:
+                self._lost_at = time.time()
+
+    def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, properties: Any) -> None:
+        if self._down and not reason.is_failure:
+            log.warning("MQTT broker %s is back", self.where)
+            self._down = False
+
+    def outage(self) -> str | None:
+        """The broker's outage during the run, in one sentence; None when it never went away."""
+        if self._lost_at is None:
+            return None
+        at = time.strftime("%H:%M:%S", time.gmtime(self._lost_at))
+        end = "was not back by the end" if self._down else "came back later"
+        return (
+            f"the MQTT broker at {self.where} went away at {at} UTC and {end}: phase events and power "
+            "sent after it may be missing"
+        )
 
     def _publish(self, topic: str, payload: dict[str, Any], retain: bool) -> None:
 
         info = self.client.publish(topic, dumps(payload), qos=1, retain=retain)
         if info.rc != 0:
             self.failures += 1
-            log.warning("MQTT publish to %s queued, not sent (rc=%s)", topic, info.rc)
+            if not self._down:  # the outage was said once when it began
+                log.warning("MQTT publish to %s queued, not sent (rc=%s)", topic, info.rc)
             return
         try:
             info.wait_for_publish(self.publish_timeout)

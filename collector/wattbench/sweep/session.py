@@ -79,6 +79,7 @@ class Outcome:
     channels: list[ChannelSpec]
     data_complete: bool
     store_error: str | None = None  # why the run could not be scored from the store, if it could not
+    broker_outage: str | None = None  # the MQTT broker's outage during the run, in one sentence
 
 
 def bind_channels(setup: SweepSetup) -> chans.Choice:
@@ -219,9 +220,11 @@ def run_sweep(setup: SweepSetup) -> Outcome:
     sinks: list[Sink] = list(setup.extra_sinks)
     if setup.store is not None:
         sinks.append(StoreSink(setup.store))
+    mqtt_sink = None
     if setup.mqtt is not None:
         m = setup.mqtt
-        sinks.append(MqttSink(m.broker, f"wattbench-sweep-{setup.run}", m.username, m.password, m.tls_ca))
+        mqtt_sink = MqttSink(m.broker, f"wattbench-sweep-{setup.run}", m.username, m.password, m.tls_ca)
+        sinks.append(mqtt_sink)
     fanout = Fanout(sinks)
     try:
         choice = bind_channels(setup)
@@ -254,7 +257,8 @@ def run_sweep(setup: SweepSetup) -> Outcome:
         fanout.result(evaluation.result)
     finally:
         fanout.close()
-    return Outcome(record, evaluation, specs, complete, store_error)
+    outage = mqtt_sink.outage() if mqtt_sink is not None else None
+    return Outcome(record, evaluation, specs, complete, store_error, outage)
 
 
 def score_record(
