@@ -202,10 +202,13 @@ def with_idle_timing(plan: Plan, timing: Timing) -> Plan:
 def parse_levels(text: str) -> tuple[float, ...]:
     """ "100,90,80" or "1.0,0.9" or "100%,50%" -> fractions. Values above 1 are percentages."""
     out = []
-    for part in text.replace(";", ",").split(","):
-        part = part.strip()
+    parts = [p.strip() for p in text.replace(";", ",").split(",")]
+    if parts and not parts[-1]:
+        parts.pop()  # "100,50," ends a list; it leaves nothing out
+    for part in parts:
         if not part:
-            continue
+            # "100,,50": most likely a level deleted by mistake, which would run as never asked for
+            raise ValueError(f"{text!r} has an empty entry")
         pct = part.endswith("%")
         try:
             value = float(part.rstrip("%"))
