@@ -232,7 +232,7 @@ def test_report_given_the_options_a_result_was_scored_with_shows_it_as_stored(
     # another limit than the result's: scored again, and said so
     other = parser.parse_args([RUN, "--no-inlet-required", "--load-tolerance", "0.05"])
     rescored, _ = report_cli.load(other, store)  # type: ignore[misc]
-    assert other.rescore and "--load-tolerance change its scoring" in capsys.readouterr().err
+    assert other.rescore and "--load-tolerance changes its scoring" in capsys.readouterr().err
     assert rescored.result["options"] == {"--no-inlet-required": True, "--load-tolerance": 0.05}
     assert store.result(RUN) == ev.result
 
@@ -246,7 +246,7 @@ def test_a_result_without_recorded_options_is_scored_again_for_any_option(
     report_cli.add_arguments(parser)
     args = parser.parse_args([RUN, "--no-inlet-required"])
     report_cli.load(args, store)
-    assert args.rescore and "--no-inlet-required change its scoring" in capsys.readouterr().err
+    assert args.rescore and "--no-inlet-required changes its scoring" in capsys.readouterr().err
 
 
 def test_a_run_stopped_before_any_window_says_so_and_shows_no_peak_of_zero() -> None:

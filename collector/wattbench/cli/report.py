@@ -81,7 +81,8 @@ def load(args: argparse.Namespace, store: Store) -> tuple[Evaluation, str] | str
         # another limit): score again, and keep the stored result as it is.
         args.rescore = True
         print(
-            f"wattbench report: run {run} has a stored result; {', '.join(changed)} change its scoring, "
+            f"wattbench report: run {run} has a stored result; {', '.join(changed)} "
+            f"{'changes' if len(changed) == 1 else 'change'} its scoring, "
             "so it is scored again here (as --rescore)",
             file=sys.stderr,
         )

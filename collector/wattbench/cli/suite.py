@@ -172,9 +172,10 @@ def run(args: argparse.Namespace) -> int:
     total = sum(p.duration_s() for p in plans.values())
     # Held until the first worklet's channels are bound: a refusal before then is its one line alone.
     held = HeldLines(console.print)
+    length = f"{total / 60:.0f} min" if total >= 90 else f"{total:.0f} s"  # never "about 0 min"
     held(
         f"[bold]suite[/] {suite.name}: {len(suite.entries)} worklets "
-        f"({', '.join(e.name for e in suite.entries)}), about {total / 60:.0f} min"
+        f"({', '.join(e.name for e in suite.entries)}), about {length}"
     )
 
     def announce_channel(line: str) -> None:

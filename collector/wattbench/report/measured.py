@@ -250,7 +250,7 @@ def timing_text(m: Mapping[str, Any]) -> str:
         vals = [float(r[key]) for r in rows if key in r]
         if vals:
             parts.append(f"{label} {_seconds(vals)}")
-    return f"{len(rows)} intervals: " + ", ".join(parts)
+    return f"{len(rows)} interval{'' if len(rows) == 1 else 's'}: " + ", ".join(parts)
 
 
 def rehearsal_text(m: Mapping[str, Any]) -> str | None:
