@@ -90,6 +90,17 @@ def test_workload_choices_of_the_cli_are_the_registry() -> None:
         ("command", {"run": "true", "stop_grace_s": -1}, r"stop_grace_s: must be 0 to 600 seconds, not -1"),
         ("command", {"run": "true", "stop_grace_s": float("nan")}, r"stop_grace_s: must be 0 to 600 seconds"),
         ("concurrency", {"job": ["a"]}, r"^concurrency workload: job must be a string, got \['a'\]$"),
+        # the message listed every option "with its type" and said neither which type nor which key
+        (
+            "worklet",
+            {"worklet": "random", "options": {"size_mb": "big"}},
+            r"^worklet workload: options\.size_mb must be an integer, got 'big'$",
+        ),
+        (
+            "worklet",
+            {"worklet": "random", "options": {"sise_mb": 5}},
+            r"^worklet workload: unknown option 'sise_mb' \(did you mean 'size_mb'\?\); known: direct, file, size_mb$",
+        ),
         ("concurrency", {"shell": 1}, r"^concurrency workload: shell must be true or false, got 1$"),
     ],
 )

@@ -6,6 +6,7 @@ efficiency counts in for the suite score (core/suite.py), and the unit its ops a
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -59,12 +60,15 @@ class WorkletWorkload(BuiltinWorkload):
         # The run's record names the worklet and the version of its op.
         self.name = f"worklet-{worklet}-v{VERSION}"
         self.options = dict(options or {})
+        known = sorted(self.OPTION_TYPES)
         for key, value in self.options.items():
-            kinds = self.OPTION_TYPES.get(key)
-            if kinds is None or isinstance(value, bool) != (bool in kinds) or not isinstance(value, kinds):
+            if key not in self.OPTION_TYPES:
+                near = difflib.get_close_matches(key, known, n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
                 raise WorkloadError(
-                    f"worklet workload: option {key}={value!r} is not one of {sorted(self.OPTION_TYPES)} with its type"
+                    f"worklet workload: unknown option {key!r}{hint}; known: {', '.join(known)}"
                 )
+            setting("worklet", {f"options.{key}": value}, f"options.{key}", self.OPTION_TYPES[key], None)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> WorkletWorkload:
