@@ -50,6 +50,8 @@ def test_demo_runs_everything(tmp_path: Path) -> None:
     assert proc.returncode == 0 or result_line.startswith("demo result: INVALID: ")
     if "INVALID" in result_line:
         assert " failed" in result_line, result_line
+    # the last line is one line to copy, not wrapped at 80 columns when stdout is no terminal
+    assert out.splitlines()[-1].endswith(f"; re-render with: wattbench report {run_of(out)} --store {store}")
     page = html.read_text()
     assert page.startswith("<!doctype html>") and "<svg" in page and "Compliance" in page
 
@@ -64,3 +66,8 @@ def test_demo_runs_everything(tmp_path: Path) -> None:
     assert db.execute("SELECT COUNT(*) FROM wb_sample").fetchone()[0] > 100
     # The store was the user's: the collector's state and spool and the appliance's flash are gone.
     assert list(temp.iterdir()) == []
+
+
+def run_of(out: str) -> str:
+    """The run id the demo names in its last line."""
+    return out.split("re-render with: wattbench report ", 1)[1].split()[0]

@@ -163,12 +163,13 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
     took = time.monotonic() - t_start
     if args.suite:
         print_line(console, f"demo result: {suite_verdict(done.document)}")
-        console.print(f"demo finished in {took:.0f} s")
+        print_line(console, f"demo finished in {took:.0f} s")
         return suite_cli.exit_code(done)
     # One line, never wrapped, so that a script (bench/bench_demo_validity.py) can read it too.
     print_line(console, f"demo result: {verdict(done.evaluation, steal=steal)}")
     rerender = f"; re-render with: wattbench report {done.evaluation.run} --store {spec}"
-    console.print(f"demo finished in {took:.0f} s{'' if args.influx else rerender}")
+    # a command to copy: one line, whatever the width
+    print_line(console, f"demo finished in {took:.0f} s{'' if args.influx else rerender}")
     if not args.influx and not args.store:
         keep.append(workdir / "demo.sqlite")
     return sweep_cli.exit_code(done)
