@@ -88,3 +88,27 @@ def test_an_estimator_is_compared_level_by_level(tmp_path: Path, mosquitto: Any,
     assert missing.returncode == 2 and "is not in the store" in missing.stderr
     wrong = cli(RUN, "--store", run.db, "--prometheus", "127.0.0.1:9090", "--query", "x")
     assert wrong.returncode == 2 and "not an http" in wrong.stderr
+
+
+def test_an_empty_query_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty --query was sent to Prometheus: exit 3 for the connection, not 2 for the mistake."""
+    from wattbench.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["compare-estimate", "r1", "--prometheus", "http://127.0.0.1:1", "--query", " "])
+    assert exc.value.code == 2 and "argument --query: must not be empty" in capsys.readouterr().err
+
+
+def test_an_estimate_of_no_power_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """An estimator reading 0 W printed "the measured score divided by 0.000"."""
+    from wattbench.cli.estimate import _print_table
+
+    doc = {
+        "run": "r1",
+        "query": "q",
+        "levels": [{"phase": "l100", "measured_W": 200.0, "estimated_W": 0.0, "error": -1.0}],
+        "summary": {"levels": 1, "mean_abs_error": 1.0, "max_abs_error": 1.0, "power_ratio": 0.0},
+    }
+    _print_table(doc)
+    out = capsys.readouterr().out
+    assert "divided by" not in out and "the estimate is 0 W at every level" in out

@@ -17,6 +17,7 @@ import json
 import sys
 from typing import Any
 
+from ..argtypes import given
 from ..core.align import windows_from_events
 from ..core.estimate import compare, summary
 from ..exits import Exit
@@ -45,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--query",
         required=True,
+        type=given,
         metavar="PROMQL",
         help="the estimator's power of the server in W, one series",
     )
@@ -141,7 +143,13 @@ def _print_table(doc: dict[str, Any]) -> None:
     console = output_console()
     console.print(table)
     s = doc["summary"]
-    if s["levels"]:
+    if s["levels"] and not s.get("power_ratio"):
+        # no ratio to divide a score by: the query reads no power of this server
+        console.print(
+            f"mean |error| {s['mean_abs_error'] * 100:.1f} %; the estimate is 0 W at every level: check "
+            "that the query selects this server's power"
+        )
+    elif s["levels"]:
         console.print(
             f"mean |error| {s['mean_abs_error'] * 100:.1f} %, largest {s['max_abs_error'] * 100:.1f} %; "
             f"summed estimate / summed measurement {s['power_ratio']:.3f} "
