@@ -339,3 +339,16 @@ def test_no_number_is_cut_in_a_narrow_terminal(
             number = _number_word(key, value, c["unit"])
             found = re.search(rf"(?<![\d,.]){re.escape(number)}(?![\d,.])", text)
             assert found, f"{c['name']} {key}: {number} is not whole in\n{text}"
+
+
+def test_headings_say_per_second_and_the_legend_only_what_is_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The heading read "peak throughput (ops)" over cells in ops/s, and with a price but no tariff the
+    legend explained an energy cost that was not there."""
+    monkeypatch.setenv("COLUMNS", "250")
+    demo = demo_result(tmp_path)
+    assert main(["compare", str(demo), str(demo), "--name", "a", "--name", "b", "--price", "a=5"]) == 0
+    out = capsys.readouterr().out
+    assert "peak throughput (ops/s)" in out and "(ops)" not in out
+    assert "Energy cost" not in out and "(no --tariff: no energy cost)" in out

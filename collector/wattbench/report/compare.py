@@ -89,11 +89,17 @@ def _legend_lines(rows: Sequence[Row], prices: Prices | None) -> list[str]:
             "Suite scores are SERT-style, relative to the reference each suite names: not SPEC SERT "
             "scores, and not comparable with published ones."
         )
-    if prices is not None:
+    if prices is not None and prices.tariff_kwh is not None:
         lines.append(
             f"Energy cost: mean power over the scored loads and active idle (equal time in each) × "
             f"{prices.years:g} years × tariff; price per unit/s = price ÷ peak throughput; unit/s per "
             "currency unit = peak throughput ÷ (price + energy cost)."
+        )
+    elif prices is not None and prices.price:
+        # no tariff, so no energy cost: the legend says only what the columns shown are
+        lines.append(
+            "Price per unit/s = price ÷ peak throughput; unit/s per currency unit = peak throughput ÷ price "
+            "(no --tariff: no energy cost)."
         )
     return lines
 
@@ -153,7 +159,8 @@ def compare_renderables(rows: Sequence[Row], prices: Prices | None, width: int =
     cols = _columns(rows)
     names = [r.candidate.name + (f" {NOT_COMPARABLE}" if r.incomparable else "") for r in rows]
     statuses = [_status(r) for r in rows]
-    heads = [head.replace("unit/s", "ops") for _, head, _ in cols]
+    # the cells say ops/s (or the candidate's unit per second): so does the heading
+    heads = [head.replace("unit/s", "ops/s") for _, head, _ in cols]
     cells = [
         [
             _fmt(key, r.figures[key], r.candidate.unit) + (f" {BEST}" if key in r.best else "")
