@@ -156,6 +156,25 @@ def test_an_op_count_that_is_no_count_fails_the_level(line: str, report: str) ->
     wl.close()
 
 
+def test_a_running_total_that_goes_down_fails_the_level() -> None:
+    """A program printing each interval's ops, not a running total, read as "cal1 measured no completed
+    ops: the workload did no work" (its last, smaller line minus its first). A total that falls is no
+    total: the level fails naming the two lines and the setting that reads per-interval counts."""
+    wl = CommandWorkload(
+        f"{PY} -c \"import time; print('ops=100', flush=True); print('ops=50', flush=True); time.sleep(0.5)\""
+    )
+    wl.start_phase(L50, 10.0)
+    wl.start_measure()
+    time.sleep(1.0)
+    with pytest.raises(
+        WorkloadError,
+        match=r"^phase l50: the command's running total went down \(ops 100, then 50\): if it prints the ops "
+        r"of each interval, set increment = true",
+    ):
+        wl.end_measure()
+    wl.close()
+
+
 def test_stream_mode_failure_is_seen_while_the_phase_runs() -> None:
     wl = CommandWorkload(f'{PY} -c "import sys; sys.exit(2)"')
     wl.start_phase(L50, 10.0)

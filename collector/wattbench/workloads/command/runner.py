@@ -127,6 +127,8 @@ class CommandProcess:
         self.ops = 0.0
         self.seen = False
         self.bad: str | None = None  # the first line that claims to be the count and is none
+        # The first fall of a running total (before, after): a program printing per-interval counts.
+        self.fell: tuple[float, float] | None = None
         self.stderr_tail: deque[str] = deque(maxlen=20)
         # Everything printed, for a parser of the whole output (a tool's closing report); bounded, as a
         # chatty command must not fill the driver's memory.
@@ -164,6 +166,8 @@ class CommandProcess:
                 continue
             value = float(m.group(1))
             with self._lock:
+                if not self.increment and self.seen and value < self.ops and self.fell is None:
+                    self.fell = (self.ops, value)
                 self.ops = self.ops + value if self.increment else value
                 self.seen = True
 
@@ -403,6 +407,12 @@ class CommandWorkload(WorkloadDefaults):
             raise WorkloadError(
                 f"phase {phase}: the command printed {bad!r}, which is no op count "
                 "(ops=N with N a whole or decimal number of ops, at least 0)"
+            )
+        fell = self._proc.fell if self._proc is not None else None
+        if fell is not None:
+            raise WorkloadError(
+                f"phase {phase}: the command's running total went down (ops {fell[0]:g}, then {fell[1]:g}): "
+                "if it prints the ops of each interval, set increment = true in its workload file (--workload-config)"
             )
 
     def end_measure(self) -> int:
