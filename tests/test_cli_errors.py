@@ -236,6 +236,13 @@ ROWS = [
         "not a PEM CA certificate",
     ),
     Row("report-bad-channel", ["report", "latest", "--store", "{store}", "--channel", "x"], 2, "bad channel"),
+    # device and channel ids are lower case: say so, with the id as it would be
+    Row(
+        "report-channel-in-capitals",
+        ["report", "latest", "--store", "{store}", "--channel", "SIM-01/Sim"],
+        2,
+        "bad channel 'SIM-01/Sim': ids are lower case (sim-01/sim?)",
+    ),
     Row(
         "report-bad-clock-offset",
         ["report", "latest", "--store", "{store}", "--clock-offset", "a=b"],

@@ -67,6 +67,11 @@ def parse_channel(text: str, role: str = "power") -> ChannelSpec:
     """DEV/CH or DEV/CH@NODE."""
     m = _ARG.match(text.strip())
     if not m:
+        dev, sep, rest = text.strip().partition("/")
+        ch, at, node = rest.partition("@")
+        lowered = f"{dev.lower()}{sep}{ch.lower()}{at}{node}"
+        if lowered != text.strip() and _ARG.match(lowered):
+            raise ValueError(f"bad channel {text!r}: ids are lower case ({lowered}?)")
         raise ValueError(f"bad channel {text!r}: use DEVICE/CHANNEL or DEVICE/CHANNEL@NODE")
     return ChannelSpec(m.group(1), m.group(2), role=role, node=m.group(3))
 
