@@ -1780,3 +1780,14 @@ def test_a_store_that_is_not_one_is_named_once(argv: list[str], tmp_path: Path) 
     lines = out.stderr.splitlines()
     assert len(lines) == 1 and lines[0].count("notes.txt") == 1, out.stderr
     assert "store: store" not in lines[0] and "not a database" in lines[0], lines[0]
+
+
+def test_a_command_that_ends_on_its_own_warns_in_its_own_words(tmp_path: Path) -> None:
+    """Warnings of sweep, suite, demo, report... were timestamped log lines ("2026-... WARNING
+    wattbench.sweep.driver: ..."), unlike every other line those commands print; with -v they are again,
+    for the record. The daemons (collect, broker, appliance, ptd) keep timestamps: they run for days."""
+    out = wattbench(["sweep", "--ops-only", *FAST], tmp_path)
+    assert "wattbench sweep: --ops-only: the run measures throughput only" in out.stderr, out.stderr
+    assert "WARNING" not in out.stderr, out.stderr
+    out = wattbench(["sweep", "-v", "--ops-only", *FAST], tmp_path)
+    assert "WARNING wattbench.sweep: --ops-only" in out.stderr, out.stderr

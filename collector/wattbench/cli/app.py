@@ -60,6 +60,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# The commands that run until told to stop: their logs go on for days, each line with its time.
+DAEMONS = frozenset({"appliance", "collect", "broker", "ptd"})
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="wattbench", description="Work per watt, measured.")
     parser.add_argument("--version", action="version", version=f"wattbench {__version__}")
@@ -131,7 +135,15 @@ def run(argv: list[str] | None) -> int:
         return Exit.USAGE
     verbose = verbosity(args)
     level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # A command that ends on its own warns as it says everything else, "wattbench CMD: ..."; the daemons,
+    # and anything run with -v, log with the time and the source, for the record.
+    plain = not verbose and args.command not in DAEMONS
+    fmt = (
+        f"wattbench {args.command}: %(message)s"
+        if plain
+        else "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.basicConfig(level=level, format=fmt)
     if getattr(args, "_import_error", None):
         print(f"wattbench {args.command}: unavailable ({args._import_error})", file=sys.stderr)
         return Exit.UNREACHABLE
