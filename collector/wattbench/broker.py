@@ -143,7 +143,9 @@ class EmbeddedBroker:
 
     @property
     def url(self) -> str:
-        return f"{self.host}:{self.port}"
+        # an IPv6 host in brackets, as the address rules want it (wattbench.mqttconn)
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
 
     def collector_options(self) -> dict[str, Any]:
         """CollectorConfig settings for this broker: MQTT 3.1.1, and a user name so that the broker

@@ -107,3 +107,16 @@ def test_sweep_reads_and_publishes_on_an_ipv6_broker_in_brackets(broker6: str) -
         reader.disconnect()
         reader.loop_stop()
     assert [json.loads(p)["run"] for _, p in seen] == [event["run"]]
+
+
+def test_the_embedded_broker_names_an_ipv6_host_in_brackets() -> None:
+    """Its address read "::1:1883", which parses as the host "::1:1883" (the collector it fed, and the
+    broker's own log line, named no broker at all)."""
+    from wattbench.broker import EmbeddedBroker
+    from wattbench.mqttconn import parse_broker
+
+    url = EmbeddedBroker(host="::1", port=18830).url
+    assert url == "[::1]:18830"
+    address = parse_broker(url)
+    assert (address.host, address.port) == ("::1", 18830)
+    assert EmbeddedBroker(host="127.0.0.1", port=18830).url == "127.0.0.1:18830"
