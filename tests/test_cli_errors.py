@@ -255,7 +255,7 @@ ROWS = [
         "collect-broker-refuses",
         ["collect", "--config", "{tmp}/fast.toml", "--broker", "{down_broker}", "--state-dir", "{tmp}/st"],
         3,
-        "Connection refused",
+        "within 2 s (Connection refused)",
     ),
     # the broker is asked before the store is opened: a wrong address creates no store file
     Row(
@@ -1791,3 +1791,20 @@ def test_a_command_that_ends_on_its_own_warns_in_its_own_words(tmp_path: Path) -
     assert "WARNING" not in out.stderr, out.stderr
     out = wattbench(["sweep", "-v", "--ops-only", *FAST], tmp_path)
     assert "WARNING wattbench.sweep: --ops-only" in out.stderr, out.stderr
+
+
+def test_collect_says_at_once_that_its_broker_does_not_answer(tmp_path: Path) -> None:
+    """With nothing at the broker's address, collect said nothing for its whole connect timeout (30 s by
+    default), then one line. It says at once that it is waiting, and why, then gives up as before."""
+    (tmp_path / "slow.toml").write_text("connect_timeout_s = 3\n")
+    down = services.free_port()
+    argv = ["collect", "--config", str(tmp_path / "slow.toml"), "--broker", f"127.0.0.1:{down}"]
+    out = wattbench([*argv, "--state-dir", str(tmp_path / "st")], tmp_path)
+    lines = out.stderr.splitlines()
+    assert out.returncode == 3, out.stderr
+    assert len(lines) == 2, out.stderr
+    assert lines[0].endswith(
+        f"the MQTT broker at 127.0.0.1:{down} does not answer (Connection refused): "
+        f"trying again for up to 3 s (connect_timeout_s in {tmp_path / 'slow.toml'})"
+    ), out.stderr
+    assert lines[1].startswith("wattbench collect: cannot reach the MQTT broker"), out.stderr

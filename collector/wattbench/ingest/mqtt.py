@@ -102,6 +102,7 @@ def preflight(config: CollectorConfig, cancel: threading.Event | None = None) ->
     credentials (retrying will not fix them), BrokerUnreachable after the timeout."""
     protocol = "3.1.1" if config.protocol == "3.1.1" else "5"
     until = time.monotonic() + config.connect_timeout_s
+    waiting_said = False
     while True:
         reason, why = _connect_once(config, protocol, until, cancel)
         if reason is not None:
@@ -120,6 +121,17 @@ def preflight(config: CollectorConfig, cancel: threading.Event | None = None) ->
             raise BrokerUnreachable(
                 f"cannot reach the MQTT broker at {config.broker} within {config.connect_timeout_s:g} s ({why})"
             )
+        if not waiting_said:
+            # A broker starting beside the collector answers within seconds; one that never will would
+            # otherwise leave the user with silence for the whole timeout.
+            log.warning(
+                "the MQTT broker at %s does not answer (%s): trying again for up to %g s (%s)",
+                config.broker,
+                why,
+                config.connect_timeout_s,
+                config.named("connect_timeout_s"),
+            )
+            waiting_said = True
         if cancel is not None:
             if cancel.wait(min(0.5, left)):
                 return None
