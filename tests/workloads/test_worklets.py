@@ -110,3 +110,34 @@ def test_workers_run_their_numerical_libraries_on_one_thread(monkeypatch: pytest
         wl.close()
     assert seen == dict.fromkeys(("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"), "1")
     assert os.environ["OPENBLAS_NUM_THREADS"] == "8" and "OMP_NUM_THREADS" not in os.environ
+
+
+def test_a_storage_file_larger_than_the_free_disk_is_refused_before_the_run(tmp_path: Path) -> None:
+    """It failed after the run had started, when the disk filled, and left its half-written file."""
+    from wattbench.workloads.worklet._storage import check_file
+
+    with pytest.raises(ValueError, match=r"MiB do not fit in .* \(\d+ MiB free\)"):
+        check_file(str(tmp_path / "data"), 1 << 23)  # 8 TiB
+
+
+def test_a_storage_file_that_cannot_be_written_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+
+    from wattbench.workloads.worklet import _storage
+
+    calls = []
+
+    def full(fd: int, data: bytes) -> int:
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return len(data)
+
+    monkeypatch.setattr(_storage.os, "write", full)
+    with pytest.raises(OSError, match="No space left"):
+        _storage.open_file(str(tmp_path / "data"), 4, direct=False, block=4096)
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import shutil
 import tempfile
 
 ALIGN = 4096
@@ -22,6 +23,16 @@ def check_file(path: str, size_mb: int) -> None:
         raise ValueError(f"file {path}: no folder {folder}")
     if not os.path.exists(path) and not os.access(folder, os.W_OK | os.X_OK):
         raise ValueError(f"file {path}: cannot be made in {folder} (not writable)")
+    have = os.path.getsize(path) if os.path.isfile(path) else 0
+    need = size_mb * 1024 * 1024
+    if have < need:
+        # laid out before the first phase: a disk that fills then fails the run after it started
+        free = shutil.disk_usage(folder).free
+        if free < need:
+            raise ValueError(
+                f"file {path}: {size_mb} MiB do not fit in {folder} ({free >> 20} MiB free); give a smaller "
+                "size_mb or another file"
+            )
 
 
 def open_file(path: str, size_mb: int, direct: bool, block: int) -> tuple[int, mmap.mmap, int]:
@@ -36,6 +47,9 @@ def open_file(path: str, size_mb: int, direct: bool, block: int) -> tuple[int, m
             for _ in range(size_mb):
                 os.write(fd, chunk)
             os.fsync(fd)
+        except BaseException:
+            os.unlink(tmp)  # a half-made file helps nobody and holds the disk
+            raise
         finally:
             os.close(fd)
         if not os.path.exists(path) or os.path.getsize(path) < size:
