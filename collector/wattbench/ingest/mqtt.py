@@ -24,6 +24,8 @@ from .. import mqttconn
 from ..config import CollectorConfig
 
 log = logging.getLogger("wattbench.cli.collect.mqtt")
+# A connect timeout longer than this gets a line at once that the broker does not answer yet.
+SAY_WAITING_AFTER_S = 5.0
 
 SUBSCRIBED = ("samples", "status", "meta", "phase", "result")
 AUTH_FAILURES = {"Bad user name or password", "Not authorized", "Client identifier not valid", "Banned"}
@@ -121,9 +123,10 @@ def preflight(config: CollectorConfig, cancel: threading.Event | None = None) ->
             raise BrokerUnreachable(
                 f"cannot reach the MQTT broker at {config.broker} within {config.connect_timeout_s:g} s ({why})"
             )
-        if not waiting_said:
+        if not waiting_said and config.connect_timeout_s > SAY_WAITING_AFTER_S:
             # A broker starting beside the collector answers within seconds; one that never will would
-            # otherwise leave the user with silence for the whole timeout.
+            # otherwise leave the user with silence for the whole timeout (a short one ends in its
+            # own line soon enough).
             log.warning(
                 "the MQTT broker at %s does not answer (%s): trying again for up to %g s (%s)",
                 config.broker,
