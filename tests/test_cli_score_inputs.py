@@ -227,7 +227,10 @@ SWEEP_CASES = [
     (("--max-skew", "-400"), "--max-skew: must be milliseconds above 0"),
     (("--min-inlet", "-300"), "--min-inlet: must be 0..50 °C"),
     (("--system-nodes", "0"), "--system-nodes: must be a whole number"),
-    (("--price", "-1"), "--price: must be a finite number >= 0"),
+    (("--price", "-1"), "--price: must be a number from 0 to 1e+15"),
+    # refused only once the run was over, when its result would not encode
+    (("--price", "1e308"), "--price: must be a number from 0 to 1e+15"),
+    (("--tariff", "1e300"), "--tariff: must be a number from 0 to 1e+15"),
     (("--tariff", "1", "--years", "0"), "--years: must be a number of years above 0"),
     (("--tariff", "1", "--years", "1000"), "--years: must be a number of years above 0 and at most 100"),
     (("--levels", "100,150"), "outside"),

@@ -27,7 +27,7 @@ from ..core import contract as results
 from ..core.compare import Candidate, Curve, Point, Prices, compare
 from ..core.leveltable import TableError, comparability
 from ..core.published import parse_table
-from ..core.score import years_problem
+from ..core.score import MAX_AMOUNT, years_problem
 from ..report.outputs import Comparison, write_outputs
 from .options import (
     CliError,
@@ -49,8 +49,10 @@ def _named_number(text: str, positive: bool = False) -> tuple[str, float]:
         x = float(value)
     except ValueError:
         x = math.nan
-    if not sep or not name or not (math.isfinite(x) and (x > 0 if positive else x >= 0)):
-        raise argparse.ArgumentTypeError(f"{text!r}: NAME=NUMBER with a number {'>' if positive else '>='} 0")
+    if not sep or not name or not (math.isfinite(x) and (x > 0 if positive else x >= 0) and x <= MAX_AMOUNT):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: NAME=NUMBER with a number {'>' if positive else '>='} 0 and at most {MAX_AMOUNT:g}"
+        )
     return name, x
 
 
@@ -285,8 +287,8 @@ def run(args: argparse.Namespace) -> int:
     problem = years_problem(years)
     if problem:
         raise CliError(f"--years {problem}")
-    if args.tariff is not None and not (math.isfinite(args.tariff) and args.tariff >= 0):
-        raise CliError("--tariff must be a number >= 0")
+    if args.tariff is not None and not (math.isfinite(args.tariff) and 0 <= args.tariff <= MAX_AMOUNT):
+        raise CliError(f"--tariff must be a number from 0 to {MAX_AMOUNT:g}")
     prices = _by_name("--price", args.price)
     units = _by_name("--rack-units", args.rack_units)
     store = open_store_from_args(args, must_exist=True) if store_given(args) else None

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from . import FieldError
 
 HOURS_PER_YEAR = 8766.0  # 365.25 days
+# No currency prices a server, or a kWh, above this: a unit slip, and a lifetime cost that would
+# overflow the result.
+MAX_AMOUNT = 1e15
 # A service life beyond this is a typo (days, or months), not a server's.
 MAX_YEARS = 100.0
 
@@ -110,8 +113,8 @@ class CostInputs:
     def __post_init__(self) -> None:
         for name in ("price", "tariff_kwh"):
             v = getattr(self, name)
-            if v is not None and not (math.isfinite(v) and v >= 0):
-                raise FieldError(name, f"must be a finite number >= 0, got {v!r}")
+            if v is not None and not (math.isfinite(v) and 0 <= v <= MAX_AMOUNT):
+                raise FieldError(name, f"must be a number from 0 to {MAX_AMOUNT:g}, got {v!r}")
         problem = years_problem(self.years)
         if problem:
             raise FieldError("years", problem)
