@@ -303,6 +303,10 @@ class Table:
             # Outside the parse: a setting the file names wrongly is not a file that is not TOML.
             flat, how = self.flatten(doc, str(path))
             for key, value in flat.items():
+                # checked here, not only if it is still the one that counts: an environment that
+                # overrides it today does not make the file right for the next run
+                if wanted is None or key in wanted:
+                    self.coerce(key, value, typed=True, said=how[key])
                 give(key, value, how[key], from_file=True)
         for var_map in (self.env, self.file_env):
             for var, name in var_map.items():

@@ -117,6 +117,15 @@ def test_a_value_of_the_wrong_type_in_the_file_is_refused(tmp_path: Path, line: 
     assert str(caught.value).startswith(f"{name} in {path}: "), caught.value
 
 
+def test_a_wrong_value_in_the_file_is_refused_even_where_the_environment_overrides_it(tmp_path: Path) -> None:
+    """With WATTBENCH_STATE_DIR set, `state_dir = 5` in the file passed unchecked (status exit 0, collect
+    went on): the file is wrong whoever overrides it, and the next run without the variable reads it."""
+    path = tmp_path / "c.toml"
+    path.write_text("state_dir = 5\n")
+    with pytest.raises(ConfigError, match=rf"^state_dir in {path}: "):
+        load_config(path, env={"WATTBENCH_STATE_DIR": str(tmp_path)})
+
+
 def test_a_setting_is_named_as_it_was_given(tmp_path: Path) -> None:
     """An unknown key in a [table] is a wrong setting, not a file that is not TOML; each mistake names
     the setting where it was given: the key in the file, the variable, the option."""
