@@ -52,7 +52,7 @@ ALLOWED: dict[str, set[str]] = {
     "promql": set(),
     "bridge": set(),
     "broker": {"signals"},
-    "ingest": {"core", "config", "exits", "spool", "owner", "store", "mqttconn", "bridge"},
+    "ingest": {"core", "config", "settings", "exits", "spool", "owner", "store", "mqttconn", "bridge"},
     "workloads": {"core", "argtypes", "exits"},
     "report": {"core", "store"},
     "sweep": {"core", "store", "workloads", "mqttconn", "config", "meterinfo"},

@@ -461,12 +461,20 @@ ROWS = [
         "collect-spool-without-its-parent",
         ["collect", "--broker", "{down_broker}", "--state-dir", "{tmp}/st", "--spool", "{tmp}/nodir/sp"],
         2,
-        "wattbench collect: argument --spool: {tmp}/nodir/sp: no folder {tmp}/nodir (nothing was created)",
+        "wattbench collect: --spool: {tmp}/nodir/sp: no folder {tmp}/nodir (nothing was created)",
         ["nodir", "st"],
         alone=True,
     ),
     # An empty value read as "not given": the default id (another collector's session) or the default
     # state folder was taken without a word.
+    # ...but a spool inside a state folder still to be made is made with it
+    Row(
+        "collect-spool-inside-a-new-state-dir",
+        ["collect", "--config", "{tmp}/fast.toml", "--broker", "{down_broker}", "--state-dir", "{tmp}/st",
+         "--spool", "{tmp}/st/spool"],
+        3,
+        "wattbench collect: cannot reach the MQTT broker at {down_broker} within 2 s",
+    ),  # fmt: skip
     Row(
         "collect-empty-id",
         ["collect", "--id", "", "--broker", "{down_broker}", "--state-dir", "{tmp}/st"],
@@ -630,7 +638,7 @@ ROWS = [
         "sweep-negative-price",
         ["sweep", "--store", "{store}", "--price", "-5", *FAST],
         2,
-        "wattbench sweep: --price: must be a finite number >= 0, got -5.0",
+        "wattbench sweep: --price: must be a number from 0 to 1e+15, got -5.0",
         alone=True,
     ),
     Row(

@@ -16,7 +16,19 @@ from pathlib import Path
 from typing import Any
 
 from .mqttconn import AddressError, BrokerAddress, Settings, broker_problem, parse_broker
-from .settings import ConfigError, Flag, Range, Table, expand, file_problem, folder_problem, setting, table
+from .settings import (
+    ConfigError,
+    Flag,
+    Range,
+    Table,
+    expand,
+    file_problem,
+    folder_problem,
+    in_the_way,
+    metrics_address,
+    setting,
+    table,
+)
 
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 
@@ -233,9 +245,10 @@ class CollectorConfig:
         "",
         "spool directory used while the store is down",
         env="WATTBENCH_SPOOL_DIR",
-        flags=Flag("--spool", "spool directory used while the store is down", "DIR", check="folder"),
+        flags=Flag("--spool", "spool directory used while the store is down", "DIR", check="spool"),
         shown_default="`spool/<id>` in `state_dir`",
-        form=folder_problem,
+        # Inside the state folder it is made with it; elsewhere its own folder must be there (resolved()).
+        form=in_the_way,
     )
     health_period_s: float = setting(
         5.0,
@@ -379,6 +392,9 @@ class CollectorConfig:
         state = expand(c.state_dir) if c.state_dir else default_state_dir()
         c.state_dir = str(state)
         c.spool_dir = str(expand(c.spool_dir)) if c.spool_dir else str(state / "spool" / c.id)
+        problem = folder_problem(c.spool_dir, made_with=state)
+        if problem:
+            raise ConfigError(f"{said('spool_dir')}: {problem}")
         if c.plugs:
             c.plugs = str(expand(c.plugs))
         for name in ("state_dir", "spool_dir", "hmac_keys", "tls_ca", "store", "plugs"):
@@ -457,22 +473,6 @@ def broker_address(text: str) -> BrokerAddress:
 
 def redact_url(url: str) -> str:
     return re.sub(r"//[^/@]*@", "//***@", url)
-
-
-def metrics_address(text: str, said: str = "metrics address") -> str:
-    """HOST:PORT (or :PORT for every interface) for the /metrics endpoint; ConfigError otherwise."""
-    host, sep, port = str(text).rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"{said} {text!r}: use HOST:PORT, for example 127.0.0.1:9464")
-    host = host.strip("[]")
-    if any(ch.isspace() or ch in "/\0" for ch in host):
-        raise ConfigError(f"{said} {text!r}: {host!r} is not a host")
-    return f"{host}:{int(port)}"
-
-
-def split_metrics_address(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 SETTINGS = Table(table(CollectorConfig))

@@ -418,16 +418,25 @@ def expand(path: str) -> Path:
 # ---------------------------------------------------------------------------- forms of paths
 
 
-def folder_problem(text: str) -> str | None:
-    """Why text cannot be a folder a command keeps its state in, or None. A missing folder is made,
-    but only inside one that is there: a typo above it would leave the state, and what it has not
-    sent yet, where nobody looks."""
+def in_the_way(text: str) -> str | None:
+    """Why text cannot be a folder because something else is there, or None."""
     path = expand(text)
     if path.exists() and not path.is_dir():
         return f"{text} is a file, not a folder"
-    if not path.exists() and path.parent.exists() and not path.parent.is_dir():
-        return f"{text}: {path.parent} is a file, not a folder"
-    if not path.exists() and not path.parent.is_dir():
+    return None
+
+
+def folder_problem(text: str, made_with: Path | None = None) -> str | None:
+    """Why text cannot be a folder a command keeps its state in, or None. A missing folder is made,
+    but only inside one that is there (or inside made_with, a folder made first): a typo above it would
+    leave the state, and what it has not sent yet, where nobody looks."""
+    path = expand(text)
+    if path.exists():
+        return None if path.is_dir() else f"{text} is a file, not a folder"
+    above = next(p for p in path.parents if p.exists())
+    if not above.is_dir():
+        return f"{text}: {above} is a file, not a folder"
+    if above != path.parent and not (made_with is not None and path.is_relative_to(made_with)):
         return f"{text}: no folder {path.parent} (nothing was created)"
     return None
 
@@ -442,3 +451,22 @@ def file_problem(text: str) -> str | None:
     if not os.access(path, os.R_OK):
         return f"{text}: permission denied"
     return None
+
+
+# ---------------------------------------------------------------------------- forms of addresses
+
+
+def metrics_address(text: str, said: str = "metrics address") -> str:
+    """HOST:PORT (or :PORT for every interface) for the /metrics endpoint; ConfigError otherwise."""
+    host, sep, port = str(text).rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{said} {text!r}: use HOST:PORT, for example 127.0.0.1:9464")
+    host = host.strip("[]")
+    if any(ch.isspace() or ch in "/\0" for ch in host):
+        raise ConfigError(f"{said} {text!r}: {host!r} is not a host")
+    return f"{host}:{int(port)}"
+
+
+def split_metrics_address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port)

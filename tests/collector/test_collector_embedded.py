@@ -97,7 +97,7 @@ def test_exit_codes(tmp_path: Path) -> None:
     # checked before the collector starts (it was exit 4 once the spool was opened)
     assert out.returncode == 2, out.stderr
     assert out.stderr.startswith(
-        f"wattbench collect: argument --spool: {blocker}/spool: {blocker} is a file"
+        f"wattbench collect: --spool: {blocker}/spool: {blocker} is a file"
     ), out.stderr
 
 

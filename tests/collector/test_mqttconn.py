@@ -119,7 +119,9 @@ def test_the_sweep_sink_says_once_when_its_broker_went_away(caplog: pytest.LogCa
                 sink.phase(event)
         said = sink.outage()
         assert said is not None and said.startswith(f"the MQTT broker at {broker.url} went away at ")
-        assert said.endswith("UTC and was not back by the end: phase events and power sent after it may be missing")
+        assert said.endswith(
+            "UTC and was not back by the end: phase events and power sent after it may be missing"
+        )
         assert len([r for r in caplog.records if "not sent" in r.getMessage()]) <= 1
     finally:
         sink.close()

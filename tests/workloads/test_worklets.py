@@ -64,8 +64,14 @@ def test_the_worklet_paces_a_level_on_the_arrival_stream() -> None:
     [
         ({"worklet": "xml"}, "worklet 'xml': one of compress"),
         ({}, "worklet missing"),
-        ({"worklet": "random", "options": {"colour": 1}}, "unknown option 'colour'; known: direct, file, size_mb"),
-        ({"worklet": "random", "options": {"size_mb": "big"}}, "options.size_mb must be an integer, got 'big'"),
+        (
+            {"worklet": "random", "options": {"colour": 1}},
+            "unknown option 'colour'; known: direct, file, size_mb",
+        ),
+        (
+            {"worklet": "random", "options": {"size_mb": "big"}},
+            "options.size_mb must be an integer, got 'big'",
+        ),
         ({"worklet": "sha256", "bogus": 1}, "unknown settings"),
     ],
 )

@@ -26,7 +26,7 @@ from ..core import FieldError
 from ..exits import Exit
 from ..mqttconn import AddressError, parse_broker
 from ..report.outputs import TERMINAL, Outputs, renderers
-from ..settings import folder_problem
+from ..settings import folder_problem, in_the_way
 from ..store import known_spec, missing_folder, open_store
 
 if TYPE_CHECKING:
@@ -160,12 +160,21 @@ def writable_file(text: str) -> str:
     return text
 
 
-def state_folder(text: str) -> str:
-    """A folder a command keeps its state in (wattbench.config.folder_problem)."""
-    problem = folder_problem(text) if text else "empty path"
-    if problem:
-        raise argparse.ArgumentTypeError(problem)
-    return text
+def checked_by_problem(problem_of: Callable[[str], str | None]) -> Callable[[str], str]:
+    """An argparse type from a function that says why a path will not do (wattbench.settings); an
+    empty path never does."""
+
+    def check(text: str) -> str:
+        problem = problem_of(text) if text else "empty path"
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
+        return text
+
+    return check
+
+
+# A folder a command keeps its state in (wattbench.settings.folder_problem).
+state_folder = checked_by_problem(folder_problem)
 
 
 def existing_folder(text: str) -> str:
@@ -282,6 +291,7 @@ CHECKS: dict[str, Callable[[str], Any]] = {
     "number": number(),
     "given": given,
     "folder": state_folder,
+    "spool": checked_by_problem(in_the_way),
 }
 
 
