@@ -470,8 +470,17 @@ ROWS = [
     # ...but a spool inside a state folder still to be made is made with it
     Row(
         "collect-spool-inside-a-new-state-dir",
-        ["collect", "--config", "{tmp}/fast.toml", "--broker", "{down_broker}", "--state-dir", "{tmp}/st",
-         "--spool", "{tmp}/st/spool"],
+        [
+            "collect",
+            "--config",
+            "{tmp}/fast.toml",
+            "--broker",
+            "{down_broker}",
+            "--state-dir",
+            "{tmp}/st",
+            "--spool",
+            "{tmp}/st/spool",
+        ],
         3,
         "wattbench collect: cannot reach the MQTT broker at {down_broker} within 2 s",
     ),  # fmt: skip

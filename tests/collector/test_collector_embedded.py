@@ -96,9 +96,9 @@ def test_exit_codes(tmp_path: Path) -> None:
     )
     # checked before the collector starts (it was exit 4 once the spool was opened)
     assert out.returncode == 2, out.stderr
-    assert out.stderr.startswith(
-        f"wattbench collect: --spool: {blocker}/spool: {blocker} is a file"
-    ), out.stderr
+    assert out.stderr.startswith(f"wattbench collect: --spool: {blocker}/spool: {blocker} is a file"), (
+        out.stderr
+    )
 
 
 def test_the_collector_logs_under_its_own_module_name(
