@@ -483,7 +483,7 @@ ROWS = [
         ],
         3,
         "wattbench collect: cannot reach the MQTT broker at {down_broker} within 2 s",
-    ),  # fmt: skip
+    ),
     Row(
         "collect-empty-id",
         ["collect", "--id", "", "--broker", "{down_broker}", "--state-dir", "{tmp}/st"],
