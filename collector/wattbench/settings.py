@@ -432,7 +432,7 @@ def folder_problem(text: str, made_with: Path | None = None) -> str | None:
     leave the state, and what it has not sent yet, where nobody looks."""
     path = expand(text)
     if path.exists():
-        return None if path.is_dir() else f"{text} is a file, not a folder"
+        return in_the_way(text)
     above = next(p for p in path.parents if p.exists())
     if not above.is_dir():
         return f"{text}: {above} is a file, not a folder"

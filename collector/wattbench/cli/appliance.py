@@ -23,6 +23,7 @@ from typing import IO, Any
 from ..argtypes import given, whole
 from ..exits import Exit
 from ..owner import Busy, hold
+from ..settings import folder_problem
 from ..signals import stop_event
 from .options import broker_address, number, state_dir, state_folder, writable_file
 
@@ -137,11 +138,8 @@ def build_config(args: argparse.Namespace) -> dict[str, Any]:
             cfg["flash_dir"] = args.spool_dir
         elif not cfg.get("flash_dir"):
             cfg["flash_dir"] = default_spool(cfg.get("dev"))
-        elif isinstance(cfg["flash_dir"], str):
-            try:
-                state_folder(cfg["flash_dir"])
-            except argparse.ArgumentTypeError as exc:
-                raise ValueError(f"--config {args.config}: flash_dir {exc}") from None
+        elif isinstance(cfg["flash_dir"], str) and (problem := folder_problem(cfg["flash_dir"])):
+            raise ValueError(f"--config {args.config}: flash_dir {problem}")
         return cfg
     steps = [[10, args.idle_w], [10, args.peak_w]] if args.model == "steps" else None
     extra = {"steps": steps} if steps else {}

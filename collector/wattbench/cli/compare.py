@@ -27,7 +27,7 @@ from ..core import contract as results
 from ..core.compare import Candidate, Curve, Point, Prices, compare
 from ..core.leveltable import TableError, comparability
 from ..core.published import parse_table
-from ..core.score import MAX_AMOUNT, years_problem
+from ..core.score import MAX_AMOUNT, amount_problem, years_problem
 from ..report.outputs import Comparison, write_outputs
 from .options import (
     CliError,
@@ -49,7 +49,7 @@ def _named_number(text: str, positive: bool = False) -> tuple[str, float]:
         x = float(value)
     except ValueError:
         x = math.nan
-    if not sep or not name or not (math.isfinite(x) and (x > 0 if positive else x >= 0) and x <= MAX_AMOUNT):
+    if not sep or not name or amount_problem(x) or (positive and x == 0):
         raise argparse.ArgumentTypeError(
             f"{text!r}: NAME=NUMBER with a number {'>' if positive else '>='} 0 and at most {MAX_AMOUNT:g}"
         )
@@ -287,8 +287,9 @@ def run(args: argparse.Namespace) -> int:
     problem = years_problem(years)
     if problem:
         raise CliError(f"--years {problem}")
-    if args.tariff is not None and not (math.isfinite(args.tariff) and 0 <= args.tariff <= MAX_AMOUNT):
-        raise CliError(f"--tariff must be a number from 0 to {MAX_AMOUNT:g}")
+    problem = None if args.tariff is None else amount_problem(args.tariff)
+    if problem:
+        raise CliError(f"--tariff {problem}")
     prices = _by_name("--price", args.price)
     units = _by_name("--rack-units", args.rack_units)
     store = open_store_from_args(args, must_exist=True) if store_given(args) else None

@@ -22,6 +22,13 @@ MAX_AMOUNT = 1e15
 MAX_YEARS = 100.0
 
 
+def amount_problem(amount: float) -> str | None:
+    """Why amount cannot be a price or a tariff, or None."""
+    if math.isfinite(amount) and 0 <= amount <= MAX_AMOUNT:
+        return None
+    return f"must be a number from 0 to {MAX_AMOUNT:g}, got {amount!r}"
+
+
 def years_problem(years: float) -> str | None:
     """Why years cannot be a service life, or None."""
     if math.isfinite(years) and 0 < years <= MAX_YEARS:
@@ -113,8 +120,9 @@ class CostInputs:
     def __post_init__(self) -> None:
         for name in ("price", "tariff_kwh"):
             v = getattr(self, name)
-            if v is not None and not (math.isfinite(v) and 0 <= v <= MAX_AMOUNT):
-                raise FieldError(name, f"must be a number from 0 to {MAX_AMOUNT:g}, got {v!r}")
+            problem = None if v is None else amount_problem(v)
+            if problem:
+                raise FieldError(name, problem)
         problem = years_problem(self.years)
         if problem:
             raise FieldError("years", problem)
