@@ -110,6 +110,31 @@ CASES = [
     Case("target 150%", (), _table(_standard(**{"50%": ("150%", "5", "10")})), 2, "outside (0 %, 100 %]"),
     Case("target -50", (), _table([("-50", "5", "10")]), 2, "outside (0 %, 100 %]"),
     Case("negative actual", (), "target,actual,ops,power\n100%,-5%,5,10\n", 2, "actual"),
+    # The actual load is ops over the calibrated throughput, so every row's ops over its actual is the
+    # same figure, up to the rounding of a printed percentage; a mistyped row was judged by the load check
+    # as typed.
+    Case(
+        "actual contradicts the ops",
+        (),
+        "target,actual,ops,power\n100%,99.6%,9960,200\n50%,58.0%,5000,120\n",
+        2,
+        "line 3: actual 58.0 % contradicts its ops, which are 50.0 % of the calibrated",
+    ),
+    Case(
+        "actual contradicts the ops in JSON",
+        (),
+        json.dumps(
+            {
+                "levels": [
+                    {"target": 1.0, "actual": 1.0, "ops": 100, "power": 9},
+                    {"target": 0.5, "actual": 0.5, "ops": 80, "power": 5},
+                ]
+            }
+        ),
+        2,
+        "level 2: actual 50.0 % contradicts its ops",
+        ".json",
+    ),
     Case("duplicate level", (), _table([*_standard(), ("100%", "5", "10")]), 2, "100% appears twice"),
     Case("duplicate level spelt two ways", (), _table([("100%", "5", "10"), ("1.0", "5", "10")]), 2, "twice"),
     Case("two idle rows", (), _table([*_standard(), ("idle", "0", "50")]), 2, "Active Idle appears twice"),
@@ -328,6 +353,13 @@ def test_a_full_table_is_comparable_and_says_nothing_extra(tmp_path: Path) -> No
     assert doc["overall"] == pytest.approx(ops / power)
     text = _run(tmp_path, (), _table(_standard()), ".csv")
     assert "not comparable" not in text.stdout and "Active Idle" in text.stdout
+
+
+def test_actual_loads_printed_to_a_whole_percent_are_not_a_contradiction(tmp_path: Path) -> None:
+    # Calibrated 10,000 ops: 100 % reached 9,960 (printed 100 %), 10 % reached 1,046 (printed 10 %).
+    text = "target,actual,ops,power\n100%,100%,9960,200\n50%,50%,4951,120\n10%,10%,1046,70\n"
+    proc = _run(tmp_path, (), text, ".csv")
+    assert proc.returncode == 0, proc.stderr
 
 
 # --- the JSON contract ------------------------------------------------------------------------------

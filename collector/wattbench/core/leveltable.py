@@ -280,6 +280,7 @@ def validate(table: Table) -> None:
                 f"{table.where_kind} {table.where[i]}: no power for node {node}, which other "
                 f"{table.where_kind}s give: every level must measure the same nodes"
             )
+    _check_actual(table)
     # A level is its load in percent to six decimals, as the phase names of a sweep are.
     key = np.where(loads, np.round(table.target * 100.0, 6), -1.0)
     order = np.argsort(key, kind="stable")
@@ -291,6 +292,33 @@ def validate(table: Table) -> None:
         raise TableError(
             f"{label} appears twice ({table.where_kind}s {table.where[first]} and {table.where[second]})"
         )
+
+
+# How far a row's actual load may stand from its ops over the calibrated throughput: half a load point
+# and half a percent of itself, what printing each figure to a whole percent can account for.
+ACTUAL_SLACK = 0.005
+
+
+def _check_actual(table: Table) -> None:
+    """The actual load is ops over the calibrated throughput, so every row's ops over its actual is
+    the same figure. It is taken from the row of the highest actual load, where rounding weighs least;
+    a row that stands off it by more than rounding has one of the two mistyped, and the load check
+    would judge the one typed."""
+    given = np.nonzero(np.isfinite(table.actual) & table.is_load)[0]
+    if given.size < 2:
+        return
+    top = int(given[np.argmax(table.actual[given])])
+    if table.actual[top] <= 0 or table.ops[top] <= 0:
+        return
+    calibrated = table.ops[top] / table.actual[top]
+    for i in given:
+        actual, implied = float(table.actual[i]), float(table.ops[i] / calibrated)
+        if abs(actual - implied) > ACTUAL_SLACK * (1.0 + actual):
+            raise TableError(
+                f"{table.where_kind} {table.where[i]}: actual {actual * 100:.1f} % contradicts its ops, "
+                f"which are {implied * 100:.1f} % of the calibrated throughput (ops over actual on "
+                f"{table.where_kind} {table.where[top]}): one of the two is mistyped"
+            )
 
 
 @dataclass(frozen=True)
