@@ -207,6 +207,7 @@ class Appliance:
             "fw": __version__,
             "board": self.board,
             "channels": [channel_meta(c, self.drivers[c["c"]]) for c in self.cfg["channels"]],
+            "batch_ms": self.cfg["batch"]["interval_ms"],
         }
         if self.signer is not None:
             doc["hmac"] = True
@@ -215,7 +216,13 @@ class Appliance:
     def _meta_payload(self):
         doc = self.meta()
         return encode.meta(
-            self.dev, doc["fw"], self.board, doc["channels"], t_ms=self._utc_ms(), hmac=doc.get("hmac")
+            self.dev,
+            doc["fw"],
+            self.board,
+            doc["channels"],
+            t_ms=self._utc_ms(),
+            hmac=doc.get("hmac"),
+            batch_ms=doc["batch_ms"],
         )
 
     def _hass_messages(self):
@@ -401,6 +408,7 @@ class Appliance:
             "state_repairs": self.state.repairs,
             "state_lost": list(self.state.lost),
             "connected": self.link.up,
+            "in_flight": self.link.in_flight(),
             "connects": self.link.connects,
             "disconnects": self.link.disconnects,
             "errors": self.errors,

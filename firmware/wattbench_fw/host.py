@@ -394,10 +394,15 @@ class HostAppliance:
             time.sleep(0.02)
         return False
 
+    @property
+    def connected(self):
+        """True while the link to the broker is up."""
+        return self.app.link.up
+
     def wait_connected(self, timeout):
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            if self.app.link.up:
+            if self.connected:
                 return True
             time.sleep(0.01)
         return False

@@ -125,6 +125,20 @@ def test_an_appliance_that_cannot_reach_its_broker_says_why_in_words_and_stops_a
     shown = "".join(lines) + out
     assert "link down" in shown and "gaierror(" not in shown, shown
     assert took < 2.5, took
+    # After the stop the link is closed: "down (connecting)" on the last line read as still trying.
+    assert out.strip().splitlines()[-1].endswith(" link closed"), out
+
+
+def test_the_status_line_counts_the_batches_in_flight() -> None:
+    """Samples sent and not acknowledged have left the RAM buffer: with the link gone, "buffered ram 0"
+    alone read as nothing outstanding."""
+    from wattbench.cli.appliance import _line
+
+    counters = {"samples": 40, "acked_samples": 10, "flagged": 0, "ram": 0, "flash": 0, "dropped": 0}
+    counters |= {"connected": False, "link_error": "", "in_flight": 3}
+    assert _line(counters).endswith(" link down (connecting), 3 batches in flight")
+    assert _line(counters | {"in_flight": 1}, closed=True).endswith(" link closed, 1 batch in flight")
+    assert _line(counters | {"in_flight": 0, "connected": True}).endswith(" link up")
 
 
 def test_appliance_needs_sim_or_config(capsys: pytest.CaptureFixture[str]) -> None:

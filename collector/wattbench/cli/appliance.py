@@ -189,8 +189,17 @@ def as_typed(message: str, args: argparse.Namespace) -> str:
     return message
 
 
-def _line(c: dict[str, Any]) -> str:
-    link = "up" if c["connected"] else f"down ({c['link_error'] or 'connecting'})"
+def _line(c: dict[str, Any], closed: bool = False) -> str:
+    """The status line. Samples sent and not yet acknowledged have left the RAM buffer, so a link
+    that goes down with some in flight says how many batches; after a stop the link is closed, not
+    connecting."""
+    if closed:
+        link = "closed"
+    else:
+        link = "up" if c["connected"] else f"down ({c['link_error'] or 'connecting'})"
+    flying = c["in_flight"]
+    if flying:
+        link += f", {flying} batch{'es' if flying != 1 else ''} in flight"
     return (
         f"samples {c['samples']} acked {c['acked_samples']} flagged {c['flagged']} "
         f"buffered ram {c['ram']} flash {c['flash']} dropped {c['dropped']} link {link}"
@@ -239,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
         # Up to 5 s for the broker to take what is buffered, when there is a link to take it; the rest
         # is kept in flash for the next start. Then the retained offline status (reason shutdown) and
         # the saved state.
-        app.stop(timeout=5.0 if app.app.link.up else 0.0)
+        app.stop(timeout=5.0 if app.connected else 0.0)
         held.close()  # the folder is free once its state is saved
-    print(_line(app.counters()), flush=True)
+    print(_line(app.counters(), closed=True), flush=True)
     return 0
