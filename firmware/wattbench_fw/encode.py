@@ -127,10 +127,12 @@ def will(dev):
     return _dumps({"v": VERSION, "dev": dev, "state": "offline"})
 
 
-def meta(dev, fw, board, channels, t_ms=None, hmac=None):
+def meta(dev, fw, board, channels, t_ms=None, hmac=None, batch_ms=None):
     doc = {"v": VERSION, "dev": dev, "fw": fw, "board": board, "channels": channels}
     if t_ms is not None:
         doc["t"] = t_ms
     if hmac:
         doc["hmac"] = True
+    if batch_ms is not None:
+        doc["batch_ms"] = batch_ms
     return _dumps(doc)

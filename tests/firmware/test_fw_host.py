@@ -114,6 +114,7 @@ def test_published_messages_validate_and_match_the_truth_file(
     assert got == expected
     (meta,) = collector.of("meta")[-1:]
     assert [c["c"] for c in meta["channels"]] == ["sim1", "sim2"] and meta["board"] == "host"
+    assert meta["batch_ms"] == 200  # a reader waits this long for the next samples
     statuses = collector.of("status")
     assert statuses[0]["reason"] == "boot" and statuses[-1]["reason"] == "shutdown"
     assert statuses[-1]["buf"] == {"ram": 0, "flash": 0, "dropped": 0}

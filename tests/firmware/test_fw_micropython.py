@@ -290,7 +290,7 @@ from wattbench_fw.sampler import clean
 clk = {"sync": "ntp", "age": 3.5, "off": -1.25, "err": 2.0, "ppm": 12.5, "steps": 0}
 st = encode.status("bench-a", "online", t_ms=1763709600000, reason="boot", fw="0.1.0", boot=3, up=1.5,
                    seq=1000, buf={"ram": 1, "flash": 2, "dropped": 0}, clk=clk)
-meta = encode.meta("bench-a", "0.1.0", "picow", [{"c": "psu1", "meter": "pzem004t", "q": ["W"], "hz": 1}])
+meta = encode.meta("bench-a", "0.1.0", "picow", [{"c": "psu1", "meter": "pzem004t", "q": ["W"], "hz": 1}], batch_ms=1000)
 rows = []
 for i, (vals, flags) in enumerate([({"W": float("nan"), "V": 230.0}, 0), ({"W": -1.0, "V": 12.0}, 0),
                                    ({"W": 1.0}, 2), ({"W": 12.3456789, "PF": 0.951234}, 0)]):

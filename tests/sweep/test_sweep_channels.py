@@ -403,6 +403,76 @@ def test_without_a_broker_the_sweep_binds_from_the_store() -> None:
         bind_channels(setup)
 
 
+def test_an_appliance_that_batches_for_a_minute_is_taken_as_publishing_by_the_store() -> None:
+    """The store check took a device as publishing when it had a sample from the last 30 s: an
+    appliance that publishes a batch a minute (batch.interval_ms 60000) has its newest stored sample up
+    to a minute old, and the sweep refused it as "holds no sample ... is collect writing into it?"."""
+    from wattbench.sweep.session import SweepSetup, bind_channels, check_store_fed
+
+    now = int(time.time() * 1000)
+    store = MemoryStore()
+    store.write_meta(_meta("slow", _ch("psu", "power")) | {"batch_ms": 60_000}, now - 3_600_000)
+    store.add_series(trace("slow", "psu", now - 120_000, now - 50_000, 1, lambda t: np.full(t.shape, 90.0)))
+    setup = SweepSetup(run="r", plan=None, workload=None, store=store)
+    choice = bind_channels(setup)
+    assert [s.key for s in choice.specs] == ["slow/psu"]
+    check_store_fed(setup, choice, wait_s=0)
+    # Without the batch in its metadata the same samples are a store nobody writes.
+    plain = MemoryStore()
+    plain.write_meta(_meta("slow", _ch("psu", "power")), now - 3_600_000)
+    plain.add_series(trace("slow", "psu", now - 120_000, now - 50_000, 1, lambda t: np.full(t.shape, 90.0)))
+    named = _named_setup(plain, "slow/psu")
+    with pytest.raises(chans.ChannelError, match=r"no sample of slow/psu from the last 30 s"):
+        check_store_fed(named, bind_channels(named), wait_s=0)
+    # A minute's batch and more: the device has stopped.
+    stale = MemoryStore()
+    stale.write_meta(_meta("slow", _ch("psu", "power")) | {"batch_ms": 60_000}, now - 3_600_000)
+    stale.add_series(trace("slow", "psu", now - 300_000, now - 100_000, 1, lambda t: np.full(t.shape, 90.0)))
+    named = _named_setup(stale, "slow/psu")
+    with pytest.raises(chans.ChannelError, match=r"no sample of slow/psu from the last 90 s"):
+        check_store_fed(named, bind_channels(named), wait_s=0)
+
+
+@pytest.mark.services
+@pytest.mark.timeout(120)
+def test_the_broker_survey_waits_for_an_appliance_that_batches_for_longer_than_it_listens(
+    mosquitto: Any,
+) -> None:
+    """The survey listened 5 s for power: an appliance publishing a batch every 8 s was not heard, and a
+    sweep without --channel said no appliance was publishing. Its metadata now says how long to wait."""
+    import paho.mqtt.client as mqtt
+
+    fw_host = pytest.importorskip("wattbench_fw.host")
+    cfg = fw_host.sim_config(
+        dev="slow-b",
+        broker=f"{mosquitto.host}:{mosquitto.port}",
+        hz=5,
+        model="const",
+        watts=80.0,
+        batch_ms=8000,
+    )
+    app = fw_host.HostAppliance(cfg).start()
+    try:
+        assert app.wait_connected(20)
+        # A batch has gone: the next one is a whole interval away.
+        deadline = time.monotonic() + 20
+        while app.counters()["acked_samples"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+        def client() -> Any:
+            c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"survey-{time.monotonic_ns()}")
+            c.connect(mosquitto.host, mosquitto.port)
+            c.loop_start()
+            return c
+
+        heard = chans.survey(client, listen_s=2.0)
+    finally:
+        app.stop(timeout=10)
+    assert heard.metas["slow-b"]["batch_ms"] == 8000
+    assert ("slow-b", "sim") in heard.publishing
+    assert heard.listened_s < 8 + 5 + 2
+
+
 # ------------------------------------------------- named channels checked before anything runs
 
 

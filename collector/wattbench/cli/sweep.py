@@ -135,7 +135,8 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
         type=number(at_least=0, at_most=MAX_WAIT_DATA_S),
         default=20.0,
         metavar="S",
-        help=f"wait for late samples (20; at most {MAX_WAIT_DATA_S:g})",
+        help=f"wait for late samples (20; at most {MAX_WAIT_DATA_S:g}); an appliance that batches for longer "
+        "is waited for its batch interval and 5 s",
     )
 
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.align import ChannelSpec
 from ..meterinfo import simulated_kinds
 from .offsets import DEFAULT_DEADBAND_MS, offsets_from_store, wait_for_data
-from .survey import RECENT_MS, Survey, has_power, survey, survey_store
+from .survey import BATCH_SLACK_S, RECENT_MS, Survey, batch_ms, has_power, survey, survey_store
 
 if TYPE_CHECKING:
     from ..store.base import Store
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 # The sweep and the report reach the survey and the clock offsets through this module, with the
 # channels they go with.
 __all__ = [
+    "BATCH_SLACK_S",
     "DEFAULT_DEADBAND_MS",
     "OPTION",
     "RECENT_MS",
@@ -42,6 +43,7 @@ __all__ = [
     "KnownRole",
     "Survey",
     "apply_roles",
+    "batch_ms",
     "bind_from_survey",
     "from_store",
     "known_channels",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,6 +171,14 @@ def check_offsets(given: Sequence[str], choice: chans.Choice) -> None:
 FED_WAIT_S = 10.0
 
 
+def longest_batch_ms(store: Store, devices: Collection[str]) -> int:
+    """The longest any of the devices holds its samples before publishing them, as its stored
+    metadata says; 0 when none says."""
+    now = int(time.time() * 1000)
+    metas = {str(doc.get("dev")): doc for _, doc in store.meta_history(now, now)}
+    return max((chans.batch_ms(metas.get(dev)) for dev in devices), default=0)
+
+
 def check_store_fed(setup: SweepSetup, choice: chans.Choice, wait_s: float = FED_WAIT_S) -> None:
     """Every power channel the run sums has a sample in the store from the last 30 s, before the first
     phase. A store the collector does not write into (another file, a misspelt database, a collector
@@ -179,19 +187,20 @@ def check_store_fed(setup: SweepSetup, choice: chans.Choice, wait_s: float = FED
     if setup.store is None:
         return
     wanted = {(s.dev, s.ch) for s in choice.specs if s.role == "power"}
+    # A device that holds its samples for a minute has its newest stored sample up to a minute old.
+    back_ms = chans.RECENT_MS + longest_batch_ms(setup.store, {dev for dev, _ in wanted})
     deadline = time.monotonic() + wait_s
     while True:
         now = int(time.time() * 1000)
-        missing = sorted(wanted - set(setup.store.channels(now - chans.RECENT_MS, now + chans.RECENT_MS)))
+        missing = sorted(wanted - set(setup.store.channels(now - back_ms, now + chans.RECENT_MS)))
         if not missing or time.monotonic() >= deadline:
             break
         time.sleep(0.5)
     if missing:
         names = ", ".join(f"{dev}/{ch}" for dev, ch in missing)
         raise chans.ChannelError(
-            f"{setup.store_name} holds no sample of {names} from the last "
-            f"{chans.RECENT_MS // 1000} s: is `wattbench collect` writing into it? (nothing was measured "
-            "or stored)"
+            f"{setup.store_name} holds no sample of {names} from the last {back_ms // 1000} s: is "
+            "`wattbench collect` writing into it? (nothing was measured or stored)"
         )
 
 
@@ -276,7 +285,11 @@ def score_record(
         guess = (
             given if given is not None else chans.offsets_from_store(store, sorted({s.dev for s in specs}))
         )
-        complete = chans.wait_for_data(store, specs, last_end, guess, setup.wait_data_s)
+        # The last window's samples come with the next batch: an appliance batching every minute
+        # needs the minute, whatever --wait-data says.
+        batch_s = longest_batch_ms(store, {s.dev for s in specs}) / 1000.0
+        wait_s = max(setup.wait_data_s, batch_s + chans.BATCH_SLACK_S) if batch_s else setup.wait_data_s
+        complete = chans.wait_for_data(store, specs, last_end, guess, wait_s)
     evaluation = score_run(store, record.run, setup.scoring, facts(setup, record, specs))
     return evaluation, evaluation.channels, complete
 

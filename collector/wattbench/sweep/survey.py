@@ -83,17 +83,37 @@ def survey(
                     return False
         return bool(out.metas)
 
+    def longest_batch_s() -> float:
+        return max(
+            (batch_ms(m) / 1000.0 for d, m in out.metas.items() if out.states.get(d) == "online"),
+            default=0.0,
+        )
+
     client = client_factory()
     t0 = time.monotonic()
+    said = 0.0
     try:
         client.on_message = on_message
         for kind in ("meta", "status", "samples"):
             client.subscribe(subscription(kind), qos=1)
-        deadline = t0 + listen_s
-        while time.monotonic() < deadline:
+        while True:
             with lock:
                 if time.monotonic() - last[0] > quiet and heard_all():
                     break
+                # An appliance that publishes a batch a minute is heard within the minute, not within
+                # the few seconds that do for one publishing every second.
+                longest = longest_batch_s()
+            # A batch within the listening time is heard in it; a longer one is waited for.
+            wait_s = longest + BATCH_SLACK_S if longest > listen_s else listen_s
+            if time.monotonic() >= t0 + wait_s:
+                break
+            if wait_s > listen_s and longest > said:
+                said = longest
+                log.warning(
+                    "waiting up to %.0f s for samples: an appliance online publishes a batch every %.0f s",
+                    wait_s,
+                    longest,
+                )
             time.sleep(0.05)
     finally:
         client.disconnect()
@@ -103,8 +123,18 @@ def survey(
 
 
 # A device whose samples reach the store within this much of now (either way: its clock may be off) is
-# taken as publishing.
+# taken as publishing; one that holds its samples for a longer batch (its metadata's batch_ms), within
+# that much more.
 RECENT_MS = 30_000
+# Beyond a batch's interval: its delivery and storing.
+BATCH_SLACK_S = 5.0
+
+
+def batch_ms(meta: dict[str, Any] | None) -> int:
+    """How long the device holds samples before it publishes them, as its metadata says; 0 when it
+    does not say (a bridged plug, an older appliance)."""
+    value = (meta or {}).get("batch_ms")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def survey_store(store: Store, now_ms: int) -> Survey:
@@ -114,10 +144,9 @@ def survey_store(store: Store, now_ms: int) -> Survey:
     for _, doc in store.meta_history(now_ms, now_ms):
         out.metas[str(doc["dev"])] = doc
     for dev, meta in out.metas.items():
+        since = now_ms - RECENT_MS - batch_ms(meta)
         for ch in meta.get("channels", []):
-            if ch.get("role") == "power" and has_power(
-                store, dev, str(ch["c"]), now_ms - RECENT_MS, now_ms + RECENT_MS
-            ):
+            if ch.get("role") == "power" and has_power(store, dev, str(ch["c"]), since, now_ms + RECENT_MS):
                 out.publishing.add((dev, str(ch["c"])))
                 out.states[dev] = "online"
         out.states.setdefault(dev, "silent")
