@@ -161,7 +161,7 @@ class CpuWatch:
         """The time, the machine's busy CPU seconds, steal, each demo process's CPU seconds, the bench's."""
         import psutil
 
-        from wattbench.cli.demo import _machine_busy_s, _steal_s
+        from wattbench.sweep.cpuuse import machine_busy_s, steal_s
 
         tree: dict[int, float] = {}
         try:
@@ -175,7 +175,7 @@ class CpuWatch:
                 continue
             tree[p.pid] = t.user + t.system
         bench = self._bench.cpu_times()
-        return time.monotonic(), _machine_busy_s(), _steal_s(), tree, bench.user + bench.system
+        return time.monotonic(), machine_busy_s(), steal_s(), tree, bench.user + bench.system
 
     def _loop(self) -> None:
         prev = self._read()
@@ -212,7 +212,7 @@ class CpuWatch:
 
 
 def one_run(demo_args: list[str], workdir: Path, k: int) -> Run:
-    from wattbench.cli.demo import other_cpu_use
+    from wattbench.sweep.cpuuse import other_cpu_use
 
     load1 = os.getloadavg()[0]
     others = other_cpu_use(1.0)

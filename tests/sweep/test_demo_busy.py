@@ -12,13 +12,14 @@ import time
 import pytest
 
 from wattbench.cli import demo
+from wattbench.sweep import cpuuse
 
 BUSY_LOOP = [sys.executable, "-c", "while True: pass"]
 
 
 def _measure_elsewhere(window_s: float) -> float:
     """other_cpu_use as a process that is no parent of the test's children sees it."""
-    code = f"from wattbench.cli.demo import other_cpu_use; print(other_cpu_use({window_s}))"
+    code = f"from wattbench.sweep.cpuuse import other_cpu_use; print(other_cpu_use({window_s}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     return float(out.stdout)
 
@@ -38,9 +39,9 @@ def test_this_process_and_its_children_are_not_others() -> None:
     busy = subprocess.Popen(BUSY_LOOP)
     try:
         time.sleep(0.3)
-        t0, c0 = time.monotonic(), demo._tree_cpu_s()
+        t0, c0 = time.monotonic(), cpuuse.tree_cpu_s()
         time.sleep(1.5)
-        ours = (demo._tree_cpu_s() - c0) / (time.monotonic() - t0)
+        ours = (cpuuse.tree_cpu_s() - c0) / (time.monotonic() - t0)
     finally:
         busy.kill()
         busy.wait()

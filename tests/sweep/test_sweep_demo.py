@@ -63,7 +63,7 @@ def test_demo_runs_everything(tmp_path: Path) -> None:
     result = json.loads(doc)
     assert [lv["phase"] for lv in result["levels"]][-1] == "idle"
     assert len(result["levels"]) == 11  # every level has power: the collector stored the samples
-    assert db.execute("SELECT COUNT(*) FROM wb_sample").fetchone()[0] > 100
+    assert db.execute("SELECT COUNT(*) FROM wb_sample").fetchone()[0] > 40  # 2 Hz through a 37 s run
     # The store was the user's: the collector's state and spool and the appliance's flash are gone.
     assert list(temp.iterdir()) == []
 
@@ -71,3 +71,48 @@ def test_demo_runs_everything(tmp_path: Path) -> None:
 def run_of(out: str) -> str:
     """The run id the demo names in its last line."""
     return out.split("re-render with: wattbench report ", 1)[1].split()[0]
+
+
+def test_the_demo_meter_rides_out_a_stall_of_its_process(tmp_path: Path) -> None:
+    """The demo's meter shares the machine it measures: at 10 Hz a stall of the demo process by 0.18 s
+    (a hypervisor taking the core) missed a reading, and a run whose every level held failed no_gaps."""
+    pytest.importorskip("wattbench_fw.host")
+    from wattbench.cli.demo import appliance_config
+    from wattbench_fw.sampler import Channel, Sampler
+
+    class Clock:
+        now = 0
+
+        def __call__(self) -> int:
+            return self.now
+
+        def utc_us(self, mono: int) -> int:
+            return 1_763_709_600_000_000 + mono
+
+        def sample_flags(self) -> int:
+            return 0
+
+    class Seq:
+        next = 0
+
+        def take(self) -> int:
+            self.next += 1
+            return self.next - 1
+
+    class Meter:
+        def setup(self) -> None:
+            pass
+
+        def read(self) -> tuple[dict[str, float], int]:
+            return {"W": 100.0}, 0
+
+    (ch_cfg,) = appliance_config(tmp_path, "127.0.0.1:1883")["channels"]
+    t = Clock()
+    ch = Channel(ch_cfg["c"], Meter(), ch_cfg["hz"], 1)
+    sampler = Sampler([ch], Seq(), t, t)
+    sampler.start()
+    rows = sampler.poll()
+    for _ in range(20):
+        t.now = ch.next_due + 300_000  # woken a third of a second late, every slot
+        rows += sampler.poll()
+    assert ch.missed_slots == 0 and all("f" not in r for r in rows), rows

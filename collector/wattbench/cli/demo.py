@@ -37,6 +37,7 @@ from ..mqttconn import CONNECT_TIMEOUT_S
 from ..report.measured import badge_text
 from ..report.outputs import RunResult, SuiteResult, write_outputs
 from ..sweep.channels import ChannelError
+from ..sweep.cpuuse import other_cpu_use, steal_s
 from ..sweep.progress import LogDisplay, RichDisplay
 from ..sweep.scoring import ScoringOptions
 from ..workloads import DEFAULT, make_workload
@@ -142,9 +143,9 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
                 return Exit.UNREACHABLE
             plan = plan_demo(args, timing, workdir, console)
             setup = sweep_setup(args, store, broker, plan, console)
-            steal0, t0 = _steal_s(), time.monotonic()
+            steal0, t0 = steal_s(), time.monotonic()
             done = measure(setup, plan, console)
-            steal = (_steal_s() - steal0) / max(time.monotonic() - t0, 1e-3)
+            steal = (steal_s() - steal0) / max(time.monotonic() - t0, 1e-3)
         except KeyboardInterrupt:
             console.print("[yellow]demo interrupted[/]")
             return Exit.INTERRUPTED
@@ -237,21 +238,39 @@ def start_store(
     return store, spec, collector
 
 
+# The demo's meter runs on the machine it measures, as no real meter does: when the host stalls this
+# process (a hypervisor taking the core for a fifth of a second), a reading whose slot has passed is
+# missed, and the run fails no_gaps. Twice a second, twice PTDaemon's rate, a slot rides out a stall
+# of half a second.
+DEMO_METER_HZ = 2.0
+
+
+def appliance_config(workdir: Path, broker: str) -> dict[str, Any]:
+    """The demo appliance: one simulated meter following this machine's CPU use."""
+    from wattbench_fw.host import sim_config  # late: start-up
+
+    cfg: dict[str, Any] = sim_config(
+        dev="demo-sim", broker=broker, hz=DEMO_METER_HZ, model="cpu", idle_w=60.0, peak_w=250.0
+    )
+    cfg["flash_dir"] = str(workdir / "appliance")
+    return cfg
+
+
 def start_appliance(
     workdir: Path, broker: str, collector: Collector, console: Any, stack: ExitStack
 ) -> HostAppliance | None:
     """The host-mode appliance with a meter that follows this machine's CPU use; None when it could
     not reach the broker. Returns once the collector has its first samples (or after 15 s)."""
-    from wattbench_fw.host import HostAppliance, sim_config  # late: start-up
+    from wattbench_fw.host import HostAppliance  # late: start-up
 
-    cfg = sim_config(dev="demo-sim", broker=broker, hz=10, model="cpu", idle_w=60.0, peak_w=250.0)
-    cfg["flash_dir"] = str(workdir / "appliance")
+    cfg = appliance_config(workdir, broker)
     appliance = HostAppliance(cfg).start()
     stack.callback(_stopping("appliance", lambda: appliance.stop(timeout=5)))
     if not appliance.wait_connected(20):
         return None
     console.print(
-        "[bold]appliance[/]: demo-sim/sim, simulated meter at 10 Hz, 60 W idle to 250 W at full CPU"
+        f"[bold]appliance[/]: demo-sim/sim, simulated meter at {DEMO_METER_HZ:g} Hz, 60 W idle to 250 W "
+        "at full CPU"
     )
     collector.wait_for(lambda c: c.get("stored_samples", 0) > 0 or c.get("samples", 0) > 0, timeout=15)
     return appliance
@@ -367,51 +386,6 @@ def demo_suite(workdir: Any, workers: int | None, nice: int) -> Any:
         },
         "demo suite",
     )
-
-
-def _machine_busy_s() -> float:
-    """CPU seconds the whole machine has spent busy since boot, all cores together."""
-    import psutil  # late: start-up
-
-    t = psutil.cpu_times()._asdict()
-    # guest time is already in user and nice; iowait is a core idle while a disk works.
-    return sum(v for k, v in t.items() if k not in ("idle", "iowait", "guest", "guest_nice"))
-
-
-def _steal_s() -> float:
-    """CPU seconds a hypervisor has given this virtual machine's cores to others since boot (0 where
-    the system does not count it)."""
-    import psutil  # late: start-up
-
-    return float(psutil.cpu_times()._asdict().get("steal", 0.0))
-
-
-def _tree_cpu_s() -> float:
-    """CPU seconds used by this process and its children, those already ended included."""
-    import psutil  # late: start-up
-
-    me = psutil.Process()
-    total = 0.0
-    for p in (me, *me.children(recursive=True)):
-        try:
-            t = p.cpu_times()
-        except psutil.Error:  # a child that ended in between: its time moves to its parent's children_*
-            continue
-        total += t.user + t.system + t.children_user + t.children_system
-    return total
-
-
-def other_cpu_use(window_s: float) -> float:
-    """How many cores processes other than this one and its children kept busy over the next window_s
-    seconds: the machine's busy CPU time less this process tree's. A 1-minute load average still
-    carries a run that ended a minute ago (a demo just after another read as a busy machine) and counts
-    this process's own broker, collector and appliance; CPU time over the window counts what the others
-    do now, a process that starts or ends inside it included."""
-
-    m0, o0, t0 = _machine_busy_s(), _tree_cpu_s(), time.monotonic()
-    time.sleep(window_s)
-    m1, o1, t1 = _machine_busy_s(), _tree_cpu_s(), time.monotonic()
-    return max(0.0, ((m1 - m0) - (o1 - o0)) / max(t1 - t0, 1e-3))
 
 
 # How long the demo looks at the machine before the run, and how much of it other processes may keep
