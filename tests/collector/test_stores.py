@@ -197,6 +197,81 @@ def test_a_reader_leaves_an_empty_file_alone(tmp_path: Path) -> None:
     open_store(str(path)).close()  # a writer (collect) makes its store in it, as ever
 
 
+@pytest.fixture
+def read_only_view(tmp_path: Path) -> Any:
+    """A folder and a read-only view of it (a bind mount): what a reader sees of a store in a folder it
+    cannot write, such as the systemd collector's (0750, group read) or a read-only share. Root writes
+    past permission bits, not past a read-only mount."""
+    import subprocess
+
+    folder, view = tmp_path / "store", tmp_path / "view"
+    folder.mkdir()
+    view.mkdir()
+    if subprocess.run(["mount", "--bind", str(folder), str(view)], capture_output=True).returncode:
+        pytest.skip("cannot bind-mount a folder here (needs root and a mount namespace of its own)")
+    try:
+        if subprocess.run(["mount", "-o", "remount,bind,ro", str(view)], capture_output=True).returncode:
+            pytest.skip("cannot make a bind mount read-only here")
+        yield folder, view
+    finally:
+        subprocess.run(["umount", "--lazy", str(view)], check=True)
+
+
+def test_a_reader_reads_a_store_in_a_folder_it_cannot_write(read_only_view: Any) -> None:
+    """report, status and compare failed with "unable to open database file": a store in WAL mode wants
+    its -shm file beside it, which a reader could not make. One a stopped collector left is read as it
+    is; one a collector is writing is read with what the collector has committed, not only what was
+    checkpointed into the file."""
+    from wattbench.store import StoreError, open_reader
+    from wattbench.store.sqlite import SqliteStore
+
+    folder, view = read_only_view
+    writer = SqliteStore(folder / "wb.sqlite")
+    writer.write_samples("a", _rows(10))
+    writer.flush()
+    writer.close()  # a clean stop: the log is checkpointed and removed
+    assert sorted(p.name for p in folder.iterdir()) == ["wb.sqlite"]
+    reader = open_reader(str(view / "wb.sqlite"))
+    assert reader.count_samples() == 10
+    reader.close()
+    # A writer (the sweep stores its phases) is told why, not "unable to open database file".
+    with pytest.raises(StoreError, match="cannot be written by this user"):
+        SqliteStore(view / "wb.sqlite", must_exist=True)
+
+    writer = SqliteStore(folder / "wb.sqlite")
+    writer._db.execute("PRAGMA wal_autocheckpoint=0")  # what it commits stays in the log
+    writer.write_samples("a", _rows(5, ch="psu2", start_s=10))
+    writer.flush()
+    try:
+        reader = open_reader(str(view / "wb.sqlite"))
+        assert reader.count_samples() == 15
+        reader.close()
+    finally:
+        writer.close()
+
+
+def test_the_report_command_reads_a_store_in_a_folder_it_cannot_write(read_only_view: Any) -> None:
+    import subprocess
+    import sys
+
+    from wattbench.store.sqlite import SqliteStore
+
+    folder, view = read_only_view
+    writer = SqliteStore(folder / "wb.sqlite")
+    writer.write_samples("a", _rows(10))
+    writer.flush()
+    writer.close()
+    out = subprocess.run(
+        [sys.executable, "-m", "wattbench.cli", "report", "latest", "--store", str(view / "wb.sqlite")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    # No run was stored: the store was opened and read, and says so.
+    assert out.returncode == 2 and "holds no runs" in out.stderr, out.stderr
+    assert "unable to open" not in out.stderr
+
+
 def test_sqlite_failed_flush_keeps_nothing_half_written(tmp_path: Path) -> None:
     from wattbench.store.sqlite import SqliteStore
 

@@ -292,7 +292,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--tariff {problem}")
     prices = _by_name("--price", args.price)
     units = _by_name("--rack-units", args.rack_units)
-    store = open_store_from_args(args, must_exist=True) if store_given(args) else None
+    store = open_store_from_args(args, read_only=True) if store_given(args) else None
     try:
         names = args.name + [None] * (len(args.inputs) - len(args.name))
         candidates = [load_candidate(i, n, store) for i, n in zip(args.inputs, names, strict=True)]

@@ -85,7 +85,7 @@ def estimates_for(
 def run(args: argparse.Namespace) -> int:
     from ..promql import PromError  # late: start-up
 
-    store = open_store_from_args(args)
+    store = open_store_from_args(args, read_only=True)
     try:
         run_name = args.run_id
         if run_name == "latest":

@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"wattbench report: {exc}", file=sys.stderr)
         return 2
-    store = open_store_from_args(args, create_db=False)
+    store = open_store_from_args(args, create_db=False, read_only=True)
     try:
         sink = open_publisher(args, args.run_id)
     except (SinkError, OSError) as exc:

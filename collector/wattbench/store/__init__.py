@@ -91,6 +91,8 @@ def open_store(spec: str | None, *, must_exist: bool = False, **options: object)
 
     must_exist is for readers: a SQLite file that is not there raises StoreMissing instead of being
     created empty, and InfluxDB must answer now (StoreUnavailable) rather than at the first query.
+    read_only is for readers too: a SQLite file this process may read but not write (a folder of
+    another user's, a read-only share) is read as it is instead of refused; InfluxDB ignores it.
     """
     backend = _backend(spec)
     if backend is None:
@@ -104,5 +106,6 @@ def open_store(spec: str | None, *, must_exist: bool = False, **options: object)
 
 
 def open_reader(spec: str | None, **options: object) -> StoreReader:
-    """A store to read: open_store with must_exist, seen through its query side only."""
-    return open_store(spec, must_exist=True, **options)
+    """A store to read: open_store with must_exist, seen through its query side only, and opened
+    read-only where this process cannot write (read_only)."""
+    return open_store(spec, must_exist=True, read_only=True, **options)

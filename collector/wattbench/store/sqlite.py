@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from . import layout
+from . import layout, sqlitefile
 from .base import (
     OffsetPoint,
     SampleEncoder,
@@ -26,68 +26,10 @@ from .base import (
     Series,
     StoredReject,
     StoreError,
-    StoreMissing,
     file_path,
     in_effect,
-    missing_folder,
 )
-
-SAMPLE_FLOATS = ("W", "V", "A", "PF", "Hz", "Wh", "T", "RH", "u", "Wmin", "Wmax")
-SAMPLE_COLS = ("dev", "ch", "time", "sub", "s", "f", "n", *SAMPLE_FLOATS)
-STATUS_COLS = (
-    "state",
-    "boot",
-    "seq",
-    "buf_ram",
-    "buf_flash",
-    "dropped",
-    "up",
-    "clk_sync",
-    "clk_age",
-    "clk_err",
-    "rssi",
-)
-HEALTH_COLS = tuple(layout.LAYOUT["wb_health"]["fields"])
-# The layout's doc field is the doc column every table here has; a column holds the whole document,
-# however long, so InfluxDB's parts and their count (doc_parts) have no column.
-DOC_FIELDS = ("doc", layout.DOC_PARTS)
-PHASE_COLS = tuple(c for c in layout.LAYOUT["wb_phase"]["fields"] if c not in DOC_FIELDS)
-RESULT_COLS = tuple(c for c in layout.LAYOUT["wb_result"]["fields"] if c not in DOC_FIELDS)
-
-SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS wb_sample (
-  dev TEXT NOT NULL, ch TEXT NOT NULL, time INTEGER NOT NULL, sub INTEGER NOT NULL DEFAULT 0,
-  s INTEGER, f INTEGER, n INTEGER,
-  {", ".join(f'"{c}" REAL' for c in SAMPLE_FLOATS)},
-  PRIMARY KEY (dev, ch, time, sub)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS wb_sample_time ON wb_sample (time);
-CREATE TABLE IF NOT EXISTS wb_status (
-  dev TEXT NOT NULL, time INTEGER NOT NULL, {", ".join(f'"{c}"' for c in STATUS_COLS)}, doc TEXT,
-  PRIMARY KEY (dev, time)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS wb_health (
-  dev TEXT NOT NULL, collector TEXT NOT NULL, time INTEGER NOT NULL, {", ".join(f'"{c}"' for c in HEALTH_COLS)},
-  PRIMARY KEY (dev, collector, time)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS wb_phase (
-  run TEXT NOT NULL, phase TEXT NOT NULL, event TEXT NOT NULL, time INTEGER NOT NULL,
-  {", ".join(f'"{c}"' for c in PHASE_COLS)}, doc TEXT,
-  PRIMARY KEY (run, phase, event, time)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS wb_result (
-  run TEXT NOT NULL, phase TEXT NOT NULL, time INTEGER NOT NULL, {", ".join(f'"{c}"' for c in RESULT_COLS)}, doc TEXT,
-  PRIMARY KEY (run, phase, time)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS wb_meta (
-  dev TEXT NOT NULL, time INTEGER NOT NULL, fw TEXT, board TEXT, channels INTEGER, doc TEXT NOT NULL,
-  PRIMARY KEY (dev, time)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS wb_reject (
-  reason TEXT NOT NULL, collector TEXT NOT NULL, time INTEGER NOT NULL, topic TEXT, dev TEXT, detail TEXT, size INTEGER,
-  PRIMARY KEY (reason, collector, time)
-) WITHOUT ROWID;
-"""
+from .sqlitefile import HEALTH_COLS, PHASE_COLS, RESULT_COLS, SAMPLE_COLS, SAMPLE_FLOATS, STATUS_COLS
 
 
 def _insert(table: str, cols: tuple[str, ...]) -> str:
@@ -122,34 +64,13 @@ class SqliteStore:
         path: str | Path = "wattbench.sqlite",
         synchronous: str = "FULL",
         must_exist: bool = False,
+        read_only: bool = False,
         **_ignored: Any,
     ) -> None:
         self.path = str(path)
         if synchronous.upper() not in ("FULL", "NORMAL", "EXTRA", "OFF"):
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, not {synchronous!r}")
-        if self.path != ":memory:":
-            self._check_path(Path(self.path).expanduser(), must_exist)
-        try:
-            if must_exist and self.path != ":memory:":
-                # mode=rw: SQLite itself refuses to create the file, even if it vanished just now.
-                uri = Path(self.path).expanduser().resolve().as_uri() + "?mode=rw"
-                self._db = sqlite3.connect(
-                    uri, uri=True, check_same_thread=False, isolation_level=None, timeout=30
-                )
-            else:
-                self._db = sqlite3.connect(
-                    self.path, check_same_thread=False, isolation_level=None, timeout=30
-                )
-            if must_exist and self.path != ":memory:":
-                self._check_is_ours()
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
-            self._db.executescript(SCHEMA)
-            self._add_missing_columns("wb_health", HEALTH_COLS)
-            self._add_missing_columns("wb_phase", PHASE_COLS)
-            self._add_missing_columns("wb_result", RESULT_COLS)
-        except sqlite3.Error as exc:  # a reader sees StoreError only, whatever the backend
-            raise StoreError(f"store {self.path}: {exc}") from None
+        self._db = sqlitefile.connect(self.path, synchronous, must_exist=must_exist, read_only=read_only)
         self._lock = threading.RLock()
         self._identity = self._file_identity()
         self._pending: list[tuple[str, list[tuple[Any, ...]]]] = []
@@ -176,40 +97,6 @@ class SqliteStore:
                 f"store {self.path} was deleted or replaced while in use: nothing more is written to it "
                 "(restart the collector to open a new one; until then it keeps the data in its spool)"
             )
-
-    @staticmethod
-    def _check_path(path: Path, must_exist: bool) -> None:
-        if path.is_dir():
-            raise StoreError(f"store {path} is a folder, not a SQLite file")
-        if must_exist:
-            if not path.exists():
-                raise StoreMissing(f"no store at {path} (give --store or --influx; nothing was created)")
-            if path.is_file() and path.stat().st_size == 0:
-                # SQLite would take it for a new database and a reader would write its tables into it.
-                raise StoreError(f"store {path} is empty: no wattbench store (nothing was changed)")
-            return
-        folder = missing_folder(str(path))
-        if folder is not None:
-            raise StoreError(f"store {path}: no folder {folder} (nothing was created)")
-
-    def _check_is_ours(self) -> None:
-        """A file that exists was made by a collector, or is someone else's: a reader adds no tables to
-        another program's database. (A file too new to have any table is one a collector just made.)"""
-        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if tables and "wb_sample" not in tables:
-            self._db.close()
-            raise StoreError(
-                f"store {self.path} is a SQLite file but no wattbench store (it has no wb_sample table; "
-                "nothing was changed)"
-            )
-
-    def _add_missing_columns(self, table: str, cols: tuple[str, ...]) -> None:
-        """A file written by an older version lacks fields the layout gained since; CREATE TABLE IF NOT
-        EXISTS leaves such a table alone, so the columns are added here."""
-        have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
-        for col in cols:
-            if col not in have:
-                self._db.execute(f'ALTER TABLE {table} ADD COLUMN "{col}"')
 
     # ------------------------------------------------------------------ writes
 
