@@ -561,6 +561,77 @@ ROWS = [
         env={"WATTBENCH_STATE_DIR": "{tmp}/nost"},
         alone=True,
     ),
+    # a CA file that is no certificate, from the environment or the file: exit 3 "TLS:
+    # NO_CERTIFICATE_OR_CRL_FOUND" at the first connect, naming neither (the option's was exit 2)
+    Row(
+        "collect-ca-not-a-certificate-from-the-environment",
+        ["collect", "--broker", "{down_broker}", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: WATTBENCH_MQTT_CA: {tmp}/notes.txt: not a PEM CA certificate",
+        ["st"],
+        env={"WATTBENCH_MQTT_CA": "{tmp}/notes.txt"},
+        alone=True,
+    ),
+    Row(
+        "collect-ca-not-a-certificate-in-the-file",
+        ["collect", "--config", "{tmp}/ca.toml", "--broker", "{down_broker}", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: [mqtt] tls_ca in {tmp}/ca.toml: {tmp}/notes.txt: not a PEM CA certificate",
+        ["st"],
+        alone=True,
+    ),
+    # a password file that is a folder was "cannot read secret file X: Is a directory", naming no setting
+    Row(
+        "collect-password-file-a-folder-from-the-environment",
+        ["collect", "--broker", "{down_broker}", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: WATTBENCH_MQTT_PASSWORD_FILE: {tmp} is a folder, not a file",
+        ["st"],
+        env={"WATTBENCH_MQTT_PASSWORD_FILE": "{tmp}"},
+        alone=True,
+    ),
+    Row(
+        "sweep-password-file-a-folder",
+        ["sweep", "--ops-only", *FAST, "--mqtt-password-file", "{tmp}"],
+        2,
+        "argument --mqtt-password-file: {tmp} is a folder, not a file",
+    ),
+    # the workload's file was "cannot read nosuch.toml", naming no option
+    Row(
+        "sweep-workload-config-missing",
+        ["sweep", "--ops-only", *FAST, "--workload-config", "nosuch.toml"],
+        2,
+        "argument --workload-config: nosuch.toml: no such file",
+    ),
+    Row(
+        "suite-file-a-folder",
+        ["suite", "{tmp}", "--ops-only"],
+        2,
+        "argument FILE: {tmp} is a folder, not a file",
+    ),
+    # a suite file that is not UTF-8 was "'utf-8' codec can't decode byte 0xff ...", naming no file
+    Row(
+        "suite-file-not-utf8",
+        ["suite", "{tmp}/binary.toml", "--ops-only"],
+        2,
+        "wattbench suite: {tmp}/binary.toml: not UTF-8 text",
+        alone=True,
+    ),
+    # float() reads "1_0" as 10 and "５" (full-width) as 5: a window ten times the one meant
+    Row(
+        "sweep-number-with-underscore",
+        ["sweep", "--ops-only", "--measure", "1_0"],
+        2,
+        "'1_0' is not a number",
+    ),
+    Row("sweep-whole-number-with-underscore", ["sweep", "--ops-only", "--workers", "1_0"], 2, "'1_0' is not"),
+    Row("sweep-levels-with-underscore", ["sweep", "--ops-only", "--levels", "1_00,50"], 2, "--levels"),
+    Row(
+        "sweep-number-in-other-digits",
+        ["sweep", "--ops-only", "--wait-data", "５"],
+        2,
+        "'５' is not a number",
+    ),
     # the sweep published over plain MQTT whatever WATTBENCH_MQTT_CA said (collect honoured it)
     Row(
         "sweep-ca-from-the-environment",
@@ -1128,6 +1199,8 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     (tmp_path / "colector.toml").write_text('[colector]\nid = "bench"\n')
     (tmp_path / "period.toml").write_text("[collector]\nhealth_period_s = 0\n")
     (tmp_path / "suite.toml").write_text('[[worklet]]\nworklet = "sha256"\nworkers = 1\n')
+    (tmp_path / "ca.toml").write_text(f'[mqtt]\ntls_ca = "{tmp_path}/notes.txt"\n')
+    (tmp_path / "binary.toml").write_bytes(b'\xff\xfe name = "s"\n')
     (tmp_path / "flash.json").write_text(json.dumps({"dev": "fl-01", "flash_dir": f"{tmp_path}/nodir/fl"}))
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

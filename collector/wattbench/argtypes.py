@@ -66,6 +66,15 @@ def checked_by(parse: Any, what: str) -> Any:
     return check
 
 
+def plain_number(text: str) -> str:
+    """The text of a number as people type it, or ValueError. Python's float and int also read
+    "1_0" as 10 and digits of other scripts ("５" as 5): a slip of the keyboard that would run a
+    window ten times the one meant."""
+    if "_" in text or not text.isascii():
+        raise ValueError(text)
+    return text
+
+
 def _bounded(
     convert: Callable[[str], float],
     kind: str,
@@ -77,7 +86,7 @@ def _bounded(
 
     def check(text: str) -> float:
         try:
-            value = convert(text)
+            value = convert(plain_number(text))
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {kind}") from None
         if (

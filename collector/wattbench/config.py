@@ -21,6 +21,7 @@ from .settings import (
     Flag,
     Range,
     Table,
+    ca_problem,
     expand,
     file_problem,
     folder_problem,
@@ -159,7 +160,7 @@ class CollectorConfig:
         env="WATTBENCH_MQTT_CA",
         flags=Flag("--mqtt-ca", "CA certificate: connect with TLS", "FILE", check="ca", group="broker"),
         section="mqtt",
-        form=file_problem,
+        form=ca_problem,
     )
     tls_insecure: bool = setting(
         False, "do not check that the broker's certificate names its host", section="mqtt"

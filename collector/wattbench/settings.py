@@ -13,6 +13,7 @@ import argparse
 import difflib
 import math
 import os
+import ssl
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
@@ -321,6 +322,9 @@ class Table:
         for file_key, name in self.files.items():
             secret_path = out.pop(file_key, None)
             if secret_path:
+                problem = file_problem(str(secret_path))
+                if problem:
+                    raise ConfigError(f"{said[file_key]}: {problem}")
                 out[name] = read_secret(str(secret_path))
                 said[name] = said[file_key]
         return out, said
@@ -450,6 +454,19 @@ def file_problem(text: str) -> str | None:
         return f"{text}: no such file"
     if not os.access(path, os.R_OK):
         return f"{text}: permission denied"
+    return None
+
+
+def ca_problem(text: str) -> str | None:
+    """Why text cannot name a CA certificate TLS can load, or None: a wrong file is found when the
+    setting is read, not at the first connect."""
+    problem = file_problem(text)
+    if problem:
+        return problem
+    try:
+        ssl.create_default_context(cafile=str(expand(text)))
+    except (ssl.SSLError, ValueError, OSError) as exc:
+        return f"{text}: not a PEM CA certificate ({exc})"
     return None
 
 

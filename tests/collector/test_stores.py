@@ -272,6 +272,21 @@ def test_the_report_command_reads_a_store_in_a_folder_it_cannot_write(read_only_
     assert "unable to open" not in out.stderr
 
 
+def test_a_writer_leaves_another_program_s_database_alone(tmp_path: Path) -> None:
+    """collect and demo wrote the store's tables into someone else's SQLite file given as --store, and
+    switched it to WAL mode, which changes how that program must open it; the readers refused it."""
+    from wattbench.store import StoreError, open_store
+
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE notes (x)")
+        db.execute("INSERT INTO notes VALUES (1)")
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="is a SQLite file but no wattbench store"):
+        open_store(str(path))
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
+
+
 def test_sqlite_failed_flush_keeps_nothing_half_written(tmp_path: Path) -> None:
     from wattbench.store.sqlite import SqliteStore
 
@@ -399,8 +414,11 @@ def test_sqlite_file_of_an_older_layout_gains_the_new_columns(tmp_path: Path) ->
     """A file written before wb_phase and wb_result had `channels` still takes a run that names them."""
     from wattbench.store.sqlite import SqliteStore
 
+    from wattbench.store.sqlitefile import SCHEMA
+
     path = tmp_path / "old.sqlite"
     db = sqlite3.connect(path)
+    db.execute(SCHEMA.split(";")[0])  # wb_sample, as every store has had it
     db.executescript(
         "CREATE TABLE wb_phase (run TEXT NOT NULL, phase TEXT NOT NULL, event TEXT NOT NULL, time INTEGER NOT NULL,"
         ' "n", "kind", "target", "rate", "ops", "copies", "workload", doc TEXT,'

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import ssl
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -26,7 +25,7 @@ from ..core import FieldError
 from ..exits import Exit
 from ..mqttconn import AddressError, parse_broker
 from ..report.outputs import TERMINAL, Outputs, renderers
-from ..settings import folder_problem, in_the_way
+from ..settings import ca_problem, file_problem, folder_problem, in_the_way
 from ..store import known_spec, missing_folder, open_store
 
 if TYPE_CHECKING:
@@ -187,11 +186,9 @@ def existing_folder(text: str) -> str:
 
 
 def readable_file(text: str) -> str:
-    path = Path(text).expanduser()
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"{text}: no such file")
-    if not os.access(path, os.R_OK):
-        raise argparse.ArgumentTypeError(f"{text}: permission denied")
+    problem = file_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 
@@ -222,12 +219,9 @@ def fresh_run_id(text: str) -> str:
 
 def ca_file(text: str) -> str:
     """A CA certificate file TLS can load: a wrong file fails here, not at the first connect."""
-
-    readable_file(text)
-    try:
-        ssl.create_default_context(cafile=str(Path(text).expanduser()))
-    except (ssl.SSLError, ValueError, OSError) as exc:
-        raise argparse.ArgumentTypeError(f"{text}: not a PEM CA certificate ({exc})") from None
+    problem = ca_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 

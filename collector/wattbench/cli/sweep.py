@@ -52,6 +52,7 @@ from .options import (
     open_store_from_args,
     outputs_from_args,
     publish_settings,
+    readable_file,
     store_given,
     store_name,
 )
@@ -108,7 +109,12 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("workload")
     g.add_argument("--workload", choices=tuple(workloads.REGISTRY), help=f"default {workloads.DEFAULT}")
-    g.add_argument("--workload-config", metavar="FILE", help="TOML settings (see the workload's sample.toml)")
+    g.add_argument(
+        "--workload-config",
+        metavar="FILE",
+        type=readable_file,
+        help="TOML settings (see the workload's sample.toml)",
+    )
     # Each workload's own options, declared in its folder (workloads/<name>/, its registry row).
     workloads.add_arguments(g)
 

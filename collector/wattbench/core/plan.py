@@ -211,6 +211,8 @@ def parse_levels(text: str) -> tuple[float, ...]:
             raise ValueError(f"{text!r} has an empty entry")
         pct = part.endswith("%")
         try:
+            if "_" in part or not part.isascii():  # float() reads "1_00" as 100
+                raise ValueError(part)
             value = float(part.rstrip("%"))
         except ValueError:
             raise ValueError(f"{text!r} is not a list of numbers") from None
@@ -227,7 +229,12 @@ def parse_levels(text: str) -> tuple[float, ...]:
 
 
 def parse_copies(text: str) -> tuple[int, ...]:
-    out = tuple(int(p) for p in text.replace(";", ",").split(",") if p.strip())
+    try:
+        if "_" in text or not text.isascii():  # int() reads "1_0" as 10
+            raise ValueError(text)
+        out = tuple(int(p) for p in text.replace(";", ",").split(",") if p.strip())
+    except ValueError:
+        raise ValueError(f"copy counts must be integers >= 1: {text!r}") from None
     if not out or any(n < 1 for n in out):
         raise ValueError(f"copy counts must be integers >= 1: {text!r}")
     return out

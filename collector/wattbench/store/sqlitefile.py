@@ -112,7 +112,7 @@ def _writable(path: str, synchronous: str, must_exist: bool) -> sqlite3.Connecti
     else:
         db = _connect(path)
     try:
-        if must_exist and path != ":memory:":
+        if path != ":memory:":
             check_is_ours(db, path)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={synchronous.upper()}")

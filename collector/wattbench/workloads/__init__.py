@@ -64,6 +64,8 @@ def load_config(path: str | Path) -> dict[str, Any]:
         raise WorkloadError(f"cannot read {path}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise WorkloadError(f"{path}: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{path}: not UTF-8 text (byte {exc.start})") from None
 
 
 def workload_class(name: str) -> Any:
