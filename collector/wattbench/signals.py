@@ -7,10 +7,11 @@ as ignored, and Python then installs no handler of its own, so without this it w
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -42,3 +43,19 @@ def interrupt_on_stop_signals() -> None:
         raise KeyboardInterrupt
 
     on_stop_signals(handler)
+
+
+@contextlib.contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """A process started in here begins with SIGINT ignored, which it keeps through exec. A Ctrl-C
+    reaches the terminal's whole foreground group, and a child still importing its modules died of
+    it, or printed a KeyboardInterrupt traceback; the parent owns Ctrl-C and stops its children
+    itself. A Ctrl-C in these few milliseconds of the parent's is not seen."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set a handler
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

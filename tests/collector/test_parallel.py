@@ -144,3 +144,37 @@ def test_lines_left_in_a_closed_pool_are_an_error_not_nothing() -> None:
 def test_the_worker_side_without_memory_answers_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(parallel, "_memory", None)
     assert parallel._check_placed(0, [("t", 0, 1, RECV)]) is None
+
+
+def test_the_checking_processes_leave_ctrl_c_to_the_collector() -> None:
+    """A Ctrl-C reaches the terminal's whole group: a checking process still importing its modules
+    printed a KeyboardInterrupt traceback, and the collector fell back to checking in-process. They
+    start with SIGINT ignored; the collector stops them itself. Here a process with a SIGINT handler of
+    its own (as the collector has) starts two of them while its group gets a SIGINT every 5 ms."""
+    import subprocess
+    import sys
+
+    script = """
+import os, signal, threading, time
+from wattbench.ingest.parallel import CheckPool
+from wattbench.store.influx.lineproto import LineEncoder
+seen = []
+signal.signal(signal.SIGINT, lambda *_: seen.append(1))
+done = threading.Event()
+def storm():
+    while not done.is_set():
+        os.killpg(0, signal.SIGINT)
+        time.sleep(0.005)
+threading.Thread(target=storm, daemon=True).start()
+try:
+    pool = CheckPool(2, encoder=LineEncoder())
+    pool.close()
+    print("started")
+finally:
+    done.set()
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, start_new_session=True
+    )
+    assert "Traceback" not in out.stderr and "KeyboardInterrupt" not in out.stderr, out.stderr[-3000:]
+    assert out.stdout.strip() == "started", out.stderr[-3000:]

@@ -413,7 +413,6 @@ def test_overlap_after_a_backward_clock_step_does_not_overwrite(tmp_path: Path) 
 def test_sqlite_file_of_an_older_layout_gains_the_new_columns(tmp_path: Path) -> None:
     """A file written before wb_phase and wb_result had `channels` still takes a run that names them."""
     from wattbench.store.sqlite import SqliteStore
-
     from wattbench.store.sqlitefile import SCHEMA
 
     path = tmp_path / "old.sqlite"

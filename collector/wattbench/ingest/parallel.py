@@ -38,6 +38,7 @@ import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, NamedTuple
 
+from ..signals import sigint_ignored
 from ..store.base import SampleEncoder
 from .auth import Verifier
 from .plainbatch import PlainBatch
@@ -233,8 +234,11 @@ class CheckPool:
             self._pool = ProcessPoolExecutor(
                 workers, mp_context=ctx, initializer=_init, initargs=(verifier_args, encoder, arena)
             )
-            # Start the workers now (schema compilation included) rather than on the first message.
-            for f in [self._pool.submit(_check, []) for _ in range(workers)]:
+            # Start the workers now (schema compilation included) rather than on the first message;
+            # submit starts them, with SIGINT ignored until their initializer has taken over.
+            with sigint_ignored():
+                started = [self._pool.submit(_check, []) for _ in range(workers)]
+            for f in started:
                 f.result(timeout=60)
         except BaseException:
             self._unmap()

@@ -23,7 +23,6 @@ import multiprocessing as mp
 import os
 import select
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from importlib import import_module
@@ -31,6 +30,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from ...core.plan import Phase
+from ...signals import sigint_ignored
 from ..base import WorkloadDefaults, WorkloadError, check_keys, setting
 from .arrivals import ArrivalStream, StreamLockError, max_lag_s
 
@@ -50,22 +50,6 @@ def _fine_timer() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(29, 1, 0, 0, 0)  # PR_SET_TIMERSLACK
     except (OSError, AttributeError):
         pass
-
-
-@contextlib.contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    """A process started in here begins with SIGINT ignored, which it keeps through exec. A Ctrl-C
-    reaches the terminal's whole foreground group, and a worker still importing its modules (before
-    _worker runs) died of it, or printed a KeyboardInterrupt traceback; the driver owns Ctrl-C and
-    stops the workers itself. A Ctrl-C in these few milliseconds of the driver's is not seen."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread may set a handler
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _worker(
@@ -237,7 +221,7 @@ class BuiltinWorkload(WorkloadDefaults):
                 name=f"wattbench-{self.name}-{i}",
                 daemon=True,
             )
-            with _sigint_ignored():
+            with sigint_ignored():
                 p.start()
             child.close()
             self._procs.append(p)
