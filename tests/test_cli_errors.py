@@ -1418,6 +1418,18 @@ def test_a_suite_refused_before_its_first_phase_prints_only_the_refusal(tmp_path
     ]
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root may open /proc/version to write")
+def test_an_output_file_that_fails_while_written_is_named_with_exit_4(tmp_path: Path) -> None:
+    """A file that opens but fails as it is written (here EIO: /proc/version passes every check made
+    before the run) ended the command with "internal error: OSError: [Errno 5]", exit 1, naming no
+    file: exit 1 reads as "measured, and INVALID"."""
+    (tmp_path / "table.csv").write_text("target,ops,power\n100%,1000,200\n")
+    out = wattbench(["score", "table.csv", "--json-out", "/proc/version"], tmp_path)
+    assert out.returncode == 4, out.stderr
+    assert out.stderr.splitlines()[-1].startswith("wattbench score: cannot write the output: /proc/version: ")
+    assert "internal error" not in out.stderr
+
+
 def test_a_sweep_on_a_store_nobody_writes_is_refused_before_its_first_phase(tmp_path: Path) -> None:
     """A store the collector does not write (another file, an old one) held the channel's metadata, so
     the whole plan ran (72 minutes at the default timing) and then found no power: the store must hold

@@ -37,7 +37,7 @@ MEANING: dict[Exit, str] = {
     "address of this machine or does not resolve",
     Exit.WORKLOAD: "the workload could not run or failed (`sweep`); the store cannot take data "
     "(`collect`, see [collector.md](collector.md#exit-codes-and-logs)); an output cannot be written (a "
-    "full or read-only disk: `cannot write the output: ...`)",
+    "full or read-only disk, a file that fails as it is written: `cannot write the output: FILE: ...`)",
     Exit.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM) before it was done: `sweep`, `suite`, `demo` and the "
     "other commands that end on their own",
     Exit.BROKEN_PIPE: "the reader of the output went away (`wattbench status --json \\| head`, "

@@ -17,6 +17,7 @@ from .. import __version__
 from ..broker import BrokerStartError
 from ..config import ConfigError
 from ..exits import Exit
+from ..report.outputs import OutputError
 from ..signals import interrupt_on_stop_signals
 from ..store.base import StoreError, failure_text
 from ..sweep.publish import SinkError
@@ -102,6 +103,8 @@ def _known_failure(exc: BaseException) -> tuple[str, int] | None:
         return str(exc), Exit.UNREACHABLE
     if isinstance(exc, BrokerStartError):
         return str(exc), Exit.UNREACHABLE
+    if isinstance(exc, OutputError):
+        return str(exc), Exit.STORAGE
     if isinstance(exc, ssl.SSLError):
         return f"TLS: {exc.reason or exc}", Exit.UNREACHABLE
     if isinstance(exc, OSError) and exc.errno in _FULL:

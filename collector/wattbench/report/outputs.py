@@ -229,6 +229,11 @@ def _write(out: IO[str], text: Rendering) -> None:
             out.write(piece)
 
 
+class OutputError(Exception):
+    """An output file could not be written (exit 4). What was measured is stored; only the file is
+    missing, so the command says which and why, not "internal error"."""
+
+
 def write_outputs(result: RunResult | SuiteResult | Comparison | ScoredTable, outputs: Outputs) -> None:
     """Show the result on stdout as outputs.stdout says, then write each file, in the table's order,
     and say where each went: on the console with the tables, on stderr when stdout is for a program."""
@@ -251,8 +256,11 @@ def write_outputs(result: RunResult | SuiteResult | Comparison | ScoredTable, ou
         path = outputs.files.get(r.name) if r.kind is kind and r.where == "file" else None
         if path is None:
             continue
-        with open(path, "w", encoding="utf-8") as f:
-            _write(f, r.render(result, console.width))
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                _write(f, r.render(result, console.width))
+        except OSError as exc:
+            raise OutputError(f"cannot write the output: {path}: {exc.strerror or exc}") from None
         line = f"{r.note or r.name}: {path}"
         if outputs.machine_readable:
             print(line, file=sys.stderr)
