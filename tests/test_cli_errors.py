@@ -882,6 +882,22 @@ ROWS = [
         "wattbench appliance: --config {tmp}/notes.txt: not JSON",
         alone=True,
     ),
+    # a key given twice (a hand-merged config) was taken as its last value: another device id, broker
+    # or calibration, silently
+    Row(
+        "appliance-config-key-twice",
+        ["appliance", "--config", "{tmp}/twice.json"],
+        2,
+        "wattbench appliance: --config {tmp}/twice.json: not JSON (duplicate key 'dev')",
+        alone=True,
+    ),
+    Row(
+        "flash-config-key-twice",
+        ["flash", "--port", "/dev/null", "--board", "esp32", "--config", "{tmp}/twice.json", "--dry-run"],
+        2,
+        "wattbench flash: --config {tmp}/twice.json: not JSON (duplicate key 'dev')",
+        alone=True,
+    ),
     Row(
         "appliance-config-not-an-object",
         ["appliance", "--config", "{tmp}/list.json"],
@@ -1199,6 +1215,7 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     (tmp_path / "colector.toml").write_text('[colector]\nid = "bench"\n')
     (tmp_path / "period.toml").write_text("[collector]\nhealth_period_s = 0\n")
     (tmp_path / "suite.toml").write_text('[[worklet]]\nworklet = "sha256"\nworkers = 1\n')
+    (tmp_path / "twice.json").write_text('{"dev": "host-a", "dev": "host-b", "board": "host", "channels": []}')
     (tmp_path / "ca.toml").write_text(f'[mqtt]\ntls_ca = "{tmp_path}/notes.txt"\n')
     (tmp_path / "binary.toml").write_bytes(b'\xff\xfe name = "s"\n')
     (tmp_path / "flash.json").write_text(json.dumps({"dev": "fl-01", "flash_dir": f"{tmp_path}/nodir/fl"}))

@@ -13,7 +13,6 @@ reason "shutdown", then exit 0. Exit codes: 0 stopped, 1 the appliance loop fail
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time
@@ -88,12 +87,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def read_config_file(path: str) -> dict[str, Any]:
     """The --config file as a JSON object; ValueError naming the option and the file otherwise."""
+    import wattbench_schema  # late: start-up
+
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+        with open(path, "rb") as f:
+            raw = f.read()
     except OSError as exc:
         raise ValueError(f"--config {path}: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    try:
+        # strict: a key given twice (a hand-merged file) would be taken as its last value, another
+        # device id or broker without a word
+        doc = wattbench_schema.strict_loads(raw)
+    except wattbench_schema.DecodeError as exc:
         raise ValueError(f"--config {path}: not JSON ({exc})") from None
     if not isinstance(doc, dict):
         raise ValueError(f"--config {path}: not a JSON object (the firmware's config is one)")

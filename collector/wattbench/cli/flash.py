@@ -23,6 +23,7 @@ from typing import Any
 import wattbench_fw
 
 from ..exits import Exit
+from .appliance import read_config_file
 
 # The installed package, wherever pip put it: a wheel has no firmware/ folder beside the collector.
 PACKAGE = Path(wattbench_fw.__file__).resolve().parent
@@ -186,17 +187,11 @@ def run(args: argparse.Namespace) -> int:
         return Exit.USAGE
     profile = board_profile(args.board)
     try:
-        with open(args.config) as f:
-            user = json.load(f)
-    except OSError as exc:
-        print(f"wattbench flash: --config {args.config}: {exc.strerror or exc}", file=sys.stderr)
-        return Exit.USAGE
+        user = read_config_file(args.config)
     except ValueError as exc:
-        print(f"wattbench flash: --config {args.config}: not JSON ({exc})", file=sys.stderr)
+        print(f"wattbench flash: {exc}", file=sys.stderr)
         return Exit.USAGE
     try:
-        if not isinstance(user, dict):
-            raise ConfigError("not a JSON object (the firmware's config is one)")
         user.setdefault("board", args.board)
         if user["board"] != args.board:
             raise ConfigError(f"board: config says {user['board']!r} but --board is {args.board!r}")
