@@ -101,7 +101,13 @@ def test_plan_defaults_are_specpower() -> None:
     with pytest.raises(ValueError):
         specpower_plan(calibrations=11)
     assert len(specpower_plan(calibrations=10).calibrations) == 10
-    assert parse_levels("100,50%,0.25") == (1.0, 0.5, 0.25)
+    assert parse_levels("100,50%,25") == (1.0, 0.5, 0.25)
+    assert parse_levels("1.0,50%,0.25") == (1.0, 0.5, 0.25)
+    # Unmarked entries above 1 are percentages, up to 1 fractions: a list with both is read two ways,
+    # and "10,5,1" ran 10 %, 5 % and 100 %.
+    for mixed in ("10,5,1", "100,75,0.5", "100,50%,0.25"):
+        with pytest.raises(ValueError, match="mixes percentages and fractions"):
+            parse_levels(mixed)
     assert level_name(0.125) == "l12.5"
     with pytest.raises(ValueError):
         parse_levels("120")

@@ -225,6 +225,13 @@ def parse_levels(text: str) -> tuple[float, ...]:
         out.append(frac)
     if not out:
         raise ValueError("no target loads given")
+    unmarked = [float(p) for p in parts if not p.endswith("%")]
+    if any(v > 1.0 for v in unmarked) and any(v <= 1.0 for v in unmarked):
+        # "10,5,1": 1 is 100 % as a fraction, and surely 1 % in this list
+        raise ValueError(
+            f"{text!r} mixes percentages and fractions (above 1 is a percentage, up to 1 a fraction): "
+            "mark percentages with %, or write every load one way"
+        )
     return tuple(out)
 
 
