@@ -882,6 +882,24 @@ ROWS = [
         "wattbench appliance: --config {tmp}/notes.txt: not JSON",
         alone=True,
     ),
+    # --json-out naming the measured program (a slip for mybench.json) wrote the result over it
+    Row(
+        "sweep-output-over-the-program-it-measures",
+        [
+            "sweep",
+            "--ops-only",
+            *FAST,
+            "--workload",
+            "command",
+            "--cmd",
+            "python3 mybench.py",
+            "--json-out",
+            "mybench.py",
+        ],
+        2,
+        "is an input of this command: it would be overwritten",
+        alone=True,
+    ),
     # a key given twice (a hand-merged config) was taken as its last value: another device id, broker
     # or calibration, silently
     Row(
@@ -1215,7 +1233,10 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     (tmp_path / "colector.toml").write_text('[colector]\nid = "bench"\n')
     (tmp_path / "period.toml").write_text("[collector]\nhealth_period_s = 0\n")
     (tmp_path / "suite.toml").write_text('[[worklet]]\nworklet = "sha256"\nworkers = 1\n')
-    (tmp_path / "twice.json").write_text('{"dev": "host-a", "dev": "host-b", "board": "host", "channels": []}')
+    (tmp_path / "mybench.py").write_text("print('ops=1')\n")
+    (tmp_path / "twice.json").write_text(
+        '{"dev": "host-a", "dev": "host-b", "board": "host", "channels": []}'
+    )
     (tmp_path / "ca.toml").write_text(f'[mqtt]\ntls_ca = "{tmp_path}/notes.txt"\n')
     (tmp_path / "binary.toml").write_bytes(b'\xff\xfe name = "s"\n')
     (tmp_path / "flash.json").write_text(json.dumps({"dev": "fl-01", "flash_dir": f"{tmp_path}/nodir/fl"}))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 from pathlib import Path
 
 from ..store import file_path
@@ -39,6 +40,10 @@ def check_output_files(args: argparse.Namespace) -> None:
         for v in value if isinstance(value, list | tuple) else [value]:
             if isinstance(v, str | os.PathLike) and str(v):
                 reads.append((str(v), "an input"))
+                # a command line (--cmd "python3 mybench.py {rate}") reads the files its words name
+                if isinstance(v, str) and " " in v.strip():
+                    with contextlib.suppress(ValueError):
+                        reads.extend((word, "an input") for word in shlex.split(v))
     for out, name in seen.items():
         if not out.is_file():
             continue  # a new file cannot be one the command reads
