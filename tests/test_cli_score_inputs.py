@@ -110,6 +110,15 @@ CASES = [
     Case("target 150%", (), _table(_standard(**{"50%": ("150%", "5", "10")})), 2, "outside (0 %, 100 %]"),
     Case("target -50", (), _table([("-50", "5", "10")]), 2, "outside (0 %, 100 %]"),
     Case("negative actual", (), "target,actual,ops,power\n100%,-5%,5,10\n", 2, "actual"),
+    # a misspelt column was ignored: `actaul` dropped the check that the actual load matches the ops
+    Case(
+        "unknown CSV column",
+        (),
+        "target,actaul,ops,power\n100%,50%,5,10\n",
+        2,
+        "column 'actaul' (did you mean 'actual'?)",
+    ),
+    Case("extra CSV column", (), "target,ops,power,notes\n100%,5,10,x\n", 2, "unknown column 'notes'"),
     # The actual load is ops over the calibrated throughput, so every row's ops over its actual is the
     # same figure, up to the rounding of a printed percentage; a mistyped row was judged by the load check
     # as typed.

@@ -88,6 +88,8 @@ def _decode_json(text: str) -> Any:
 
 JSON_KEYS = ("levels", "published_overall", "system", "source")
 LEVEL_KEYS = ("target", "ops", "power", "actual")
+# with power:<node> and ops:<node>
+CSV_COLUMNS = LEVEL_KEYS
 
 
 def _known_keys(obj: dict[str, Any], known: tuple[str, ...], where: str) -> None:
@@ -188,6 +190,12 @@ def read_csv(f: Iterable[str]) -> Table:
         raise TableError(
             f"CSV header needs target, ops (or ops:<node>) and power (or power:<node>); got {header[:20]}"
         )
+    for h in header:
+        # a misspelt column would be left out unseen: `actaul` would drop the actual-load check
+        if h not in CSV_COLUMNS and not h.startswith(("power:", "ops:")):
+            near = difflib.get_close_matches(h, CSV_COLUMNS, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else f" (known: {', '.join(CSV_COLUMNS)})"
+            raise TableError(f"CSV header: unknown column {h[:40]!r}{hint}")
     twice = sorted({h for h in header if header.count(h) > 1})
     if twice:
         raise TableError(f"CSV header names {', '.join(twice)[:80]} more than once")
