@@ -1468,6 +1468,19 @@ def test_an_output_file_that_fails_while_written_is_named_with_exit_4(tmp_path: 
     assert "internal error" not in out.stderr
 
 
+def test_a_status_file_of_another_shape_is_skipped_with_a_word(tmp_path: Path) -> None:
+    """A collector status file holding JSON of another shape ([1, 2]) made `status` fail with
+    "internal error: AttributeError", exit 1."""
+    state = tmp_path / "st"
+    state.mkdir()
+    (state / "collector-odd.json").write_text("[1, 2]\n")
+    store = make_store(tmp_path / "store.sqlite")
+    out = wattbench(["status", "--state-dir", str(state), "--store", store], tmp_path)
+    assert out.returncode == 1 and "No device accounting found" in out.stdout, out.stderr  # as with none
+    assert "internal error" not in out.stderr
+    assert f"skipped {state / 'collector-odd.json'}: not a collector status file" in out.stderr
+
+
 def test_a_sweep_on_a_store_nobody_writes_is_refused_before_its_first_phase(tmp_path: Path) -> None:
     """A store the collector does not write (another file, an old one) held the channel's metadata, so
     the whole plan ran (72 minutes at the default timing) and then found no power: the store must hold

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -27,6 +28,8 @@ from ..exits import Exit
 from ..report.terminal import new_table
 from ..store import failure_text, open_reader
 from .options import add_json_flag, add_store_options, existing_folder, option_values, output_console
+
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,9 +79,13 @@ def read_state_files(state_dir: str) -> list[dict[str, Any]]:
     out = []
     for path in sorted(Path(state_dir).glob("collector-*.json")):
         try:
-            out.append(json.loads(path.read_text()))
+            doc = json.loads(path.read_text())
         except (OSError, ValueError):
-            continue
+            continue  # one being replaced this instant, or a leftover: the next look reads it
+        if isinstance(doc, dict):
+            out.append(doc)
+        else:
+            log.warning("skipped %s: not a collector status file", path)
     return out
 
 
