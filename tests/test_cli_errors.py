@@ -1476,7 +1476,7 @@ def test_a_status_file_of_another_shape_is_skipped_with_a_word(tmp_path: Path) -
     (state / "collector-odd.json").write_text("[1, 2]\n")
     store = make_store(tmp_path / "store.sqlite")
     out = wattbench(["status", "--state-dir", str(state), "--store", store], tmp_path)
-    assert out.returncode == 1 and "No device accounting found" in out.stdout, out.stderr  # as with none
+    assert out.returncode == 1 and "no device accounting found" in out.stdout, out.stderr  # as with none
     assert "internal error" not in out.stderr
     assert f"skipped {state / 'collector-odd.json'}: not a collector status file" in out.stderr
 
