@@ -358,9 +358,11 @@ class Table:
         """The options of one group, made from the rows. checks: argparse types by the name a row's
         flag gives; help_fields: what a flag's help leaves for each command to say."""
         for row in self.rows:
-            for f in row.flags:
-                if f.group != group:
-                    continue
+            flags = [f for f in row.flags if f.group == group]
+            # Two options of one setting (--store FILE, --influx URL) given together contradict each
+            # other: argparse refuses the pair, rather than one of them being dropped unseen.
+            into = parser.add_mutually_exclusive_group() if len(flags) > 1 else parser
+            for f in flags:
                 text = f.help
                 for name, value in help_fields.items():
                     text = text.replace("{" + name + "}", value)
@@ -373,7 +375,7 @@ class Table:
                         kwargs.update(choices=list(row.choices), metavar=None)
                     if f.check:
                         kwargs["type"] = checks[f.check]
-                parser.add_argument(f.option, **kwargs)
+                into.add_argument(f.option, **kwargs)
 
     # ------------------------------------------------------------------------ the docs
 

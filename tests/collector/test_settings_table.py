@@ -81,8 +81,15 @@ def test_every_option_of_collect_gives_its_setting(tmp_path: Path) -> None:
     assert option_values(_collect([])) == ({}, {})
 
 
-def test_influx_wins_over_store_on_the_command_line() -> None:
-    values, given_as = option_values(_collect(["--store", "/x.sqlite", "--influx", "http://i:8086"]))
+def test_store_and_influx_together_on_the_command_line_are_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--influx won over --store, silently: the store the user named was not the one read or written."""
+    with pytest.raises(SystemExit) as stop:
+        _collect(["--store", "/x.sqlite", "--influx", "http://i:8086"])
+    assert stop.value.code == 2
+    assert "argument --influx: not allowed with argument --store" in capsys.readouterr().err
+    values, given_as = option_values(_collect(["--influx", "http://i:8086"]))
     assert values["store"] == "http://i:8086" and given_as["store"] == "--influx"
 
 
