@@ -357,7 +357,7 @@ ROWS = [
     ),
     # a folder no file can be made in, whoever runs it (root's access() says yes for /proc)
     Row("sweep-html-into-proc", ["sweep", "--store", "{store}", "--html", "/proc/r.html", *FAST], 2, "/proc"),
-    Row("collect-bad-influx-url", ["collect", "--influx", "influx:8086"], 2, "expected http(s)://"),
+    Row("collect-bad-influx-url", ["collect", "--influx", "influx:8086"], 2, "influx:8086: not an http:// or https:// address"),
     # the /metrics address is bound before the store is created or the broker asked (docs/prometheus.md)
     Row(
         "collect-metrics-address-in-use",
@@ -898,6 +898,52 @@ ROWS = [
         ],
         2,
         "is an input of this command: it would be overwritten",
+        alone=True,
+    ),
+    # getaddrinfo wraps a port above 65535 (99999 is 34463): another server would have been asked
+    Row(
+        "estimate-prometheus-port-out-of-range",
+        [
+            "compare-estimate",
+            "latest",
+            "--store",
+            "{store}",
+            "--prometheus",
+            "http://127.0.0.1:99999",
+            "--query",
+            "up",
+        ],
+        2,
+        "argument --prometheus: http://127.0.0.1:99999: port 99999 is outside 1..65535",
+    ),
+    Row(
+        "report-influx-port-out-of-range",
+        ["report", "latest", "--influx", "http://127.0.0.1:99999"],
+        2,
+        "http://127.0.0.1:99999: port 99999 is outside 1..65535",
+        alone=True,
+    ),
+    # the password in the address was printed, and the reason was a DNS error (user:pw@host read as host)
+    Row(
+        "estimate-prometheus-credentials",
+        [
+            "compare-estimate",
+            "latest",
+            "--store",
+            "{store}",
+            "--prometheus",
+            "http://user:pw@127.0.0.1:9",
+            "--query",
+            "up",
+        ],
+        2,
+        "argument --prometheus: http://***@127.0.0.1:9: credentials in the address are not supported",
+    ),
+    Row(
+        "report-influx-credentials-not-echoed",
+        ["report", "latest", "--influx", "http://user:pw@127.0.0.1:{down_port}"],
+        3,
+        "InfluxDB at http://***@127.0.0.1:",
         alone=True,
     ),
     # a key given twice (a hand-merged config) was taken as its last value: another device id, broker

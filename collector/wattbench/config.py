@@ -25,9 +25,11 @@ from .settings import (
     expand,
     file_problem,
     folder_problem,
+    http_address_problem,
     in_the_way,
     metrics_address,
     setting,
+    shown_url,
     table,
 )
 
@@ -66,8 +68,8 @@ def _store_form(text: str) -> str | None:
     # path would take for a folder named "htp:" and the store would refuse only when first opened.
     if "://" in text and not text.startswith(("sqlite:", "http://", "https://")):
         return f"{text!r}: give a file path, sqlite:///path or http(s)://host:port"
-    if text in ("http://", "https://"):
-        return f"{text!r}: no host"
+    if text.startswith(("http://", "https://")):
+        return http_address_problem(text)
     return None
 
 
@@ -473,7 +475,7 @@ def broker_address(text: str) -> BrokerAddress:
 
 
 def redact_url(url: str) -> str:
-    return re.sub(r"//[^/@]*@", "//***@", url)
+    return shown_url(url)
 
 
 SETTINGS = Table(table(CollectorConfig))

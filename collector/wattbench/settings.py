@@ -13,8 +13,10 @@ import argparse
 import difflib
 import math
 import os
+import re
 import ssl
 import tomllib
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
@@ -473,6 +475,32 @@ def ca_problem(text: str) -> str | None:
 
 
 # ---------------------------------------------------------------------------- forms of addresses
+
+
+def shown_url(url: str) -> str:
+    """An address as it may be printed: credentials in it replaced by ***."""
+    return re.sub(r"//[^/@]*@", "//***@", url)
+
+
+def http_address_problem(text: str, credentials: bool = True) -> str | None:
+    """Why text is not an http(s)://host[:port] address, or None. A port above 65535 would be wrapped
+    by the resolver (99999 is 34463) and another server asked. credentials: whether user:password@
+    may stand in it (never shown)."""
+    shown = shown_url(text)
+    try:
+        parts = urllib.parse.urlsplit(text)
+    except ValueError as exc:
+        return f"{shown}: {exc}"
+    if parts.scheme not in ("http", "https") or "://" not in text:
+        return f"{shown}: not an http:// or https:// address"
+    if not parts.hostname:
+        return f"{shown}: no host"
+    if "@" in parts.netloc and not credentials:
+        return f"{shown}: credentials in the address are not supported"
+    port = parts.netloc.rpartition("@")[2].rpartition("]")[2].partition(":")[2]
+    if port and (not port.isascii() or not port.isdigit() or not 1 <= int(port) <= 65535):
+        return f"{shown}: port {port} is outside 1..65535"
+    return None
 
 
 def metrics_address(text: str, said: str = "metrics address") -> str:

@@ -22,6 +22,7 @@ from ..core.align import windows_from_events
 from ..core.estimate import compare, summary
 from ..exits import Exit
 from ..report.terminal import new_table
+from ..settings import http_address_problem
 from .options import add_store_options, open_store_from_args, output_console, run_id
 
 EPILOG = """examples:
@@ -33,8 +34,10 @@ EPILOG = """examples:
 
 
 def http_url(text: str) -> str:
-    if not text.startswith(("http://", "https://")):
-        raise argparse.ArgumentTypeError(f"{text!r} is not an http:// or https:// address")
+    """A Prometheus address; its queries carry no credentials."""
+    problem = http_address_problem(text, credentials=False)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 

@@ -25,7 +25,7 @@ from ..core import FieldError
 from ..exits import Exit
 from ..mqttconn import AddressError, parse_broker
 from ..report.outputs import TERMINAL, Outputs, renderers
-from ..settings import ca_problem, file_problem, folder_problem, in_the_way
+from ..settings import ca_problem, file_problem, folder_problem, http_address_problem, in_the_way
 from ..store import known_spec, missing_folder, open_store
 
 if TYPE_CHECKING:
@@ -266,8 +266,9 @@ def new_store_path(text: str) -> str:
 
 
 def influx_url(text: str) -> str:
-    if not text.startswith(("http://", "https://")) or len(text) <= len("http://"):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected http(s)://host:port")
+    problem = http_address_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 

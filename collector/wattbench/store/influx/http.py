@@ -138,9 +138,13 @@ class InfluxHttp:
                 timeout=urllib3.Timeout(connect=PING_TIMEOUT_S, read=PING_TIMEOUT_S),
             )
         except urllib3.exceptions.HTTPError as exc:
-            raise StoreUnavailable(f"InfluxDB at {self.url} does not answer: {_why(exc)}") from None
+            raise StoreUnavailable(
+                f"InfluxDB at {redact_url(self.url)} does not answer: {_why(exc)}"
+            ) from None
         if resp.status >= 500:
-            raise StoreUnavailable(f"InfluxDB at {self.url} answered /ping with HTTP {resp.status}")
+            raise StoreUnavailable(
+                f"InfluxDB at {redact_url(self.url)} answered /ping with HTTP {resp.status}"
+            )
         self.version = resp.headers.get("X-Influxdb-Version") or "unknown"
 
     def _executor(self) -> Any:
@@ -221,7 +225,9 @@ class InfluxHttp:
                 for fut in [self._executor().submit(self._post, body) for body in bodies]:
                     fut.result()
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise StoreUnavailable(f"InfluxDB at {self.url} unreachable: {exc.__class__.__name__}") from None
+            raise StoreUnavailable(
+                f"InfluxDB at {redact_url(self.url)} unreachable: {exc.__class__.__name__}"
+            ) from None
 
     def ping(self) -> bool:
         try:
@@ -260,7 +266,9 @@ class InfluxHttp:
                     preload_content=not chunked,
                 )
         except urllib3.exceptions.HTTPError as exc:
-            raise StoreUnavailable(f"InfluxDB at {self.url} unreachable: {exc.__class__.__name__}") from None
+            raise StoreUnavailable(
+                f"InfluxDB at {redact_url(self.url)} unreachable: {exc.__class__.__name__}"
+            ) from None
         if resp.status >= 400:
             text = (
                 resp.data.decode(errors="replace")[:300]
