@@ -204,6 +204,9 @@ def test_partial_run_shows_idle_as_not_measured_never_zero() -> None:
     assert math.isnan(ev.summary.idle_W)
     text = render_evaluation(ev)
     assert "active idle not measured" in text and "active idle 0" not in text
+    # The overall figure divides by the target loads alone, higher than a whole run's: its line says so.
+    (line,) = [x for x in text.splitlines() if x.startswith("∑ops / ∑power = ")]
+    assert line.endswith("(ops/s per W; without active idle in ∑power)"), line
     page = render_html(ev)
     assert "active idle power (W): not measured" in page
     doc = report_dict(ev)

@@ -75,8 +75,11 @@ def column_heads(ops_label: str = "ops") -> list[str]:
     ]
 
 
-def overall_line(overall: float, ops_label: str = "ops") -> str:
-    return f"∑{ops_label} / ∑power = {fmt_count(overall)} ({ratio_unit(ops_label)})"
+def overall_line(overall: float, ops_label: str = "ops", idle: bool = True) -> str:
+    """The overall metric's line; idle False: active idle was not measured, so ∑power has the target
+    loads only and the figure is higher than a whole run's would be."""
+    note = "" if idle else "; without active idle in ∑power"
+    return f"∑{ops_label} / ∑power = {fmt_count(overall)} ({ratio_unit(ops_label)}{note})"
 
 
 def levels_table(levels: Sequence[LevelScore], ops_label: str = "ops", title: str | None = None) -> Any:
@@ -250,7 +253,8 @@ def report_renderables(
         # No power was measured (an ops-only run): a ratio of 0 would read as a result.
         out.append(Text(f"∑{ops_label} / ∑power: not measured (no power samples)", style="bold"))
     else:
-        out.append(Text(overall_line(overall, ops_label), style="bold"))
+        idle = summary is None or "idle_W" in summary
+        out.append(Text(overall_line(overall, ops_label, idle=idle), style="bold"))
     facts = []
     if calibrated:
         facts.append(f"calibrated {fmt_count(calibrated)} {rate_unit(ops_label)}")
