@@ -209,6 +209,7 @@ def test_partial_run_shows_idle_as_not_measured_never_zero() -> None:
     assert line.endswith("(ops/s per W; without active idle in ∑power)"), line
     page = render_html(ev)
     assert "active idle power (W): not measured" in page
+    assert "without active idle in ∑power" in page
     doc = report_dict(ev)
     _validate("report", doc)
     # read back from a store: still not measured, not 0

@@ -368,6 +368,10 @@ def _nodes_html(levels: Sequence[LevelScore]) -> list[str]:
     ]
 
 
+def _idle_measured(result: dict[str, Any]) -> bool:
+    return "idle_W" in (result.get("summary") or {})
+
+
 def _simulated_badge(result: Mapping[str, Any]) -> str:
     """A simulated meter said at the top of the page, where a reader reads the watts."""
     if not result.get("simulated_meter"):
@@ -416,7 +420,7 @@ def render_html(evaluation: Any, fetch: Callable[..., Any] | None = None) -> str
         "<h2>Result</h2>",
         _table_html(levels, ops_label),
         *_nodes_html(levels),
-        f"<p class=overall>{html.escape(overall_line(result['overall'], ops_label))}</p>",
+        f"<p class=overall>{html.escape(overall_line(result['overall'], ops_label, idle=_idle_measured(result)))}</p>",
         "<ul class=facts>" + "".join(f"<li>{html.escape(f)}</li>" for f in facts) + "</ul>",
     ]
     if any(lv.has_power for lv in levels):
