@@ -39,7 +39,8 @@ MEANING: dict[Exit, str] = {
     "(`collect`, see [collector.md](collector.md#exit-codes-and-logs)); an output cannot be written (a "
     "full or read-only disk, a file that fails as it is written: `cannot write the output: FILE: ...`)",
     Exit.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM) before it was done: `sweep`, `suite`, `demo` and the "
-    "other commands that end on their own",
+    "other commands that end on their own; and any command stopped while it still loads (its first half "
+    "second), before it has started anything",
     Exit.BROKEN_PIPE: "the reader of the output went away (`wattbench status --json \\| head`, "
     "`wattbench report latest \\| head -1`), for every command, table or JSON: not an error, no traceback",
 }
