@@ -26,6 +26,18 @@ PY = sys.executable
 FAST = ["--quiet", "--pre", "0.2", "--measure", "1", "--post", "0.1", "--gap", "0", "--levels", "100,50"]
 
 
+def fast_but(*options: str) -> list[str]:
+    """FAST without the options a row gives itself (an option given twice is refused)."""
+    out: list[str] = []
+    words = iter(FAST)
+    for word in words:
+        if word in options:
+            next(words)
+        else:
+            out.append(word)
+    return out
+
+
 @dataclass
 class Row:
     id: str
@@ -329,14 +341,14 @@ ROWS = [
     # a plan of 445,000 years started its load: an interval is at most a day
     Row(
         "sweep-measure-beyond-a-day",
-        ["sweep", "--store", "{store}", "--cmd", "true", *FAST, "--measure", "1e12"],
+        ["sweep", "--store", "{store}", "--cmd", "true", *fast_but("--measure"), "--measure", "1e12"],
         2,
         "wattbench sweep: --measure: must be at most 86400 s (a day), got 1000000000000.0",
         alone=True,
     ),
     Row(
         "suite-pre-beyond-a-day",
-        ["suite", "{tmp}/suite.toml", "--store", "{store}", *FAST, "--pre", "1e9"],
+        ["suite", "{tmp}/suite.toml", "--store", "{store}", *fast_but("--pre"), "--pre", "1e9"],
         2,
         "wattbench suite: --pre: must be at most 86400 s (a day), got 1000000000.0",
         alone=True,
@@ -357,7 +369,12 @@ ROWS = [
     ),
     # a folder no file can be made in, whoever runs it (root's access() says yes for /proc)
     Row("sweep-html-into-proc", ["sweep", "--store", "{store}", "--html", "/proc/r.html", *FAST], 2, "/proc"),
-    Row("collect-bad-influx-url", ["collect", "--influx", "influx:8086"], 2, "influx:8086: not an http:// or https:// address"),
+    Row(
+        "collect-bad-influx-url",
+        ["collect", "--influx", "influx:8086"],
+        2,
+        "influx:8086: not an http:// or https:// address",
+    ),
     # the /metrics address is bound before the store is created or the broker asked (docs/prometheus.md)
     Row(
         "collect-metrics-address-in-use",
@@ -946,6 +963,21 @@ ROWS = [
         "InfluxDB at http://***@127.0.0.1:",
         alone=True,
     ),
+    # argparse kept the last of an option given twice: `--levels 100 --levels 50` ran 50 % alone
+    Row(
+        "sweep-option-given-twice",
+        ["sweep", "--ops-only", "--levels", "100", "--levels", "50"],
+        2,
+        "argument --levels: given twice (--levels 100, then --levels 50): give it once",
+        alone=True,
+    ),
+    Row(
+        "score-option-given-twice",
+        ["score", "{tmp}/table.csv", "--expect", "1929", "--expect=5"],
+        2,
+        "argument --expect: given twice (--expect 1929, then --expect 5): give it once",
+        alone=True,
+    ),
     # a key given twice (a hand-merged config) was taken as its last value: another device id, broker
     # or calibration, silently
     Row(
@@ -979,7 +1011,7 @@ ROWS = [
     # the same load twice ("1" is 100 % as a fraction) was refused as "phase names repeat: [...]"
     Row(
         "sweep-level-twice",
-        ["sweep", "--ops-only", *FAST, "--levels", "100,50,1"],
+        ["sweep", "--ops-only", *fast_but("--levels"), "--levels", "100,50,1"],
         2,
         "wattbench sweep: argument --levels: target load '1' is 100 % again (see wattbench sweep --help)",
         alone=True,
@@ -1280,6 +1312,7 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     (tmp_path / "period.toml").write_text("[collector]\nhealth_period_s = 0\n")
     (tmp_path / "suite.toml").write_text('[[worklet]]\nworklet = "sha256"\nworkers = 1\n')
     (tmp_path / "mybench.py").write_text("print('ops=1')\n")
+    (tmp_path / "table.csv").write_text("target,ops,power\n100%,1000,200\n")
     (tmp_path / "twice.json").write_text(
         '{"dev": "host-a", "dev": "host-b", "board": "host", "channels": []}'
     )

@@ -59,12 +59,35 @@ class Parser(argparse.ArgumentParser):
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
         parsed, extras = self.parse_known_args(args, namespace)
+        parser = self.chosen(parsed)
+        words = list(sys.argv[1:] if args is None else args)
         if extras:
             # argparse leaves these to the top parser, whose --help does not list them.
-            parser = self.chosen(parsed)
-            words = list(sys.argv[1:] if args is None else args)
             parser.error(f"unrecognized arguments: {' '.join(extras)}{parser.meant(extras, words)}")
+        parser.given_once(words)
         return parsed
+
+    def given_once(self, words: Sequence[str]) -> None:
+        """An option that takes one value, given twice, is a usage error: argparse keeps the last
+        without a word, so `--levels 100 --levels 50` ran 50 % alone."""
+        seen: dict[str, tuple[str, str]] = {}
+        i = 0
+        while i < len(words):
+            word = words[i]
+            if word == "--":
+                break
+            option, eq, inline = word.partition("=")
+            action = self._option_string_actions.get(option) if option.startswith("-") else None
+            if isinstance(action, argparse._StoreAction) and action.nargs is None:
+                value = inline if eq else (words[i + 1] if i + 1 < len(words) else "")
+                if action.dest in seen:
+                    first, before = seen[action.dest]
+                    self.error(
+                        f"argument {option}: given twice ({first} {before}, then {option} {value}): give it once"
+                    )
+                seen[action.dest] = (option, value)
+                i += 0 if eq else 1
+            i += 1
 
     def chosen(self, parsed: argparse.Namespace) -> Parser:
         """The (sub)command parser the command line chose."""
