@@ -50,7 +50,7 @@ def events_for(plan, t0: int) -> list[dict]:  # type: ignore[no-untyped-def]
 
 def main() -> None:
     from wattbench.argtypes import number, whole
-    from wattbench.cli.options import Parser
+    from wattbench.cli.parser import Parser
 
     ap = Parser()
     ap.add_argument("--channels", type=whole(at_least=1), default=64)

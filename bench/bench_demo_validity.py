@@ -284,7 +284,7 @@ def describe(run: Run, k: int, n: int) -> list[str]:
 
 def main() -> int:
     from wattbench.argtypes import number, whole
-    from wattbench.cli.options import Parser
+    from wattbench.cli.parser import Parser
 
     ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=whole(at_least=1), default=10, help="demo runs in a row (10)")

@@ -43,7 +43,7 @@ except ImportError as exc:  # a hint on one line, not a traceback
 
 def main() -> int:
     from wattbench.argtypes import number, whole
-    from wattbench.cli.options import Parser
+    from wattbench.cli.parser import Parser
 
     p = Parser(description=__doc__.split("\n")[0])
     p.add_argument("--hours", type=number(at_least=2), default=24.0, help="simulated hours (at least 2)")

@@ -36,7 +36,7 @@ except ImportError as exc:  # a hint on one line, not a traceback
 
 def main() -> int:
     from wattbench.argtypes import whole
-    from wattbench.cli.options import Parser
+    from wattbench.cli.parser import Parser
 
     p = Parser(description=__doc__.split("\n")[0])
     p.add_argument(

@@ -51,7 +51,7 @@ def bodies(first: int, requests: int, lines: int) -> list[str]:
 
 def main() -> int:
     from wattbench.argtypes import whole
-    from wattbench.cli.options import Parser
+    from wattbench.cli.parser import Parser
 
     ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(

@@ -92,7 +92,7 @@ def slope_us_per_sample(devs: list[int]) -> float:
 
 def main() -> None:
     from wattbench.argtypes import number, whole
-    from wattbench.cli.options import Parser
+    from wattbench.cli.parser import Parser
 
     ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hz", type=number(above=0), default=1000.0)

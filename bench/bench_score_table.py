@@ -80,7 +80,7 @@ def load() -> str:
 
 def main() -> None:
     from wattbench.argtypes import whole
-    from wattbench.cli.options import Parser
+    from wattbench.cli.parser import Parser
 
     ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", default="10000,100000,1000000", help="table sizes (comma separated)")

@@ -57,7 +57,7 @@ def batches(samples: int, batch: int) -> list[tuple[str, bytes]]:
 
 def main() -> int:
     from wattbench.argtypes import whole
-    from wattbench.cli.options import Parser
+    from wattbench.cli.parser import Parser
 
     ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=whole(at_least=1), default=200_000)

@@ -46,7 +46,7 @@ def main() -> None:
 
     signal.signal(signal.SIGTERM, stop)
     from wattbench.argtypes import number, whole
-    from wattbench.cli.options import Parser
+    from wattbench.cli.parser import Parser
 
     ap = Parser()
     ap.add_argument("--measure", type=number(above=0), default=30.0)

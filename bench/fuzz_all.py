@@ -432,7 +432,7 @@ def replay(name: str, seed: int, index: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from wattbench.argtypes import number, whole
-    from wattbench.cli.options import Parser
+    from wattbench.cli.parser import Parser
 
     ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument(

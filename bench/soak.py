@@ -289,7 +289,7 @@ def _soak(args: argparse.Namespace, profile: str, started: contextlib.ExitStack)
 
 def main() -> int:
     from wattbench.argtypes import number, whole
-    from wattbench.cli.options import Parser
+    from wattbench.cli.parser import Parser
 
     ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--appliances", type=whole(at_least=1), default=50)

@@ -40,9 +40,10 @@ IO_MODULES = {
 # edge that may import everything; nothing imports it back.
 ALLOWED: dict[str, set[str]] = {
     "core": set(),
-    "settings": set(),
+    "settings": {"forms"},
+    "forms": set(),
     "exits": set(),
-    "config": {"mqttconn", "settings"},
+    "config": {"mqttconn", "settings", "forms"},
     "signals": set(),
     "argtypes": set(),
     "spool": set(),
@@ -56,6 +57,7 @@ ALLOWED: dict[str, set[str]] = {
         "core",
         "config",
         "settings",
+        "forms",
         "exits",
         "signals",
         "spool",
@@ -73,6 +75,7 @@ ALLOWED: dict[str, set[str]] = {
         "core",
         "argtypes",
         "settings",
+        "forms",
         "exits",
         "config",
         "signals",

@@ -460,7 +460,7 @@ def test_a_bench_refuses_a_wrong_number_in_one_line_before_it_starts(
 
 def test_every_bench_reads_its_numbers_with_the_checked_types() -> None:
     """The same rule as tests/test_cli.py's for the command: no bare int or float type, and the
-    one-line parser of the command (options.Parser)."""
+    one-line parser of the command (cli/parser.py)."""
     bare = []
     for script in sorted(BENCH.glob("*.py")):
         tree = ast.parse(script.read_text())

@@ -5,8 +5,9 @@ A marker is an HTML comment on the line before the block's fence, invisible on t
 
 - `<!-- docs-test: run -->`: the block runs. The run blocks of one page run in page order, in one
   folder and one shell, so a block may use what an earlier one started or wrote. Options after `run`:
-  - `short-timing`: every `wattbench sweep` gets `--pre 1 --measure 3 --post 1 --gap 0.5` appended (the last
-    value of an option wins), so a sweep takes a minute instead of an hour;
+  - `short-timing`: every `wattbench sweep` gets `--pre 1 --measure 3 --post 1 --gap 0.5`, in place of
+    the values the block gives them (an option given twice is refused), so a sweep takes a minute
+    instead of an hour;
   - `with-appliance`: before the block, an embedded broker and a simulated appliance (`sim-01`) start,
     as the block's text assumes;
   - `before: COMMANDS`: shell commands run first, unseen by the reader (to make an input file).
@@ -43,7 +44,20 @@ SHELL = {"sh", "bash", "shell", "console"}
 FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
 MARKER = re.compile(r"^\s*<!--\s*docs-test:\s*(.*?)\s*-->\s*$")
 VERBS = {"run", "file", "skip", "covered-by"}
-SHORT_TIMING = " --pre 1 --measure 3 --post 1 --gap 0.5"
+SHORT_TIMING = {"--pre": "1", "--measure": "3", "--post": "1", "--gap": "0.5"}
+
+
+def short_timing(command: str) -> str:
+    """The command with the short timing in place of its own."""
+    for option, value in SHORT_TIMING.items():
+        mine = re.compile(rf"(?<=\s){re.escape(option)}(?:=|\s+)\S+")
+        if mine.search(command):
+            command = mine.sub(f"{option} {value}", command)
+        else:
+            command += f" {option} {value}"
+    return command
+
+
 SCORING = re.compile(r"^wattbench (sweep|report|suite|compare)\b")
 
 
@@ -170,7 +184,7 @@ def script(page: Path, port: int) -> str:
             background = line.endswith("&")
             command = line.rstrip("&").rstrip()
             if "short-timing" in flags and command.startswith("wattbench sweep"):
-                command += SHORT_TIMING
+                command = short_timing(command)
             if background:
                 # Its output to a file: the test reads the script's output until every writer closes it.
                 log = f"background-{len(out)}.log"

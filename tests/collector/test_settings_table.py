@@ -11,7 +11,6 @@ import pytest
 
 from wattbench.cli.collect import add_arguments as collect_arguments
 from wattbench.cli.options import (
-    Parser,
     add_broker_options,
     add_store_options,
     default_store,
@@ -19,6 +18,7 @@ from wattbench.cli.options import (
     mqtt_user,
     option_values,
 )
+from wattbench.cli.parser import Parser
 from wattbench.config import ENV, SECRET_FILES, SETTINGS, CollectorConfig, ConfigError, load_config
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,6 +14,7 @@ from sweep_synth import SeriesFetch, make_series
 from wattbench.core import align as al
 from wattbench.core.clocktrack import ClockTrack, as_track, window_offset
 from wattbench.store.sqlite import SqliteStore
+from wattbench.store.sqlitefile import SCHEMA
 
 T0 = 1_763_800_000_000
 HZ = 10
@@ -211,6 +212,7 @@ def test_sqlite_offset_history_and_an_older_file(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite"
     # A file from before clk_steps existed: the table lacks the column.
     db = sqlite3.connect(path)
+    db.execute(SCHEMA.split(";")[0])  # wb_sample, as every store has had it
     db.execute(
         "CREATE TABLE wb_health (dev TEXT NOT NULL, collector TEXT NOT NULL, time INTEGER NOT NULL, "
         "offset_ms, PRIMARY KEY (dev, collector, time)) WITHOUT ROWID"

@@ -22,7 +22,8 @@ from ..signals import interrupt_on_stop_signals
 from ..store.base import StoreError, failure_text
 from ..sweep.publish import SinkError
 from ..workloads.base import WorkloadError
-from .options import CliError, Parser, add_verbose, verbosity
+from .options import CliError, add_verbose, verbosity
+from .parser import Parser
 from .prechecks import check_output_files, check_store_options
 
 # subcommand -> (module, one-line help). The module provides add_arguments(parser) and run(args) -> int.

@@ -21,8 +21,8 @@ from typing import IO, Any
 
 from ..argtypes import given, whole
 from ..exits import Exit
+from ..forms import folder_problem
 from ..owner import Busy, hold
-from ..settings import folder_problem
 from ..signals import stop_event
 from .options import broker_address, number, state_dir, state_folder, writable_file
 

@@ -21,8 +21,8 @@ from ..argtypes import given
 from ..core.align import windows_from_events
 from ..core.estimate import compare, summary
 from ..exits import Exit
+from ..forms import http_address_problem
 from ..report.terminal import new_table
-from ..settings import http_address_problem
 from .options import add_store_options, open_store_from_args, output_console, run_id
 
 EPILOG = """examples:

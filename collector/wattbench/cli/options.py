@@ -9,13 +9,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import sys
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache
-from itertools import pairwise
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import wattbench_schema
 
@@ -23,9 +21,9 @@ from ..argtypes import given, number
 from ..config import SETTINGS, default_state_dir, load_config, redact_url
 from ..core import FieldError
 from ..exits import Exit
+from ..forms import ca_problem, file_problem, folder_problem, http_address_problem, in_the_way
 from ..mqttconn import AddressError, parse_broker
 from ..report.outputs import TERMINAL, Outputs, renderers
-from ..settings import ca_problem, file_problem, folder_problem, http_address_problem, in_the_way
 from ..store import known_spec, missing_folder, open_store
 
 if TYPE_CHECKING:
@@ -40,75 +38,6 @@ class CliError(Exception):
     def __init__(self, message: str, code: int = Exit.USAGE) -> None:
         super().__init__(message)
         self.code = code
-
-
-class Parser(argparse.ArgumentParser):
-    """A usage error is one line naming the option, not the whole synopsis; --help has that.
-
-    Every command and subcommand is made from this class. An option is never taken for another by its
-    first letters (argparse's allow_abbrev): `sweep --json` would be --json-out, and a new option could
-    silently change what an old abbreviation means. An option a subcommand does not know is that
-    subcommand's error, pointing to its own --help."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(Exit.USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
-
-    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
-        parsed, extras = self.parse_known_args(args, namespace)
-        parser = self.chosen(parsed)
-        words = list(sys.argv[1:] if args is None else args)
-        if extras:
-            # argparse leaves these to the top parser, whose --help does not list them.
-            parser.error(f"unrecognized arguments: {' '.join(extras)}{parser.meant(extras, words)}")
-        parser.given_once(words)
-        return parsed
-
-    def given_once(self, words: Sequence[str]) -> None:
-        """An option that takes one value, given twice, is a usage error: argparse keeps the last
-        without a word, so `--levels 100 --levels 50` ran 50 % alone."""
-        seen: dict[str, tuple[str, str]] = {}
-        i = 0
-        while i < len(words):
-            word = words[i]
-            if word == "--":
-                break
-            option, eq, inline = word.partition("=")
-            action = self._option_string_actions.get(option) if option.startswith("-") else None
-            if isinstance(action, argparse._StoreAction) and action.nargs is None:
-                value = inline if eq else (words[i + 1] if i + 1 < len(words) else "")
-                if action.dest in seen:
-                    first, before = seen[action.dest]
-                    self.error(
-                        f"argument {option}: given twice ({first} {before}, then {option} {value}): give it once"
-                    )
-                seen[action.dest] = (option, value)
-                i += 0 if eq else 1
-            i += 1
-
-    def chosen(self, parsed: argparse.Namespace) -> Parser:
-        """The (sub)command parser the command line chose."""
-        for action in self._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                sub = action.choices.get(getattr(parsed, action.dest, None) or "")
-                if isinstance(sub, Parser):
-                    return sub.chosen(parsed)
-        return self
-
-    def meant(self, extras: list[str], words: Sequence[str] = ()) -> str:
-        """The options an abbreviation would once have been taken for, as a hint; and for a file
-        after a flag that prints to stdout (--json FILE), the option that writes it (--json-out FILE)."""
-        known = [o for o in self._option_string_actions if o.startswith("--")]
-        hints = {o for x in extras if x.startswith("--") for o in known if o.startswith(x.split("=")[0])}
-        hints |= {
-            f"{flag}-out {word}"
-            for flag, word in pairwise(words)
-            if word in extras and f"{flag}-out" in known
-        }
-        return f" (did you mean {' or '.join(sorted(hints))}?)" if hints else ""
 
 
 # ---------------------------------------------------------------------------- output
@@ -183,7 +112,7 @@ def writable_file(text: str) -> str:
 
 
 def checked_by_problem(problem_of: Callable[[str], str | None]) -> Callable[[str], str]:
-    """An argparse type from a function that says why a path will not do (wattbench.settings); an
+    """An argparse type from a function that says why a path will not do (wattbench.forms); an
     empty path never does."""
 
     def check(text: str) -> str:
@@ -195,7 +124,7 @@ def checked_by_problem(problem_of: Callable[[str], str | None]) -> Callable[[str
     return check
 
 
-# A folder a command keeps its state in (wattbench.settings.folder_problem).
+# A folder a command keeps its state in (wattbench.forms.folder_problem).
 state_folder = checked_by_problem(folder_problem)
 
 

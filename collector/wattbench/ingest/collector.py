@@ -32,8 +32,8 @@ from ..bridge import PlugConfigError, load_plugs
 from ..bridge.translate import Bridge
 from ..config import CollectorConfig, ConfigError
 from ..exits import Exit
+from ..forms import split_metrics_address
 from ..owner import Busy, hold
-from ..settings import split_metrics_address
 from ..spool import Spool, SpoolError
 from ..store import SampleEncoder, missing_folder, open_store
 from .auth import Verifier

@@ -1,0 +1,120 @@
+"""The forms a setting's value must have, whatever gave it (an option, the environment, a file):
+paths of folders and files, certificates, and network addresses. Each `*_problem` says why a text
+is not of its form, or None; the settings table applies them (Setting.form) and the options'
+argparse types say the same words.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import ssl
+import urllib.parse
+from pathlib import Path
+
+
+class ConfigError(ValueError):
+    """The configuration cannot work; the message says which setting and why."""
+
+
+def expand(path: str) -> Path:
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # ~user that does not exist
+        raise ConfigError(f"path {path!r}: unknown home directory") from None
+
+
+# ---------------------------------------------------------------------------- forms of paths
+
+
+def in_the_way(text: str) -> str | None:
+    """Why text cannot be a folder because something else is there, or None."""
+    path = expand(text)
+    if path.exists() and not path.is_dir():
+        return f"{text} is a file, not a folder"
+    return None
+
+
+def folder_problem(text: str, made_with: Path | None = None) -> str | None:
+    """Why text cannot be a folder a command keeps its state in, or None. A missing folder is made,
+    but only inside one that is there (or inside made_with, a folder made first): a typo above it would
+    leave the state, and what it has not sent yet, where nobody looks."""
+    path = expand(text)
+    if path.exists():
+        return in_the_way(text)
+    above = next(p for p in path.parents if p.exists())
+    if not above.is_dir():
+        return f"{text}: {above} is a file, not a folder"
+    if above != path.parent and not (made_with is not None and path.is_relative_to(made_with)):
+        return f"{text}: no folder {path.parent} (nothing was created)"
+    return None
+
+
+def file_problem(text: str) -> str | None:
+    """Why text cannot name a file to read, or None."""
+    path = expand(text)
+    if path.is_dir():
+        return f"{text} is a folder, not a file"
+    if not path.is_file():
+        return f"{text}: no such file"
+    if not os.access(path, os.R_OK):
+        return f"{text}: permission denied"
+    return None
+
+
+def ca_problem(text: str) -> str | None:
+    """Why text cannot name a CA certificate TLS can load, or None: a wrong file is found when the
+    setting is read, not at the first connect."""
+    problem = file_problem(text)
+    if problem:
+        return problem
+    try:
+        ssl.create_default_context(cafile=str(expand(text)))
+    except (ssl.SSLError, ValueError, OSError) as exc:
+        return f"{text}: not a PEM CA certificate ({exc})"
+    return None
+
+
+# ---------------------------------------------------------------------------- forms of addresses
+
+
+def shown_url(url: str) -> str:
+    """An address as it may be printed: credentials in it replaced by ***."""
+    return re.sub(r"//[^/@]*@", "//***@", url)
+
+
+def http_address_problem(text: str, credentials: bool = True) -> str | None:
+    """Why text is not an http(s)://host[:port] address, or None. A port above 65535 would be wrapped
+    by the resolver (99999 is 34463) and another server asked. credentials: whether user:password@
+    may stand in it (never shown)."""
+    shown = shown_url(text)
+    try:
+        parts = urllib.parse.urlsplit(text)
+    except ValueError as exc:
+        return f"{shown}: {exc}"
+    if parts.scheme not in ("http", "https") or "://" not in text:
+        return f"{shown}: not an http:// or https:// address"
+    if not parts.hostname:
+        return f"{shown}: no host"
+    if "@" in parts.netloc and not credentials:
+        return f"{shown}: credentials in the address are not supported"
+    port = parts.netloc.rpartition("@")[2].rpartition("]")[2].partition(":")[2]
+    if port and (not port.isascii() or not port.isdigit() or not 1 <= int(port) <= 65535):
+        return f"{shown}: port {port} is outside 1..65535"
+    return None
+
+
+def metrics_address(text: str, said: str = "metrics address") -> str:
+    """HOST:PORT (or :PORT for every interface) for the /metrics endpoint; ConfigError otherwise."""
+    host, sep, port = str(text).rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{said} {text!r}: use HOST:PORT, for example 127.0.0.1:9464")
+    host = host.strip("[]")
+    if any(ch.isspace() or ch in "/\0" for ch in host):
+        raise ConfigError(f"{said} {text!r}: {host!r} is not a host")
+    return f"{host}:{int(port)}"
+
+
+def split_metrics_address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port)
