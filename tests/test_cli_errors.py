@@ -963,6 +963,24 @@ ROWS = [
         "InfluxDB at http://***@127.0.0.1:",
         alone=True,
     ),
+    # a workload file of another workload than --workload's: one side was dropped unseen
+    Row(
+        "sweep-workload-config-of-another-workload",
+        [
+            "sweep",
+            "--ops-only",
+            *FAST,
+            "--workload",
+            "command",
+            "--cmd",
+            "true",
+            "--workload-config",
+            "{tmp}/wl.toml",
+        ],
+        2,
+        "wattbench sweep: --workload command: --workload-config {tmp}/wl.toml is a file of the builtin workload",
+        alone=True,
+    ),
     # argparse kept the last of an option given twice: `--levels 100 --levels 50` ran 50 % alone
     Row(
         "sweep-option-given-twice",
@@ -1312,6 +1330,7 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     (tmp_path / "period.toml").write_text("[collector]\nhealth_period_s = 0\n")
     (tmp_path / "suite.toml").write_text('[[worklet]]\nworklet = "sha256"\nworkers = 1\n')
     (tmp_path / "mybench.py").write_text("print('ops=1')\n")
+    (tmp_path / "wl.toml").write_text('workload = "builtin"\n')
     (tmp_path / "table.csv").write_text("target,ops,power\n100%,1000,200\n")
     (tmp_path / "twice.json").write_text(
         '{"dev": "host-a", "dev": "host-b", "board": "host", "channels": []}'

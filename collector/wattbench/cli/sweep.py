@@ -182,6 +182,13 @@ def workload_from_args(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     settings."""
 
     config: dict[str, Any] = load_config(args.workload_config) if args.workload_config else {}
+    declared = config.get("workload")
+    if args.workload and declared and declared != args.workload:
+        # one of the two is a slip: the file's settings would be checked against the wrong workload
+        raise CliError(
+            f"--workload {args.workload}: --workload-config {args.workload_config} is a file of the "
+            f"{declared} workload; give one or the other"
+        )
     given = option_values(vars(args))
     name = choose(args.workload or config.get("workload"), given)
     try:
