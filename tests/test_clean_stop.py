@@ -313,7 +313,10 @@ def test_ctrl_c_while_the_command_loads_is_one_line(
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
     assert "Traceback" not in err, err
-    assert proc.returncode in (130, 2, 3), (proc.returncode, err)  # interrupted, or ended before
+    # Interrupted (130); or it had ended (2, 3: no such store), and a signal in the interpreter's own
+    # last milliseconds, after our handlers are gone, ends it by the signal once its line is said.
+    ended = "no store at" in err
+    assert proc.returncode == 130 or (ended and proc.returncode in (2, 3, -sig)), (proc.returncode, err)
     if proc.returncode == 130:  # not when the command had already ended
         assert len(err.splitlines()) == 1, err
 
