@@ -45,7 +45,7 @@ ALLOWED: dict[str, set[str]] = {
     "exits": set(),
     "config": {"mqttconn", "settings", "forms"},
     "signals": set(),
-    "argtypes": set(),
+    "argtypes": {"core"},
     "spool": set(),
     "owner": set(),
     "store": {"core", "config"},

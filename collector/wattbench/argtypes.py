@@ -13,6 +13,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from .core import plain_number
+
 __all__ = ["checked_by", "given", "number", "whole"]
 
 
@@ -64,15 +66,6 @@ def checked_by(parse: Any, what: str) -> Any:
 
     check.__name__ = what  # argparse names the type in its own messages
     return check
-
-
-def plain_number(text: str) -> str:
-    """The text of a number as people type it, or ValueError. Python's float and int also read
-    "1_0" as 10 and digits of other scripts ("５" as 5): a slip of the keyboard that would run a
-    window ten times the one meant."""
-    if "_" in text or not text.isascii():
-        raise ValueError(text)
-    return text
 
 
 def _bounded(

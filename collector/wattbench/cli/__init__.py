@@ -5,23 +5,22 @@ traceback (wattbench.cli.app holds the commands)."""
 from __future__ import annotations
 
 import os
-import signal
 import sys
 
 from ..exits import Exit  # the standard library's enum only
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
     # Started with stdout closed (`>&-`): the output is for nobody, and the command still does its work.
     if sys.stdout is None:
         sys.stdout = open(os.devnull, "w")  # held as stdout for the life of the process
-    # SIGTERM as Ctrl-C from the start: while the commands load it ended the process by the signal
-    # (143, nothing said). The command installs its own handlers once it runs.
-    signal.signal(signal.SIGTERM, _interrupt)
+    # SIGTERM (systemd, containers, kill) and a SIGINT inherited as ignored (a background job of a
+    # non-interactive shell) end every command as Ctrl-C does, from the start: SIGTERM while the
+    # commands load ended the process by the signal (143, nothing said). The long-running ones
+    # (appliance, collect, broker) install their own stop handlers in run().
+    from ..signals import interrupt_on_stop_signals  # late: start-up (it needs only the standard library)
+
+    interrupt_on_stop_signals()
     try:
         from .app import run  # late: start-up (see above)
 

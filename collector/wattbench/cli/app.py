@@ -18,7 +18,6 @@ from ..broker import BrokerStartError
 from ..config import ConfigError
 from ..exits import Exit
 from ..report.outputs import OutputError
-from ..signals import interrupt_on_stop_signals
 from ..store.base import StoreError, failure_text
 from ..sweep.publish import SinkError
 from ..workloads.base import WorkloadError
@@ -152,10 +151,6 @@ def run(argv: list[str] | None) -> int:
         print(f"wattbench {args.command}: unavailable ({args._import_error})", file=sys.stderr)
         return Exit.UNREACHABLE
     prefix = f"wattbench {args.command}"
-    # SIGTERM (systemd, containers, kill) and a SIGINT inherited as ignored (a background job of a
-    # non-interactive shell) end every command as Ctrl-C does; the long-running ones (appliance,
-    # collect, broker) install their own stop handlers in run().
-    interrupt_on_stop_signals()
     try:
         check_output_files(args)
         check_store_options(args)

@@ -23,7 +23,7 @@ from ..core.estimate import compare, summary
 from ..exits import Exit
 from ..forms import http_address_problem
 from ..report.terminal import new_table
-from .options import add_store_options, open_store_from_args, output_console, run_id
+from .options import add_store_options, checked_by_problem, open_store_from_args, output_console, run_id
 
 EPILOG = """examples:
   wattbench compare-estimate latest --prometheus http://127.0.0.1:9090 \\
@@ -33,12 +33,12 @@ EPILOG = """examples:
 """
 
 
-def http_url(text: str) -> str:
-    """A Prometheus address; its queries carry no credentials."""
-    problem = http_address_problem(text, credentials=False)
-    if problem:
-        raise argparse.ArgumentTypeError(problem)
-    return text
+def _prometheus_problem(text: str) -> str | None:
+    # its queries carry no credentials
+    return http_address_problem(text, credentials=False)
+
+
+http_url = checked_by_problem(_prometheus_problem, empty=None)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -111,12 +111,17 @@ def writable_file(text: str) -> str:
     return text
 
 
-def checked_by_problem(problem_of: Callable[[str], str | None]) -> Callable[[str], str]:
-    """An argparse type from a function that says why a path will not do (wattbench.forms); an
-    empty path never does."""
+def checked_by_problem(
+    problem_of: Callable[[str], str | None], empty: str | None = "empty path"
+) -> Callable[[str], str]:
+    """An argparse type from a function that says why a text will not do (wattbench.forms). empty:
+    what an empty text is told (an empty path never does), or None to leave it to problem_of."""
 
     def check(text: str) -> str:
-        problem = problem_of(text) if text else "empty path"
+        try:
+            problem = problem_of(text) if text or empty is None else empty
+        except ValueError as exc:  # a path argparse would call an "invalid check value" (~nosuchuser)
+            problem = str(exc)
         if problem:
             raise argparse.ArgumentTypeError(problem)
         return text
@@ -137,11 +142,7 @@ def existing_folder(text: str) -> str:
     return text
 
 
-def readable_file(text: str) -> str:
-    problem = file_problem(text)
-    if problem:
-        raise argparse.ArgumentTypeError(problem)
-    return text
+readable_file = checked_by_problem(file_problem, empty=None)
 
 
 @cache
@@ -169,12 +170,8 @@ def fresh_run_id(text: str) -> str:
     return text
 
 
-def ca_file(text: str) -> str:
-    """A CA certificate file TLS can load: a wrong file fails here, not at the first connect."""
-    problem = ca_problem(text)
-    if problem:
-        raise argparse.ArgumentTypeError(problem)
-    return text
+# A CA certificate file TLS can load: a wrong file fails here, not at the first connect.
+ca_file = checked_by_problem(ca_problem, empty=None)
 
 
 def broker_address(text: str) -> str:
@@ -217,11 +214,7 @@ def new_store_path(text: str) -> str:
     return text
 
 
-def influx_url(text: str) -> str:
-    problem = http_address_problem(text)
-    if problem:
-        raise argparse.ArgumentTypeError(problem)
-    return text
+influx_url = checked_by_problem(http_address_problem, empty=None)
 
 
 # ---------------------------------------------------------------------------- store and broker

@@ -10,3 +10,12 @@ class FieldError(ValueError):
         super().__init__(f"{field} {reason}")
         self.field = field
         self.reason = reason
+
+
+def plain_number(text: str) -> str:
+    """The text of a number as people type it, or ValueError. Python's float and int also read
+    "1_0" as 10 and digits of other scripts ("５" as 5): a slip of the keyboard that would run a
+    window ten times the one meant."""
+    if "_" in text or not text.isascii():
+        raise ValueError(text)
+    return text

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from . import FieldError
+from . import FieldError, plain_number
 
 # SPECpower_ssj2008 defaults. The measurement interval is the published 240 s; the ramps and the gap are
 # the usual values but are not confirmed by the run rules, so every one of them is a parameter.
@@ -211,9 +211,7 @@ def parse_levels(text: str) -> tuple[float, ...]:
             raise ValueError(f"{text!r} has an empty entry")
         pct = part.endswith("%")
         try:
-            if "_" in part or not part.isascii():  # float() reads "1_00" as 100
-                raise ValueError(part)
-            value = float(part.rstrip("%"))
+            value = float(plain_number(part.rstrip("%")))
         except ValueError:
             raise ValueError(f"{text!r} is not a list of numbers") from None
         frac = value / 100.0 if pct or value > 1.0 else value
@@ -237,9 +235,7 @@ def parse_levels(text: str) -> tuple[float, ...]:
 
 def parse_copies(text: str) -> tuple[int, ...]:
     try:
-        if "_" in text or not text.isascii():  # int() reads "1_0" as 10
-            raise ValueError(text)
-        out = tuple(int(p) for p in text.replace(";", ",").split(",") if p.strip())
+        out = tuple(int(plain_number(p)) for p in text.replace(";", ",").split(",") if p.strip())
     except ValueError:
         raise ValueError(f"copy counts must be integers >= 1: {text!r}") from None
     if not out or any(n < 1 for n in out):

@@ -92,12 +92,12 @@ LEVEL_KEYS = ("target", "ops", "power", "actual")
 CSV_COLUMNS = LEVEL_KEYS
 
 
-def _known_keys(obj: dict[str, Any], known: tuple[str, ...], where: str) -> None:
-    for key in obj:
+def _known_keys(keys: Iterable[str], known: tuple[str, ...], where: str, what: str = "key") -> None:
+    for key in keys:
         if key not in known:
             near = difflib.get_close_matches(str(key), known, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else f" (known: {', '.join(known)})"
-            raise TableError(f"{where}unknown key {str(key)[:40]!r}{hint}")
+            raise TableError(f"{where}unknown {what} {str(key)[:40]!r}{hint}")
 
 
 def read_json(text: str) -> Table:
@@ -190,12 +190,10 @@ def read_csv(f: Iterable[str]) -> Table:
         raise TableError(
             f"CSV header needs target, ops (or ops:<node>) and power (or power:<node>); got {header[:20]}"
         )
-    for h in header:
-        # a misspelt column would be left out unseen: `actaul` would drop the actual-load check
-        if h not in CSV_COLUMNS and not h.startswith(("power:", "ops:")):
-            near = difflib.get_close_matches(h, CSV_COLUMNS, n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else f" (known: {', '.join(CSV_COLUMNS)})"
-            raise TableError(f"CSV header: unknown column {h[:40]!r}{hint}")
+    # a misspelt column would be left out unseen: `actaul` would drop the actual-load check
+    _known_keys(
+        (h for h in header if not h.startswith(("power:", "ops:"))), CSV_COLUMNS, "CSV header: ", "column"
+    )
     twice = sorted({h for h in header if header.count(h) > 1})
     if twice:
         raise TableError(f"CSV header names {', '.join(twice)[:80]} more than once")

@@ -117,15 +117,21 @@ def _writable(path: str, synchronous: str, must_exist: bool) -> sqlite3.Connecti
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={synchronous.upper()}")
         db.executescript(SCHEMA)
-        for table, cols in NEWER_COLUMNS:
-            have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
-            for col in cols:
-                if col not in have:
-                    db.execute(f'ALTER TABLE {table} ADD COLUMN "{col}"')
+        for table, col in _missing_columns(db):
+            db.execute(f'ALTER TABLE {table} ADD COLUMN "{col}"')
     except (sqlite3.Error, StoreError):
         db.close()
         raise
     return db
+
+
+def _missing_columns(db: sqlite3.Connection) -> list[tuple[str, str]]:
+    """(table, column) of the NEWER_COLUMNS an older file lacks."""
+    out = []
+    for table, cols in NEWER_COLUMNS:
+        have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        out += [(table, col) for col in cols if col not in have]
+    return out
 
 
 def _unwritable(path: str) -> sqlite3.Connection:
@@ -149,13 +155,11 @@ def _unwritable(path: str) -> sqlite3.Connection:
         db = _connect(uri + "&immutable=1", uri=True)
     try:
         check_is_ours(db, path)
-        for table, cols in NEWER_COLUMNS:
-            have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
-            if not set(cols) <= have:
-                raise StoreError(
-                    f"store {path} was written by an older wattbench and cannot be brought up to date "
-                    "from here (its folder cannot be written): open it once as the user that writes it"
-                )
+        if _missing_columns(db):
+            raise StoreError(
+                f"store {path} was written by an older wattbench and cannot be brought up to date "
+                "from here (its folder cannot be written): open it once as the user that writes it"
+            )
     except (sqlite3.Error, StoreError):
         db.close()
         raise
