@@ -1582,6 +1582,17 @@ def test_a_status_file_of_another_shape_is_skipped_with_a_word(tmp_path: Path) -
     assert f"skipped {state / 'collector-odd.json'}: not a collector status file" in out.stderr
 
 
+def test_a_message_naming_a_long_path_stays_one_line_in_a_pipe(tmp_path: Path) -> None:
+    """rich wraps text at 80 columns when it writes to a pipe: `status` broke its "no device accounting
+    found (state dir ..., store ...)" line inside the path, so a script's grep for the path missed it."""
+    state = tmp_path / ("a-state-folder-with-a-name-long-enough-to-pass-eighty-columns-" * 2)
+    state.mkdir()
+    store = make_store(tmp_path / "store.sqlite")
+    out = wattbench(["status", "--state-dir", str(state), "--store", store], tmp_path)
+    line = next(ln for ln in out.stdout.splitlines() if "no device accounting found" in ln)
+    assert f"state dir {state}, store {store})" in line, out.stdout
+
+
 def test_a_sweep_on_a_store_nobody_writes_is_refused_before_its_first_phase(tmp_path: Path) -> None:
     """A store the collector does not write (another file, an old one) held the channel's metadata, so
     the whole plan ran (72 minutes at the default timing) and then found no power: the store must hold

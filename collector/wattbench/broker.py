@@ -21,6 +21,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+log = logging.getLogger(__name__)
+
 
 class BrokerStartError(RuntimeError):
     """The embedded broker cannot listen where it was asked to: the port is taken, the address is not
@@ -50,6 +52,26 @@ class _StartupFailureFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return record.thread != self.thread_id or record.levelno < logging.ERROR
+
+
+class _ProtocolLevelFilter(logging.Filter):
+    """amqtt warns twice for a client that asks for MQTT 5 and is told "unacceptable protocol version":
+    "Invalid connection from ..." and then the reason. That answer is the one a client like the
+    collector asks for (it tries 5 and takes 3.1.1 when refused), so it is said once, as this broker's
+    own DEBUG line. Every other refusal keeps its reason as amqtt's WARNING; its first line, which never
+    says why, is dropped."""
+
+    _PREFIX = "Failed to initialize client session: Invalid protocol from "
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if text.startswith("Invalid connection from "):
+            return False
+        if text.startswith(self._PREFIX) and text.endswith(": 5"):
+            client = text[len(self._PREFIX) : -len(": 5")]
+            log.debug("%s asked for MQTT 5; told it speaks 3.1.1 (unacceptable protocol version)", client)
+            return False
+        return True
 
 
 def _config(host: str, port: int) -> dict[str, Any]:
@@ -161,6 +183,8 @@ class EmbeddedBroker:
                 logging.getLogger(name).setLevel(logging.WARNING)
         ready = threading.Event()
         amqtt_log = logging.getLogger("amqtt.broker")
+        if not any(isinstance(f, _ProtocolLevelFilter) for f in amqtt_log.filters):
+            amqtt_log.addFilter(_ProtocolLevelFilter())
         quiet = _StartupFailureFilter(None)
 
         def main() -> None:

@@ -336,3 +336,23 @@ def test_refused_credentials_leave_no_store_behind(tmp_path: Path) -> None:
         assert not store.exists()
     finally:
         broker.stop()
+
+
+def test_an_mqtt_5_client_told_to_use_3_1_1_is_no_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The collector asks for MQTT 5 first and takes 3.1.1 when refused, as it is meant to: the embedded
+    broker logged two WARNING lines for every collector start ("Invalid connection from ..." and
+    "Failed to initialize client session: Invalid protocol from ...: 5"), which read as a fault."""
+    caplog.set_level(logging.DEBUG)
+    with EmbeddedBroker() as broker:
+        cfg = CollectorConfig(
+            broker=broker.url, store=str(tmp_path / "wb.sqlite"), state_dir=str(tmp_path), id="c5"
+        )
+        collector = Collector(cfg).start()
+        assert collector.wait_for(lambda c: True, timeout=10)
+        collector.stop()
+    warnings = [r for r in caplog.records if r.name.startswith("amqtt") and r.levelno >= logging.WARNING]
+    assert not warnings, [r.getMessage() for r in warnings]
+    said = [r.getMessage() for r in caplog.records if r.name == "wattbench.broker"]
+    assert any("asked for MQTT 5" in m for m in said), said

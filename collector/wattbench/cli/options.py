@@ -59,7 +59,11 @@ def _console_class() -> type[Console]:
 def output_console(**options: Any) -> Console:
     """The rich Console every command prints its output on (options as rich's Console takes them). A
     reader that went away (`| head -1`) ends the command with exit 141 whether it printed a table
-    through rich or JSON through print()."""
+    through rich or JSON through print().
+
+    Text is never wrapped by the console: written to a pipe, rich would break a line at 80 columns,
+    inside a path a script greps for. Tables still fit the width."""
+    options.setdefault("soft_wrap", True)
     return _console_class()(**options)
 
 
