@@ -3,7 +3,7 @@ VALID or INVALID with the demo's one-line reason, the load at its start, the thr
 calibration interval and their spread, and each level's actual load against its target (with the share
 of its arrivals it did not serve, where the machine fell behind); then "K of N VALID".
 
-    python bench/bench_demo_validity.py [--runs 10] [--probe 30] [demo options, e.g. --measure 10]
+    python bench/bench_demo_validity.py [--runs 10] [--probe 30] [--probe-cores 1] [demo options]
 
 Two things decide whether a level can be held within ±2 %, and both are printed:
 - other work on the machine, which takes cores from the workload: the load average at each run's start,
@@ -11,8 +11,8 @@ Two things decide whether a level can be held within ±2 %, and both are printed
   load average still carries the previous run for a minute or more; that figure does not);
 - whether the machine's own speed holds still, which a load average does not show. A virtual machine
   whose host is busy, or a CPU that changes its clock, does more work in one second than in the next.
-  Before the runs, one core runs flat out for --probe seconds, a second of the built-in transaction
-  and a second of a hash in C in turn, and the spread of each is printed: when the transaction's rate
+  Before the runs, one core (or --probe-cores of them at once, 0 for all) runs flat out for --probe
+  seconds, a second of the built-in transaction and a second of a hash in C in turn, and the spread of each is printed: when the transaction's rate
   moves and the hash's does not, the host's speed for interpreter work moved (caches and cores shared
   with its other guests); each run's calibration spread (the two intervals
   that make the calibrated throughput, (max - min) / mean) shows the same thing inside the run. A run
@@ -58,17 +58,14 @@ def _load() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
 
 
-def _probe(seconds: float) -> str:
+def _probe_counts(seconds: float) -> dict[str, list[int]]:
     """One core flat out, alternating a second of the built-in transaction with a second of a hash in C
-    (SHA-256 of 1 MiB: no interpreter, no allocation). Both are counted second by second. When the
-    transaction's rate moves and the hash's does not, what moved is the host's speed for interpreter
-    work (caches and cores shared with its other guests), not this machine's load or the demo's code;
-    when both move, the clock did."""
+    (SHA-256 of 1 MiB: no interpreter, no allocation), each counted second by second."""
     import hashlib
 
     from wattbench.workloads.builtin.transaction import OrderGenerator, transaction
 
-    gen = OrderGenerator(1)
+    gen = OrderGenerator(1 + os.getpid())
     block = bytes(1 << 20)
     kinds = {"transaction": lambda: transaction(gen), "hash in C": lambda: hashlib.sha256(block).digest()}
     counts: dict[str, list[int]] = {k: [] for k in kinds}
@@ -81,6 +78,26 @@ def _probe(seconds: float) -> str:
             work()
             n += 1
         counts[name].append(n)
+    return counts
+
+
+def _probe(seconds: float, cores: int = 1) -> str:
+    """The probe on `cores` cores at once, their counts added second by second. When the transaction's
+    rate moves and the hash's does not, what moved is the host's speed for interpreter work (caches and
+    cores shared with its other guests), not this machine's load or the demo's code; when both move,
+    the clock did. On every core at once, as the demo's workers run, it also shows what one core
+    alone does not: whether the host holds the speed of all of this machine's cores together."""
+    if cores == 1:
+        per_core = [_probe_counts(seconds)]
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(cores) as pool:
+            per_core = list(pool.map(_probe_counts, [seconds] * cores))
+    counts = {
+        name: [sum(c[name][i] for c in per_core) for i in range(len(got))]
+        for name, got in per_core[0].items()
+    }
     parts = []
     for name, got in counts.items():
         mean = statistics.fmean(got)
@@ -292,7 +309,13 @@ def main() -> int:
         "--probe",
         type=number(at_least=0),
         default=30.0,
-        help="seconds of the one-core speed probe before the runs (30; 0: none)",
+        help="seconds of the speed probe before the runs (30; 0: none)",
+    )
+    ap.add_argument(
+        "--probe-cores",
+        type=whole(at_least=0),
+        default=1,
+        help="cores the probe runs on at once (1; 0: every core, as the demo's workers do)",
     )
     args, demo_args = ap.parse_known_args()
     # A demo option it would refuse is refused here, once, not after every run.
@@ -303,8 +326,10 @@ def main() -> int:
     check.parse_args(demo_args)
     print(f"start: {_load()}", flush=True)
     if args.probe > 0:
+        cores = args.probe_cores or os.cpu_count() or 1
+        where = "one core" if cores == 1 else f"{cores} cores, their counts added,"
         print(
-            f"one core flat out for {args.probe:g} s, a second of each in turn: {_probe(args.probe)}",
+            f"{where} flat out for {args.probe:g} s, a second of each in turn: {_probe(args.probe, cores)}",
             flush=True,
         )
     runs: list[Run] = []
