@@ -642,6 +642,26 @@ ROWS = [
         "'1_0' is not a number",
     ),
     Row("sweep-whole-number-with-underscore", ["sweep", "--ops-only", "--workers", "1_0"], 2, "'1_0' is not"),
+    # 100000 worker processes were started one after the other (load average 34 on 2 cores) and the
+    # first window never came
+    Row(
+        "sweep-workers-beyond-the-cores",
+        ["sweep", "--ops-only", "--workers", "100000"],
+        2,
+        "wattbench sweep: argument --workers: '100000': more than 8 worker processes per core",
+    ),
+    Row(
+        "demo-workers-beyond-the-cores",
+        ["demo", "--workers", "100000"],
+        2,
+        "wattbench demo: argument --workers: '100000': more than 8 worker processes per core",
+    ),
+    Row(
+        "sweep-workload-config-workers-beyond-the-cores",
+        ["sweep", "--ops-only", "--workload-config", "{tmp}/many.toml"],
+        2,
+        "wattbench sweep: {tmp}/many.toml: builtin workload: workers 100000: more than 8 worker processes per core",
+    ),
     Row("sweep-levels-with-underscore", ["sweep", "--ops-only", "--levels", "1_00,50"], 2, "--levels"),
     Row(
         "sweep-number-in-other-digits",
@@ -1331,6 +1351,7 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     (tmp_path / "suite.toml").write_text('[[worklet]]\nworklet = "sha256"\nworkers = 1\n')
     (tmp_path / "mybench.py").write_text("print('ops=1')\n")
     (tmp_path / "wl.toml").write_text('workload = "builtin"\n')
+    (tmp_path / "many.toml").write_text('workload = "builtin"\nworkers = 100000\n')
     (tmp_path / "table.csv").write_text("target,ops,power\n100%,1000,200\n")
     (tmp_path / "twice.json").write_text(
         '{"dev": "host-a", "dev": "host-b", "board": "host", "channels": []}'

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,34 @@ def number(*, at_least: float | None = None, above: float | None = None, at_most
 def whole(*, at_least: int | None = None, at_most: int | None = None) -> Any:
     """An argparse type: an integer within the bounds given (see number)."""
     return _bounded(int, "a whole number", at_least, None, at_most)
+
+
+# Worker processes beyond the cores only take turns on them; far beyond, starting them one after the
+# other takes the machine down before the first window (100000 took a 2-core machine to load 34).
+WORKERS_PER_CORE = 8
+
+
+def workers_problem(count: int) -> str | None:
+    """Why `count` worker processes are too many for the cores this process may run on, or None."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if count <= WORKERS_PER_CORE * cores:
+        return None
+    return (
+        f"more than {WORKERS_PER_CORE} worker processes per core ({cores} {'core' if cores == 1 else 'cores'}"
+        " here): beyond the cores they only take turns on them"
+    )
+
+
+def worker_count(text: str) -> int:
+    """An argparse type: a number of worker processes, at least 1 and at most WORKERS_PER_CORE a core."""
+    count = int(whole(at_least=1)(text))
+    problem = workers_problem(count)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text!r}: {problem}")
+    return count
+
+
+worker_count.__name__ = "a whole number"
 
 
 def given(text: str) -> str:

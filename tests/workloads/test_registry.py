@@ -69,6 +69,22 @@ def test_workload_choices_of_the_cli_are_the_registry() -> None:
         ("builtin", {"max_lines": 2.5}, r"^builtin workload: max_lines must be an integer, got 2.5$"),
         ("builtin", {"workers": -1}, r"^builtin workload: workers must be >= 1$"),
         ("builtin", {"nice": 30}, r"^builtin workload: nice must be 0 to 19$"),
+        # 100000 processes started one after the other took the machine down before the first window
+        (
+            "builtin",
+            {"workers": 100000},
+            r"^builtin workload: workers 100000: more than 8 worker processes per core",
+        ),
+        (
+            "worklet",
+            {"worklet": "sha256", "workers": 100000},
+            r"workers 100000: more than 8 worker processes per core",
+        ),
+        (
+            "stressng",
+            {"workers": 100000},
+            r"^stress-ng workload: workers 100000: more than 8 worker processes per core",
+        ),
         (
             "builtin",
             {"min_lines": 30, "max_lines": 5},

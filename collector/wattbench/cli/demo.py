@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..argtypes import whole
+from ..argtypes import whole, worker_count
 from ..broker import EmbeddedBroker
 from ..config import CollectorConfig
 from ..core.plan import Timing, calibration_spread, specpower_plan
@@ -87,9 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gap", type=number(at_least=0), default=0.3, metavar="S", help="pause between phases (0.3)"
     )
-    parser.add_argument(
-        "--workers", type=whole(at_least=1), metavar="N", help="workload processes (one per core)"
-    )
+    parser.add_argument("--workers", type=worker_count, metavar="N", help="workload processes (one per core)")
     parser.add_argument(
         "--nice",
         type=whole(at_least=0, at_most=19),

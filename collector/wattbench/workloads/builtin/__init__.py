@@ -3,7 +3,7 @@ This module declares its options of `wattbench sweep` and stays light: every com
 
 from __future__ import annotations
 
-from ...argtypes import whole
+from ...argtypes import worker_count
 from ..base import Option
 
 OPTIONS = (
@@ -11,7 +11,7 @@ OPTIONS = (
         "--workers",
         "builtin: worker processes (one per core)",
         key="workers",
-        type=whole(at_least=1),
+        type=worker_count,
         metavar="N",
     ),
 )

@@ -29,6 +29,7 @@ from importlib import import_module
 from multiprocessing.connection import Connection
 from typing import Any
 
+from ...argtypes import workers_problem
 from ...core.plan import Phase
 from ...signals import sigint_ignored
 from ..base import WorkloadDefaults, WorkloadError, check_keys, setting
@@ -167,6 +168,8 @@ class BuiltinWorkload(WorkloadDefaults):
         self.workers = int(workers or os.cpu_count() or 1)
         if self.workers < 1:
             raise ValueError("workers must be >= 1")
+        if problem := workers_problem(self.workers):
+            raise ValueError(f"workers {self.workers}: {problem}")
         if not 0 <= nice <= 19:
             raise ValueError("nice must be 0 to 19")
         # Checked here, not first in a worker process, where a bad pair would only show as a dead worker.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
+from ...argtypes import workers_problem
 from ..base import WorkloadError
 from ..tools import ToolWorkload, report_error
 
@@ -26,8 +27,10 @@ class StressNgWorkload(ToolWorkload):
     def check(self, settings: dict[str, Any]) -> None:
         if not re.match(r"^[a-z0-9-]{1,32}$", settings["stressor"]):
             raise WorkloadError("stress-ng workload: stressor must be a stressor name such as cpu or vm")
-        if not 0 <= settings["workers"] <= 4096:
-            raise WorkloadError("stress-ng workload: workers must be 0 (one per core) to 4096")
+        if settings["workers"] < 0:
+            raise WorkloadError("stress-ng workload: workers must be 0 (one per core) or more")
+        if problem := workers_problem(settings["workers"]):
+            raise WorkloadError(f"stress-ng workload: workers {settings['workers']}: {problem}")
         if settings["method"] and not re.match(r"^[a-z0-9_-]{1,32}$", settings["method"]):
             raise WorkloadError("stress-ng workload: method must be a method name")
 
