@@ -47,15 +47,27 @@ def interrupt_on_stop_signals() -> None:
 
 @contextlib.contextmanager
 def sigint_ignored() -> Iterator[None]:
-    """A process started in here begins with SIGINT ignored, which it keeps through exec. A Ctrl-C
-    reaches the terminal's whole foreground group, and a child still importing its modules died of
-    it, or printed a KeyboardInterrupt traceback; the parent owns Ctrl-C and stops its children
-    itself. A Ctrl-C in these few milliseconds of the parent's is not seen."""
+    """A process started in here begins with SIGINT blocked, which it keeps through exec, so it never
+    sees one. A Ctrl-C reaches the terminal's whole foreground group, and a child still importing its
+    modules died of it, or printed a KeyboardInterrupt traceback; the parent owns Ctrl-C and stops its
+    children itself.
+
+    The parent's own Ctrl-C in the meantime is held, not lost: it reaches the parent's handler as the
+    block ends, so whatever the block does completes first (keep a started child's bookkeeping inside
+    it). Ignoring SIGINT instead, as this once did, lost it: starting 64 workers on a loaded machine
+    took seconds, and a sweep interrupted then ran all its phases."""
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may set a handler
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    held: list[int] = []
+    # Blocked in this thread, a Ctrl-C waits for the end of the block; one that the kernel hands to
+    # another thread instead comes to this handler, run by this thread, and is raised again below.
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: held.append(signum))
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        if held:
+            signal.raise_signal(signal.SIGINT)

@@ -235,7 +235,7 @@ class CheckPool:
                 workers, mp_context=ctx, initializer=_init, initargs=(verifier_args, encoder, arena)
             )
             # Start the workers now (schema compilation included) rather than on the first message;
-            # submit starts them, with SIGINT ignored until their initializer has taken over.
+            # submit starts them, with SIGINT blocked for good (see sigint_ignored).
             with sigint_ignored():
                 started = [self._pool.submit(_check, []) for _ in range(workers)]
             for f in started:

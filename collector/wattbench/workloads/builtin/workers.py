@@ -224,11 +224,11 @@ class BuiltinWorkload(WorkloadDefaults):
                 name=f"wattbench-{self.name}-{i}",
                 daemon=True,
             )
-            with sigint_ignored():
+            with sigint_ignored():  # a Ctrl-C meanwhile is raised at its end, with p in the list
                 p.start()
-            child.close()
-            self._procs.append(p)
-            self._conns.append(parent)
+                child.close()
+                self._procs.append(p)
+                self._conns.append(parent)
         for conn, p in zip(self._conns, self._procs, strict=True):
             try:
                 if not conn.poll(60):
