@@ -1786,6 +1786,14 @@ def test_report_refuses_a_channel_the_run_did_not_have(tmp_path: Path) -> None:
         "wattbench report: --inlet bnch/t: no device bnch in the store during run r1, did you mean bench? "
         "(devices seen: bench)"
     ]
+    # an offset for a misspelt device was taken, and recorded, while the device went without one
+    for extra in ([], ["--rescore"]):
+        out = wattbench(["report", "r1", "--store", store, "--clock-offset", "bnch=5", *extra], tmp_path)
+        assert out.returncode == 2, out.stderr
+        assert out.stdout == ""
+        assert out.stderr.splitlines() == [
+            "wattbench report: --clock-offset bnch=5: no channel of bnch is measured (the run's devices: bench)"
+        ]
 
 
 def test_a_missing_program_stores_nothing_and_prints_one_line(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.evaluate import run_span
 from ..report.outputs import RunResult, write_outputs
-from ..sweep.channels import unknown_in_store
+from ..sweep.channels import ChannelError, unknown_in_store
 from ..sweep.publish import MqttSink, SinkError, StoreSink
 from ..sweep.scoring import ScoringOptions, score_run, stored_run
 from .options import (
@@ -73,25 +73,40 @@ def load(args: argparse.Namespace, store: Store) -> tuple[Evaluation, str] | str
         problems = unknown_in_store(store, given.named_channels, *span, run)
         if problems:
             return "; ".join(problems)
+    try:
+        return _evaluate(args, store, run, events, stored, given), run
+    except ChannelError as exc:  # refused as the sweep refuses it (an offset for a device not measured)
+        return str(exc)
+
+
+def _evaluate(
+    args: argparse.Namespace,
+    store: Store,
+    run: str,
+    events: list[dict[str, Any]],
+    stored: dict[str, Any] | None,
+    given: ScoringOptions,
+) -> Evaluation:
     if stored is None:
-        return score_run(store, run, given), run
+        return score_run(store, run, given)
     changed = given.changed_from(stored.get("options")) if not args.rescore else []
-    if changed:
-        # Showing the stored result would silently ignore what the user asked for (another channel,
-        # another limit): score again, and keep the stored result as it is.
-        args.rescore = True
+    # Showing the stored result would silently ignore what the user asked for (another channel,
+    # another limit): score again, and keep the stored result as it is.
+    args.rescore = args.rescore or bool(changed)
+    # The options the run was scored with, but for those given here: a re-score changes only what
+    # was asked for.
+    options = given.over(ScoringOptions.from_result(stored))
+    if not args.rescore:
+        return stored_run(store, stored, events, options)
+    evaluation = score_run(store, run, options)
+    if changed:  # said once the options are known to apply, not before they are refused
         print(
             f"wattbench report: run {run} has a stored result; {', '.join(changed)} "
             f"{'changes' if len(changed) == 1 else 'change'} its scoring, "
             "so it is scored again here (as --rescore)",
             file=sys.stderr,
         )
-    # The options the run was scored with, but for those given here: a re-score changes only what
-    # was asked for.
-    options = given.over(ScoringOptions.from_result(stored))
-    if args.rescore:
-        return score_run(store, run, options), run
-    return stored_run(store, stored, events, options), run
+    return evaluation
 
 
 def finished(events: list[dict[str, Any]]) -> bool:

@@ -181,6 +181,18 @@ class Choice:
     notes: list[str] = field(default_factory=list)
 
 
+def unmeasured_offsets(offsets: Mapping[str, float], choice: Choice) -> list[str]:
+    """Given clock offsets that name no device the run measures. Given offsets replace the store's
+    estimates for the whole run, so one for a misspelt device leaves the device measured with none."""
+    measured = sorted({s.dev for s in choice.specs})
+    return [
+        f"--clock-offset {dev}={ms:g}: no channel of {dev} is measured "
+        f"(the run's devices: {', '.join(measured) or 'none'})"
+        for dev, ms in offsets.items()
+        if dev not in measured
+    ]
+
+
 def apply_roles(
     named: Sequence[ChannelSpec], roles: Mapping[tuple[str, str], KnownRole], typed: bool = False
 ) -> Choice:

@@ -185,6 +185,9 @@ def resolve(
         )
         choice = chans.from_store(store, *span, started)
     if given is not None:
+        if span is not None and (problems := chans.unmeasured_offsets(given, choice)):
+            # refused as the sweep refuses it before the run (a re-score in `report` comes here)
+            raise chans.ChannelError("; ".join(problems))
         return Resolved(choice, given, 0.0)
     devices = sorted({s.dev for s in choice.specs})
     # Read once the run's samples are in: the health points that saw its last batches are in by then.

@@ -154,16 +154,10 @@ def _check_named(setup: SweepSetup, named: Sequence[ChannelSpec]) -> chans.Choic
 
 
 def check_offsets(given: Sequence[str], choice: chans.Choice) -> None:
-    """Each --clock-offset names a device the run measures. Given offsets replace the store's
-    estimates for the whole run, so one for a misspelt device leaves the device measured with none."""
-    measured = sorted({s.dev for s in choice.specs})
-    for text in given:
-        dev, _ = chans.parse_offset(text)
-        if dev not in measured:
-            raise chans.ChannelError(
-                f"--clock-offset {text}: no channel of {dev} is measured "
-                f"(the run's devices: {', '.join(measured) or 'none'})"
-            )
+    """Each --clock-offset names a device the run measures (chans.unmeasured_offsets)."""
+    problems = chans.unmeasured_offsets(dict(chans.parse_offset(text) for text in given), choice)
+    if problems:
+        raise chans.ChannelError(problems[0])
 
 
 # How long a sweep waits for the first sample of a channel in its store: a collector started just
