@@ -644,6 +644,21 @@ ROWS = [
     Row("sweep-whole-number-with-underscore", ["sweep", "--ops-only", "--workers", "1_0"], 2, "'1_0' is not"),
     # 100000 worker processes were started one after the other (load average 34 on 2 cores) and the
     # first window never came
+    # --years was checked only beside --tariff: 0 and -1 were taken, and report re-scored with them
+    Row(
+        "sweep-years-zero",
+        ["sweep", "--ops-only", "--years", "0"],
+        2,
+        "wattbench sweep: argument --years: must be a number of years above 0 and at most 100, not 0",
+        alone=True,
+    ),
+    Row(
+        "report-years-negative",
+        ["report", "latest", "--store", "{store}", "--years", "-1"],
+        2,
+        "wattbench report: argument --years: must be a number of years above 0 and at most 100, not -1",
+        alone=True,
+    ),
     Row(
         "sweep-workers-beyond-the-cores",
         ["sweep", "--ops-only", "--workers", "100000"],

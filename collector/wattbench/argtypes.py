@@ -59,6 +59,22 @@ def worker_count(text: str) -> int:
 worker_count.__name__ = "a whole number"
 
 
+def number_where(problem: Callable[[float], str | None]) -> Any:
+    """An argparse type: a finite number that problem(value) finds nothing wrong with (the core's own
+    rule for that quantity, so the option is refused whatever other options come with it)."""
+    parse = number()
+
+    def check(text: str) -> float:
+        value = parse(text)
+        why = problem(value)
+        if why:
+            raise argparse.ArgumentTypeError(why)
+        return value
+
+    check.__name__ = "number"  # argparse names the type in its own messages
+    return check
+
+
 def given(text: str) -> str:
     """An argparse type: text that is not empty. An empty value reads as "not given" wherever a default
     is taken with `or`, so `--host ''` listened on every interface and `--dev ''` took another

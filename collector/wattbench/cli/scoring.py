@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from ..argtypes import checked_by, number, whole
+from ..argtypes import checked_by, number, number_where, whole
+from ..core.score import amount_problem, years_problem
 from ..sweep.channels import parse_channel, parse_offset
 from ..sweep.scoring import ScoringOptions
 from .options import CliError, as_given
@@ -92,12 +93,17 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
         help="nodes in the system measured: the standard statement then judges the share metered "
         "(EE HPC WG); by default that share is left to you",
     )
-    g.add_argument("--price", type=number(), default=d.price, help="system price, for ops per currency unit")
+    # Checked as they are read, not when they come to be used: --years 0 without --tariff was taken.
+    amount = number_where(amount_problem)
+    g.add_argument("--price", type=amount, default=d.price, help="system price, for ops per currency unit")
     g.add_argument(
-        "--tariff", type=number(), default=d.tariff, metavar="PER_KWH", help="electricity price per kWh"
+        "--tariff", type=amount, default=d.tariff, metavar="PER_KWH", help="electricity price per kWh"
     )
     g.add_argument(
-        "--years", type=number(), default=d.years, help=f"years of service for lifetime cost ({d.years:g})"
+        "--years",
+        type=number_where(years_problem),
+        default=d.years,
+        help=f"years of service for lifetime cost ({d.years:g})",
     )
 
 
