@@ -1811,6 +1811,22 @@ def test_report_refuses_a_channel_the_run_did_not_have(tmp_path: Path) -> None:
         ]
 
 
+def test_compare_reads_latest_as_report_does(tmp_path: Path) -> None:
+    """`compare latest` said "latest: no such file, and no result of that run in the store", while the
+    docs and sweep's own refusal of `--run latest` say report and compare read it as the newest run."""
+    empty = make_store(tmp_path / "empty.sqlite")
+    out = wattbench(["compare", "latest", "--store", empty], tmp_path)
+    assert (out.returncode, out.stderr.splitlines()) == (2, ["wattbench compare: the store holds no runs"])
+    store = make_store(tmp_path / "store.sqlite")
+    sweep = ["sweep", "--store", store, "--run", "r1", "--channel", "bench/psu", "--wait-data", "0", *FAST]
+    assert wattbench(sweep, tmp_path).returncode in (0, 1)
+    # the run is r1 (its few samples give its levels no power, which compare says of r1 by name)
+    out = wattbench(["compare", "latest", "--store", store], tmp_path)
+    assert out.stderr.splitlines() == [
+        "wattbench compare: stored run r1: the result has no target load or job level with power"
+    ]
+
+
 def test_a_missing_program_stores_nothing_and_prints_one_line(tmp_path: Path) -> None:
     """The issue's own case: a typo in --cmd. Nothing stored, no report, no files, one line, at once."""
     store = make_store(tmp_path / "store.sqlite")

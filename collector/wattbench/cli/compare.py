@@ -37,6 +37,7 @@ from .options import (
     open_store_from_args,
     outputs_from_args,
     store_given,
+    stored_run_id,
 )
 
 if TYPE_CHECKING:
@@ -271,11 +272,13 @@ def load_candidate(item: str, name: str | None, store: Store | None) -> Any:
         return table
     if store is None:
         raise CliError(f"{item}: no such file; for a stored run give --store FILE or --influx URL")
-    result = store.result(item)
+    run = stored_run_id(store, item)
+    said = item if run == item else f"{item} (run {run})"
+    result = store.result(run)
     if result is None:
-        raise CliError(f"{item}: no such file, and no result of that run in the store")
-    _readable(result, f"stored run {item}")
-    return from_result(name or item, f"stored run {item}", result)
+        raise CliError(f"{said}: no such file, and no result of that run in the store")
+    _readable(result, f"stored run {run}")
+    return from_result(name or run, f"stored run {run}", result)
 
 
 def run(args: argparse.Namespace) -> int:

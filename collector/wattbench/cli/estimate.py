@@ -23,7 +23,14 @@ from ..core.estimate import compare, summary
 from ..exits import Exit
 from ..forms import http_address_problem
 from ..report.terminal import new_table
-from .options import add_store_options, checked_by_problem, open_store_from_args, output_console, run_id
+from .options import (
+    add_store_options,
+    checked_by_problem,
+    open_store_from_args,
+    output_console,
+    run_id,
+    stored_run_id,
+)
 
 EPILOG = """examples:
   wattbench compare-estimate latest --prometheus http://127.0.0.1:9090 \\
@@ -90,13 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
     store = open_store_from_args(args, read_only=True)
     try:
-        run_name = args.run_id
-        if run_name == "latest":
-            runs = store.runs()
-            if not runs:
-                print("wattbench compare-estimate: the store holds no runs", file=sys.stderr)
-                return Exit.USAGE
-            run_name = runs[0]
+        run_name = stored_run_id(store, args.run_id)
         result = store.result(run_name)
         events = store.phases(run_name)
     finally:

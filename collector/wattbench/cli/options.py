@@ -174,6 +174,17 @@ def fresh_run_id(text: str) -> str:
     return text
 
 
+def stored_run_id(store: Any, text: str) -> str:
+    """A run id as the readers take it: "latest" is the newest run in the store (report, compare,
+    compare-estimate alike)."""
+    if text != "latest":
+        return text
+    runs = store.runs()
+    if not runs:
+        raise CliError("the store holds no runs")
+    return str(runs[0])
+
+
 # A CA certificate file TLS can load: a wrong file fails here, not at the first connect.
 ca_file = checked_by_problem(ca_problem, empty=None)
 

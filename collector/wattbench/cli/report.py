@@ -33,6 +33,7 @@ from .options import (
     mqtt_user,
     open_store_from_args,
     outputs_from_args,
+    stored_run_id,
 )
 from .scoring import add_scoring_arguments, scoring_from_args
 
@@ -53,12 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def load(args: argparse.Namespace, store: Store) -> tuple[Evaluation, str] | str:
     """(evaluation, run id), or an error message."""
 
-    run = args.run_id
-    if run == "latest":
-        runs = store.runs()
-        if not runs:
-            return "the store holds no runs"
-        run = runs[0]
+    run = stored_run_id(store, args.run_id)
     events = store.phases(run)
     stored = store.result(run)
     if not events and stored is None:
