@@ -289,6 +289,38 @@ def test_importing_the_command_loads_nothing_but_itself() -> None:
     assert json.loads(out.stdout.replace("'", '"')) == ["wattbench", "wattbench.cli", "wattbench.exits"]
 
 
+# A signal that arrives while main() imports the stop handlers' own module (which loads logging): a
+# finder sends it the moment that import begins, as a Ctrl-C 40 ms after the start did.
+_SIGNAL_DURING_IMPORT = """
+import os, signal, sys
+
+class Finder:
+    def find_spec(self, name, path=None, target=None):
+        if name == "wattbench.signals":
+            os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+        return None
+
+sys.meta_path.insert(0, Finder())
+from wattbench.cli import main
+sys.exit(main(["report", "latest", "--store", "nosuch.sqlite"]))
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_in_the_first_milliseconds_of_main_is_one_line(tmp_path: Path, sig: str) -> None:
+    """main() imported wattbench.signals (and logging with it) before any handler was set: a Ctrl-C
+    then printed a KeyboardInterrupt traceback through signals.py, and SIGTERM ended the process by
+    the signal (143, nothing said). main() sets its handlers with the bare signal module first."""
+    out = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_DURING_IMPORT, sig],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert (out.returncode, out.stderr.splitlines()) == (130, ["wattbench: interrupted"]), out.stderr
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
 @pytest.mark.parametrize("delay", [0.35, 0.5, 0.65])
 def test_ctrl_c_while_the_command_loads_is_one_line(
