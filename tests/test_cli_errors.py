@@ -742,6 +742,15 @@ ROWS = [
         ["st"],
         alone=True,
     ),
+    # a device given two keys: the last was checked, without a word
+    Row(
+        "collect-hmac-keys-device-twice",
+        ["collect", "--hmac-keys", "{tmp}/twokeys.json", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: --hmac-keys {tmp}/twokeys.json: not JSON (duplicate key 'sim-01')",
+        ["st"],
+        alone=True,
+    ),
     Row(
         "collect-plugs-missing",
         ["collect", "--plugs", "{tmp}/plugs.toml", "--state-dir", "{tmp}/st"],
@@ -1367,6 +1376,7 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     (tmp_path / "mybench.py").write_text("print('ops=1')\n")
     (tmp_path / "wl.toml").write_text('workload = "builtin"\n')
     (tmp_path / "many.toml").write_text('workload = "builtin"\nworkers = 100000\n')
+    (tmp_path / "twokeys.json").write_text('{"sim-01": "00ff", "sim-01": "11ee"}')
     (tmp_path / "table.csv").write_text("target,ops,power\n100%,1000,200\n")
     (tmp_path / "twice.json").write_text(
         '{"dev": "host-a", "dev": "host-b", "board": "host", "channels": []}'

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+
+import wattbench_schema as contract
 
 _SUFFIX = re.compile(rb',"mac":"([0-9a-f]{64})"\}\s*$')
 
@@ -70,10 +71,9 @@ class Verifier:
     def from_file(cls, path: str | os.PathLike[str], require: bool = False) -> Verifier:
         """A JSON file {"device-id": "hex key", ...}; it should be readable by the collector only."""
         p = Path(path)
-        try:
-            doc = json.loads(p.read_text())
-        except (UnicodeDecodeError, RecursionError):
-            raise ValueError(f"{p}: not a JSON object of device ids and hex keys") from None
+        # strict: a device given twice (a hand-merged file) would be checked against its last key
+        # without a word, and its batches signed with the other refused
+        doc = contract.strict_loads(p.read_bytes())
         if not isinstance(doc, dict):
             raise ValueError(f"{p}: expected an object mapping device ids to hex keys")
         keys: dict[str, bytes] = {}
