@@ -659,6 +659,21 @@ ROWS = [
         "wattbench report: argument --years: must be a number of years above 0 and at most 100, not -1",
         alone=True,
     ),
+    # was "phase names repeat: ['c1', 'c1', 'idle']", the plan's own words
+    Row(
+        "sweep-copies-repeated",
+        ["sweep", "--ops-only", "--workload", "concurrency", "--job", "true", "--copies", "1,1"],
+        2,
+        "wattbench sweep: argument --copies: copy count 1 is given twice: each count is one level (1,1)",
+        alone=True,
+    ),
+    Row(
+        "sweep-copies-repeated-in-the-workload-file",
+        ["sweep", "--ops-only", "--workload-config", "{tmp}/copies.toml"],
+        2,
+        "wattbench sweep: concurrency workload: copies [1, 1]: copy count 1 is given twice: each count is one level",
+        alone=True,
+    ),
     Row(
         "sweep-workers-beyond-the-cores",
         ["sweep", "--ops-only", "--workers", "100000"],
@@ -1376,6 +1391,7 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     (tmp_path / "mybench.py").write_text("print('ops=1')\n")
     (tmp_path / "wl.toml").write_text('workload = "builtin"\n')
     (tmp_path / "many.toml").write_text('workload = "builtin"\nworkers = 100000\n')
+    (tmp_path / "copies.toml").write_text('workload = "concurrency"\njob = "true"\ncopies = [1, 1]\n')
     (tmp_path / "twokeys.json").write_text('{"sim-01": "00ff", "sim-01": "11ee"}')
     (tmp_path / "table.csv").write_text("target,ops,power\n100%,1000,200\n")
     (tmp_path / "twice.json").write_text(

@@ -233,13 +233,25 @@ def parse_levels(text: str) -> tuple[float, ...]:
     return tuple(out)
 
 
+def copies_problem(counts: Sequence[object]) -> str | None:
+    """Why counts cannot be the copy counts of a concurrency sweep, or None. Each count is one level,
+    named by it (c1, c4), so a count given twice would be the same level again."""
+    if not counts or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in counts):
+        return "copy counts must be integers >= 1"
+    for i, n in enumerate(counts):
+        if n in counts[:i]:
+            return f"copy count {n} is given twice: each count is one level"
+    return None
+
+
 def parse_copies(text: str) -> tuple[int, ...]:
     try:
         out = tuple(int(plain_number(p)) for p in text.replace(";", ",").split(",") if p.strip())
     except ValueError:
         raise ValueError(f"copy counts must be integers >= 1: {text!r}") from None
-    if not out or any(n < 1 for n in out):
-        raise ValueError(f"copy counts must be integers >= 1: {text!r}")
+    problem = copies_problem(out)
+    if problem:
+        raise ValueError(f"{problem} ({text})")
     return out
 
 

@@ -13,8 +13,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ...core.plan import Phase, Plan, parse_copies
-from ..base import PlanRequest, WorkloadDefaults, check_keys, setting
+from ...core.plan import Phase, Plan, copies_problem, parse_copies
+from ..base import PlanRequest, WorkloadDefaults, WorkloadError, check_keys, setting
 from ..command.runner import DEFAULT_PATTERN, CommandProcess, fill, require_program
 from ..jobs import fixed_work, jobs_plan
 
@@ -63,8 +63,13 @@ class ConcurrencyWorkload(WorkloadDefaults):
 
     def plan(self, request: PlanRequest) -> Plan | None:
         given = request.options.get("copies")
-        copies = parse_copies(given) if given else tuple(request.config.get("copies", (1, 2, 4, 6, 8)))
-        return jobs_plan(copies, request)
+        if given:
+            return jobs_plan(parse_copies(given), request)
+        copies = request.config.get("copies", [1, 2, 4, 6, 8])
+        problem = copies_problem(copies) if isinstance(copies, list) else "copy counts must be a list"
+        if problem:
+            raise WorkloadError(f"{self.name} workload: copies {copies!r}: {problem}")
+        return jobs_plan(tuple(copies), request)
 
     def open(self) -> None:
         self.preflight()
