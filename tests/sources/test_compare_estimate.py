@@ -60,6 +60,18 @@ def test_an_estimator_is_compared_level_by_level(tmp_path: Path, mosquitto: Any,
 
         table = cli("latest", *args, "--query", "estimator_node_watts")
         assert table.returncode == 0 and "-50.0 %" in table.stdout, table.stdout
+        assert "another unit" not in table.stdout
+
+        # A query in µW (Scaphandre's unit) without its / 1e6 was a table of unexplained millions.
+        slip = cli(RUN, *args, "--query", "estimator_node_watts * 1e6")
+        assert slip.returncode == 0 and "75,000,000.0" in slip.stdout, slip.stdout
+        assert (
+            "the estimate is about 1e6 times the measured power: is the query in another unit?" in slip.stdout
+        )
+        # An absurd figure was printed in all its 301 digits, wrapped over 80 lines.
+        absurd = cli(RUN, *args, "--query", "estimator_node_watts * 1e300")
+        assert absurd.returncode == 0 and "7.5e+301" in absurd.stdout, absurd.stdout
+        assert len(absurd.stdout.splitlines()) < 20, absurd.stdout
 
         several = cli(RUN, *args, "--query", "estimator_process_watts")
         assert several.returncode == 2 and "gives 2 series" in several.stderr and "sum(" in several.stderr

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any
 
@@ -135,15 +136,34 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+# Beyond this a figure is shown in three significant figures: an estimate of 1e300 W filled 80 lines.
+_COMPACT_ABOVE = 1e9
+
+
+def _figure(x: float, sign: str = "") -> str:
+    return f"{x:{sign},.1f}" if abs(x) < _COMPACT_ABOVE else f"{x:{sign}.3g}"
+
+
+def _unit_hint(ratio: float) -> str | None:
+    """A word on units when the estimate is orders of magnitude off: a query in µW (Scaphandre's unit)
+    without its / 1e6 is off by a million, and reads as an estimator that is very wrong."""
+    if not (math.isfinite(ratio) and ratio > 0) or 0.01 < ratio < 100:
+        return None
+    return (
+        f"the estimate is about 1e{round(math.log10(ratio))} times the measured power: is the query in "
+        "another unit? (µW, as Scaphandre gives it, needs / 1e6; mW / 1e3; kW * 1e3)"
+    )
+
+
 def _print_table(doc: dict[str, Any]) -> None:
 
     table = new_table(title=f"run {doc['run']}: estimator against measured power")
     for col in ("level", "measured W", "estimated W", "error"):
         table.add_column(col, justify="right" if col != "level" else "left")
     for r in doc["levels"]:
-        est = f"{r['estimated_W']:.1f}" if "estimated_W" in r else "-"
-        err = f"{r['error'] * 100:+.1f} %" if "error" in r else r.get("reason", "-")
-        table.add_row(r["phase"], f"{r['measured_W']:.1f}", est, err)
+        est = _figure(r["estimated_W"]) if "estimated_W" in r else "-"
+        err = f"{_figure(r['error'] * 100, '+')} %" if "error" in r else r.get("reason", "-")
+        table.add_row(r["phase"], _figure(r["measured_W"]), est, err)
     console = output_console()
     console.print(table)
     s = doc["summary"]
@@ -154,11 +174,15 @@ def _print_table(doc: dict[str, Any]) -> None:
             "that the query selects this server's power"
         )
     elif s["levels"]:
+        ratio = s["power_ratio"]
         console.print(
-            f"mean |error| {s['mean_abs_error'] * 100:.1f} %, largest {s['max_abs_error'] * 100:.1f} %; "
-            f"summed estimate / summed measurement {s['power_ratio']:.3f} "
+            f"mean |error| {_figure(s['mean_abs_error'] * 100)} %, largest {_figure(s['max_abs_error'] * 100)} %; "
+            f"summed estimate / summed measurement {f'{ratio:.3f}' if ratio < 100 else _figure(ratio)} "
             "(a ∑ops/∑power score from the estimate would be the measured score divided by this)"
         )
     else:
         console.print("no level has an estimate: check the query and that Prometheus scraped during the run")
+    hint = _unit_hint(s["power_ratio"]) if s.get("power_ratio") else None
+    if hint:
+        console.print(hint)
     console.print(f"estimator: {doc['query']}")
