@@ -66,7 +66,7 @@ ALLOWED: dict[str, set[str]] = {
         "mqttconn",
         "bridge",
     },
-    "workloads": {"core", "argtypes", "exits", "signals"},
+    "workloads": {"core", "argtypes", "exits", "signals", "forms"},
     "report": {"core", "store"},
     "sweep": {"core", "store", "workloads", "mqttconn", "config", "meterinfo"},
     "ptd": {"mqttconn", "meterinfo"},

@@ -674,6 +674,30 @@ ROWS = [
         "wattbench sweep: concurrency workload: copies [1, 1]: copy count 1 is given twice: each count is one level",
         alone=True,
     ),
+    # an empty label made headers of "/s" and "Power Ratio (/s per W)"
+    Row(
+        "score-empty-ops-label",
+        ["score", "{tmp}/table.csv", "--ops-label", ""],
+        2,
+        "wattbench score: argument --ops-label: must not be empty",
+        alone=True,
+    ),
+    Row(
+        "appliance-sim-and-config",
+        ["appliance", "--sim", "--config", "{tmp}/twice.json"],
+        2,
+        "wattbench appliance: give --sim or --config, not both: --config runs the meters its file names",
+        alone=True,
+    ),
+    # fio's file in a folder that is not there ended the run after its start with exit 4
+    Row(
+        "sweep-fio-file-in-no-folder",
+        ["sweep", "--ops-only", "--workload-config", "{tmp}/fio.toml"],
+        2,
+        "wattbench sweep: {tmp}/fio.toml: file: folder '{tmp}/nodir' does not exist",
+        ["nodir"],
+        alone=True,
+    ),
     Row(
         "sweep-workers-beyond-the-cores",
         ["sweep", "--ops-only", "--workers", "100000"],
@@ -1391,6 +1415,7 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     (tmp_path / "mybench.py").write_text("print('ops=1')\n")
     (tmp_path / "wl.toml").write_text('workload = "builtin"\n')
     (tmp_path / "many.toml").write_text('workload = "builtin"\nworkers = 100000\n')
+    (tmp_path / "fio.toml").write_text(f'workload = "fio"\nfile = "{tmp_path}/nodir/x.dat"\n')
     (tmp_path / "copies.toml").write_text('workload = "concurrency"\njob = "true"\ncopies = [1, 1]\n')
     (tmp_path / "twokeys.json").write_text('{"sim-01": "00ff", "sim-01": "11ee"}')
     (tmp_path / "table.csv").write_text("target,ops,power\n100%,1000,200\n")
@@ -1631,6 +1656,34 @@ def test_an_output_file_that_fails_while_written_is_named_with_exit_4(tmp_path: 
     assert "internal error" not in out.stderr
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="bonnie++ refuses only root")
+def test_bonnie_as_root_without_a_user_is_refused_before_the_run(tmp_path: Path) -> None:
+    """bonnie++ refuses to run as root without -u: the sweep found it after its start, exit 4."""
+    out = wattbench(["sweep", "--ops-only", "--workload", "bonnie", *FAST], tmp_path)
+    assert (out.returncode, out.stderr.splitlines()) == (
+        2,
+        [
+            "wattbench sweep: bonnie workload: user: not set, and bonnie++ refuses to run as root without "
+            'one (user = "root")'
+        ],
+    ), out.stderr
+    assert not (tmp_path / "wattbench-bonnie").exists()
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_a_terminal_that_is_not_utf8_gets_the_whole_table(tmp_path: Path, encoding: str) -> None:
+    """score, report and compare printed half a table, then "internal error: UnicodeEncodeError", exit 1,
+    on a stream that cannot encode ∑ or ★; the table borders had already fallen back to ASCII."""
+    (tmp_path / "a.csv").write_text("target,ops,power\n100%,1000,200\n50%,500,150\nActive Idle,0,100\n")
+    (tmp_path / "b.csv").write_text("target,ops,power\n100%,1200,220\n50%,600,160\nActive Idle,0,100\n")
+    env = {"PYTHONIOENCODING": encoding}
+    score = wattbench(["score", "a.csv"], tmp_path, env)
+    assert score.returncode == 0 and "internal error" not in score.stderr, score.stderr
+    assert "sum ssj_ops / sum power = 3.33" in score.stdout, score.stdout
+    compare = wattbench(["compare", "a.csv", "b.csv"], tmp_path, env)
+    assert compare.returncode == 0 and "internal error" not in compare.stderr, compare.stderr
+
+
 def test_a_status_file_of_another_shape_is_skipped_with_a_word(tmp_path: Path) -> None:
     """A collector status file holding JSON of another shape ([1, 2]) made `status` fail with
     "internal error: AttributeError", exit 1."""
@@ -1827,6 +1880,14 @@ def test_report_refuses_a_channel_the_run_did_not_have(tmp_path: Path) -> None:
         "wattbench report: --inlet bnch/t: no device bnch in the store during run r1, did you mean bench? "
         "(devices seen: bench)"
     ]
+    # the run's power channel named as the inlet probe was scored INVALID, exit 0; with --channel
+    # given too it was refused
+    for extra in ([], ["--rescore"]):
+        out = wattbench(["report", "r1", "--store", store, "--inlet", "bench/psu", *extra], tmp_path)
+        assert (out.returncode, out.stdout) == (2, ""), out.stderr
+        assert out.stderr.splitlines() == [
+            "wattbench report: --inlet: bench/psu is also named with --channel; a channel is measured once"
+        ]
     # an offset for a misspelt device was taken, and recorded, while the device went without one
     for extra in ([], ["--rescore"]):
         out = wattbench(["report", "r1", "--store", store, "--clock-offset", "bnch=5", *extra], tmp_path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import ssl
+import tempfile
 import urllib.parse
 from pathlib import Path
 
@@ -59,6 +60,30 @@ def file_problem(text: str) -> str | None:
         return f"{text}: no such file"
     if not os.access(path, os.R_OK):
         return f"{text}: permission denied"
+    return None
+
+
+def writable_file_problem(text: str) -> str | None:
+    """Why text cannot name a file this process writes (an output, a workload's data file), or None:
+    its folder is there and takes a new file, or the file is there and can be written."""
+    if not text:
+        return "empty path"
+    path = expand(text)
+    if path.is_dir():
+        return f"{text} is a folder, not a file"
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        return f"folder {str(parent)!r} does not exist"
+    if path.exists():
+        return None if os.access(path, os.W_OK) else f"{text} cannot be written (permission denied)"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"folder {str(parent)!r} cannot be written (permission denied)"
+    # access() answers yes to root for /proc and /sys; making a file is the only sure test.
+    try:
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".wattbench-probe-"):
+            pass
+    except OSError as exc:
+        return f"folder {str(parent)!r} cannot be written ({exc.strerror or exc})"
     return None
 
 

@@ -24,6 +24,7 @@ from ..workloads.base import WorkloadError
 from .options import CliError, add_verbose, verbosity
 from .parser import Parser
 from .prechecks import check_output_files, check_store_options
+from .textout import write_symbols_in_ascii_where_needed
 
 # subcommand -> (module, one-line help). The module provides add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -131,6 +132,7 @@ def _quiet_broken_pipe() -> None:
 
 def run(argv: list[str] | None) -> int:
     """One command line, run: its exit code."""
+    write_symbols_in_ascii_where_needed(sys.stdout, sys.stderr)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):

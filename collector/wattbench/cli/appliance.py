@@ -219,6 +219,13 @@ def run(args: argparse.Namespace) -> int:
     if not args.sim and not args.config:
         print("wattbench appliance: give --sim (simulated meters) or --config FILE", file=sys.stderr)
         return Exit.USAGE
+    if args.sim and args.config:
+        # the file's meters ran, under the simulation's flag, without a word
+        print(
+            "wattbench appliance: give --sim or --config, not both: --config runs the meters its file names",
+            file=sys.stderr,
+        )
+        return Exit.USAGE
     # Before anything is started, so that a stop request is never missed or fatal.
     stop = stop_event()
     try:

@@ -7,9 +7,7 @@ before anything runs."""
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from pathlib import Path
@@ -21,13 +19,22 @@ from ..argtypes import given, number
 from ..config import SETTINGS, default_state_dir, load_config, redact_url
 from ..core import FieldError
 from ..exits import Exit
-from ..forms import ca_problem, file_problem, folder_problem, http_address_problem, in_the_way
+from ..forms import (
+    ca_problem,
+    file_problem,
+    folder_problem,
+    http_address_problem,
+    in_the_way,
+    writable_file_problem,
+)
 from ..mqttconn import AddressError, parse_broker
 from ..report.outputs import TERMINAL, Outputs, renderers
 from ..store import known_spec, missing_folder, open_store
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from ..store import Store
 
 T = TypeVar("T")
 
@@ -59,11 +66,7 @@ def _console_class() -> type[Console]:
 def output_console(**options: Any) -> Console:
     """The rich Console every command prints its output on (options as rich's Console takes them). A
     reader that went away (`| head -1`) ends the command with exit 141 whether it printed a table
-    through rich or JSON through print().
-
-    Text is never wrapped by the console: written to a pipe, rich would break a line at 80 columns,
-    inside a path a script greps for. Tables still fit the width."""
-    options.setdefault("soft_wrap", True)
+    through rich or JSON through print()."""
     return _console_class()(**options)
 
 
@@ -89,32 +92,6 @@ def verbosity(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- checked values
 
 
-def writable_file(text: str) -> str:
-    """An output file whose folder exists and can be written, checked before any work is done."""
-    if not text:
-        raise argparse.ArgumentTypeError("empty path")
-    path = Path(text).expanduser()
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise argparse.ArgumentTypeError(f"folder {str(parent)!r} does not exist")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise argparse.ArgumentTypeError(f"{text} cannot be written (permission denied)")
-    if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"folder {str(parent)!r} cannot be written (permission denied)")
-    if not path.exists():
-        # access() answers yes to root for /proc and /sys; making a file is the only sure test.
-        try:
-            with tempfile.NamedTemporaryFile(dir=parent, prefix=".wattbench-probe-"):
-                pass
-        except OSError as exc:
-            raise argparse.ArgumentTypeError(
-                f"folder {str(parent)!r} cannot be written ({exc.strerror or exc})"
-            ) from None
-    return text
-
-
 def checked_by_problem(
     problem_of: Callable[[str], str | None], empty: str | None = "empty path"
 ) -> Callable[[str], str]:
@@ -132,6 +109,9 @@ def checked_by_problem(
 
     return check
 
+
+# An output file whose folder exists and can be written, checked before any work is done.
+writable_file = checked_by_problem(writable_file_problem, empty=None)
 
 # A folder a command keeps its state in (wattbench.forms.folder_problem).
 state_folder = checked_by_problem(folder_problem)
@@ -174,7 +154,7 @@ def fresh_run_id(text: str) -> str:
     return text
 
 
-def stored_run_id(store: Any, text: str) -> str:
+def stored_run_id(store: Store, text: str) -> str:
     """A run id as the readers take it: "latest" is the newest run in the store (report, compare,
     compare-estimate alike)."""
     if text != "latest":

@@ -35,7 +35,7 @@ from .options import (
     outputs_from_args,
     stored_run_id,
 )
-from .scoring import add_scoring_arguments, scoring_from_args
+from .scoring import add_scoring_arguments, check_named_once, scoring_from_args
 
 if TYPE_CHECKING:
     from ..core.evaluate import Evaluation
@@ -92,6 +92,8 @@ def _evaluate(
     # The options the run was scored with, but for those given here: a re-score changes only what
     # was asked for.
     options = given.over(ScoringOptions.from_result(stored))
+    # `--inlet` here may name a channel the run was scored with as power (or the reverse)
+    check_named_once(options.channel, options.inlet)
     if not args.rescore:
         return stored_run(store, stored, events, options)
     evaluation = score_run(store, run, options)

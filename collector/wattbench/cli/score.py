@@ -30,6 +30,7 @@ import math
 import sys
 from pathlib import Path
 
+from ..argtypes import given
 from ..core.leveltable import (
     MAX_PUBLISHED,
     MIN_PUBLISHED,
@@ -67,7 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_TOLERANCE,
         help="relative difference allowed (default 0.005)",
     )
-    parser.add_argument("--ops-label", default="ssj_ops", help='name of the ops column (default "ssj_ops")')
+    parser.add_argument(
+        "--ops-label", type=given, default="ssj_ops", help='name of the ops column (default "ssj_ops")'
+    )
     add_output_options(parser, ScoredTable)
 
 

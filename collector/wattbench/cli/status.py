@@ -341,7 +341,8 @@ def render(doc: dict[str, Any]) -> None:
     else:
         console.print(
             "[yellow]no device accounting found[/yellow] "
-            f"(state dir {doc['state_dir']}, store {doc['store'] or 'none'})"
+            f"(state dir {doc['state_dir']}, store {doc['store'] or 'none'})",
+            soft_wrap=True,  # one line: wrapped at 80 columns in a pipe, a script's grep missed the path
         )
 
     if doc["collectors"]:

@@ -73,7 +73,10 @@ class Verifier:
         p = Path(path)
         # strict: a device given twice (a hand-merged file) would be checked against its last key
         # without a word, and its batches signed with the other refused
-        doc = contract.strict_loads(p.read_bytes())
+        try:
+            doc = contract.strict_loads(p.read_bytes())
+        except contract.DecodeError as exc:
+            raise ValueError(f"not JSON ({exc})") from None
         if not isinstance(doc, dict):
             raise ValueError(f"{p}: expected an object mapping device ids to hex keys")
         keys: dict[str, bytes] = {}

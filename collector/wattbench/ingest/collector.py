@@ -28,8 +28,6 @@ from collections import deque
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-import wattbench_schema as contract
-
 from ..bridge import PlugConfigError, load_plugs
 from ..bridge.translate import Bridge
 from ..config import CollectorConfig, ConfigError
@@ -142,8 +140,6 @@ class Collector:
             return Verifier.from_file(self.config.hmac_keys, require=self.config.hmac_require)
         except OSError as exc:
             raise ConfigError(f"{given}: {exc.strerror or exc}") from None
-        except contract.DecodeError as exc:
-            raise ConfigError(f"{given}: not JSON ({exc})") from None
         except ValueError as exc:
             raise ConfigError(f"{given}: {exc}") from None
 

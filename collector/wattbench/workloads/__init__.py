@@ -173,7 +173,8 @@ def setting_source(name: Any, key: str, given: Mapping[str, Any], config_path: s
     for option in options_of(name):
         if option.key == key and given.get(option.dest) is not None:
             return option.flag
-    return f"{config_path}: {key}" if config_path else key
+    # neither given: the setting's default, named as the workload's
+    return f"{config_path}: {key}" if config_path else f"{name} workload: {key}"
 
 
 def make_workload(name: str, config: dict[str, Any] | None = None) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any, ClassVar
 
-from ..base import WorkloadError
+from ..base import SettingError, WorkloadError
 from ..tools import ToolWorkload, report_error
 
 OPS_PER_FILE = 6  # sequential create, stat, delete; random create, stat, delete
@@ -35,6 +35,14 @@ class BonnieWorkload(ToolWorkload):
         user = f" -u {settings['user']}" if settings["user"] else ""
         return f"bonnie++ -d {settings['dir']} -s 0 -n {settings['files']} -q{user}"
 
+    def preflight(self) -> None:
+        super().preflight()
+        if os.geteuid() == 0 and not self.settings["user"]:
+            # bonnie++ refuses to run as root without -u: known before the run, not after its start
+            raise SettingError(
+                "user", 'not set, and bonnie++ refuses to run as root without one (user = "root")'
+            )
+
     def open(self) -> None:
         super().open()
         try:
@@ -43,11 +51,6 @@ class BonnieWorkload(ToolWorkload):
             raise WorkloadError(
                 f"bonnie workload: cannot make {self.settings['dir']}: {exc.strerror}"
             ) from None
-        if os.geteuid() == 0 and not self.settings["user"]:
-            # bonnie++ refuses to run as root without -u.
-            raise WorkloadError(
-                'bonnie workload: running as root, bonnie++ needs user (user = "root" to allow it)'
-            )
 
     def parse_report(self, text: str) -> float:
         for line in text.splitlines():

@@ -9,7 +9,8 @@ import os
 import re
 from typing import Any, ClassVar
 
-from ..base import WorkloadError
+from ...forms import writable_file_problem
+from ..base import SettingError, WorkloadError
 from ..tools import ToolWorkload, report_error
 
 RW = ("randread", "randwrite", "randrw", "read", "write", "rw")
@@ -78,6 +79,13 @@ class FioWorkload(ToolWorkload):
                 "--output-format=json",
             ]
         )
+
+    def preflight(self) -> None:
+        super().preflight()
+        # fio makes the file; a folder that is not there failed the run after its start, exit 4
+        problem = writable_file_problem(self.settings["file"])
+        if problem:
+            raise SettingError("file", problem)
 
     def open(self) -> None:
         super().open()
