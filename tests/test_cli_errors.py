@@ -698,6 +698,23 @@ ROWS = [
         ["nodir"],
         alone=True,
     ),
+    # the whole sweep ran (12 minutes for a rehearsal's 30 s windows) to end "required spec" at its end
+    Row(
+        "sweep-require-spec-with-short-windows",
+        ["sweep", "--ops-only", "--require", "spec", "--measure", "30"],
+        2,
+        "wattbench sweep: --require spec: SPECpower's measurement windows are 240 s; this run's are 30 s "
+        "(--measure)",
+        alone=True,
+    ),
+    Row(
+        "suite-require-eehpc-with-short-windows",
+        ["suite", "{tmp}/suite.toml", "--ops-only", "--require", "eehpc-l1", "--measure", "5"],
+        2,
+        "wattbench suite: --require eehpc-l1: the EE HPC WG's windows are at least 60 s; this run's are 5 s "
+        "(--measure)",
+        alone=True,
+    ),
     Row(
         "sweep-workers-beyond-the-cores",
         ["sweep", "--ops-only", "--workers", "100000"],

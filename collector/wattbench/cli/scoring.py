@@ -5,9 +5,11 @@ ScoringOptions (sweep/scoring.py), whose defaults, the core's own, are the optio
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ..argtypes import checked_by, number, number_where, whole
+from ..core.conformance import planned_window_problem
+from ..core.plan import Plan
 from ..core.score import amount_problem, years_problem
 from ..sweep.channels import parse_channel, parse_offset
 from ..sweep.scoring import ScoringOptions
@@ -124,6 +126,15 @@ def scoring_from_args(args: argparse.Namespace) -> ScoringOptions:
 
     check_named_once(args.channel, args.inlet)
     return as_given({**LIMIT_OPTIONS, **COST_OPTIONS}, lambda: ScoringOptions.from_args(args))
+
+
+def check_plans_can_meet(scoring: ScoringOptions, plans: Iterable[Plan]) -> None:
+    """--require a standard whose windows the plan is too short for: refused before the first phase,
+    not after a run that could only end "required spec" (72 minutes at the default timing)."""
+    for plan in plans:
+        problem = planned_window_problem(scoring.require, [(p.kind, p.timing.measure_s) for p in plan.scored])
+        if problem:
+            raise CliError(f"--require {scoring.require}: {problem} (--measure)")
 
 
 def check_named_once(power: Sequence[str], inlet: Sequence[str]) -> None:

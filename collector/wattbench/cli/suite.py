@@ -41,7 +41,7 @@ from .options import (
     side_console,
     store_name,
 )
-from .scoring import add_scoring_arguments, scoring_from_args
+from .scoring import add_scoring_arguments, check_plans_can_meet, scoring_from_args
 from .sweep import (
     NOTHING_STORED,
     PLAN_OPTIONS,
@@ -158,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
             },
         )
         scoring = scoring_from_args(args)
+        check_plans_can_meet(scoring, plans.values())
     except (ValueError, WorkloadError) as exc:
         print(f"wattbench suite: {exc}", file=sys.stderr)
         return Exit.CONFIG

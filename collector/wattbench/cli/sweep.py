@@ -56,7 +56,7 @@ from .options import (
     store_given,
     store_name,
 )
-from .scoring import add_scoring_arguments, scoring_from_args
+from .scoring import add_scoring_arguments, check_plans_can_meet, scoring_from_args
 
 # The plan's fields -> the options that give them, for a value the plan refuses.
 PLAN_OPTIONS = {
@@ -280,6 +280,7 @@ def run(args: argparse.Namespace) -> int:
             # scored and recorded as if --system-nodes had been given.
             args = argparse.Namespace(**{**vars(args), "system_nodes": len(nodes)})
         scoring = scoring_from_args(args)
+        check_plans_can_meet(scoring, [plan])
     except (ValueError, WorkloadError) as exc:
         print(f"wattbench sweep: {exc}", file=sys.stderr)
         return Exit.CONFIG

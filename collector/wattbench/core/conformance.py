@@ -208,6 +208,22 @@ def weighted_error(classes: Sequence[ChannelClass]) -> float | None:
     return sum(float(c.acc or 0.0) * c.watts for c in classes) / total
 
 
+def planned_window_problem(require: str, windows: Sequence[tuple[str, float]]) -> str | None:
+    """Why a plan cannot meet the required standard for its window lengths alone, or None: known
+    before the run, so a run that could only end "required spec" is not run. windows: (kind,
+    measurement seconds) of the plan's scored phases; a job level's window lasts as long as its jobs
+    and is judged after the run."""
+    fixed = [seconds for kind, seconds in windows if kind != "concurrency"]
+    if not fixed:
+        return None
+    shortest = min(fixed)
+    if require == "spec" and shortest < SPEC_WINDOW_S:
+        return f"SPECpower's measurement windows are {SPEC_WINDOW_S:g} s; this run's are {shortest:g} s"
+    if require.startswith("eehpc") and shortest < LEVEL_WINDOW_S:
+        return f"the EE HPC WG's windows are at least {LEVEL_WINDOW_S:g} s; this run's are {shortest:g} s"
+    return None
+
+
 def state(
     channels: Sequence[ChannelSpec],
     aligned: Sequence[WindowPower],
