@@ -835,7 +835,7 @@ ROWS = [
         "sweep-negative-price",
         ["sweep", "--store", "{store}", "--price", "-5", *FAST],
         2,
-        "wattbench sweep: --price: must be a number from 0 to 1e+15, got -5.0",
+        "wattbench sweep: argument --price: must be a number from 0 to 1e+15, got -5.0",
         alone=True,
     ),
     Row(

@@ -40,7 +40,9 @@ MEANING: dict[Exit, str] = {
     "full or read-only disk, a file that fails as it is written: `cannot write the output: FILE: ...`)",
     Exit.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM) before it was done: `sweep`, `suite`, `demo` and the "
     "other commands that end on their own; and any command stopped while it still loads (its first half "
-    "second), before it has started anything",
+    "second), before it has started anything. A signal in the Python interpreter's own start, before any "
+    "of wattbench's code runs (tens of milliseconds, more with an editable install), is Python's: a "
+    "`KeyboardInterrupt` traceback, or death by SIGTERM (143)",
     Exit.BROKEN_PIPE: "the reader of the output went away (`wattbench status --json \\| head`, "
     "`wattbench report latest \\| head -1`), for every command, table or JSON: not an error, no traceback",
 }
