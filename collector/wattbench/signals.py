@@ -30,7 +30,9 @@ def stop_event(log: logging.Logger | None = None) -> threading.Event:
     def handler(signum: int, _frame: Any) -> None:
         if log is not None and not stop.is_set():
             log.info("received %s: stopping", signal.Signals(signum).name)
-        stop.set()
+        # Set from another thread: the handler runs in the main thread, which may be inside
+        # stop.wait() holding the event's lock, and set() here would wait for that lock forever.
+        threading.Thread(target=stop.set, name="wb-stop", daemon=True).start()
 
     on_stop_signals(handler)
     return stop
