@@ -289,8 +289,8 @@ def test_importing_the_command_loads_nothing_but_itself() -> None:
     assert json.loads(out.stdout.replace("'", '"')) == ["wattbench", "wattbench.cli", "wattbench.exits"]
 
 
-# A signal that arrives while main() imports the stop handlers' own module (which loads logging): a
-# finder sends it the moment that import begins, as a Ctrl-C 40 ms after the start did.
+# A signal that arrives while main() loads the commands (here as wattbench.signals, which loads
+# logging, begins to load): a finder sends it at that moment, as a Ctrl-C 40 ms after the start did.
 _SIGNAL_DURING_IMPORT = """
 import os, signal, sys
 

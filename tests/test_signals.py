@@ -57,5 +57,7 @@ STOP_WHILE_WAITING = textwrap.dedent(
 def test_a_stop_signal_while_the_loop_waits_on_its_event_stops_it() -> None:
     """An appliance given SIGTERM hung for good (found in a test run under load): its main loop was in
     stop.wait(0.2) holding the event's lock when the handler called stop.set() in the same thread."""
-    out = subprocess.run([sys.executable, "-c", STOP_WHILE_WAITING], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", STOP_WHILE_WAITING], capture_output=True, text=True, timeout=60
+    )
     assert out.stdout.strip() == "stopped", out.stdout + out.stderr

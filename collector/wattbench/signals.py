@@ -38,15 +38,6 @@ def stop_event(log: logging.Logger | None = None) -> threading.Event:
     return stop
 
 
-def interrupt_on_stop_signals() -> None:
-    """SIGTERM and SIGINT both raise KeyboardInterrupt, for code written around Ctrl-C."""
-
-    def handler(signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    on_stop_signals(handler)
-
-
 @contextlib.contextmanager
 def sigint_ignored() -> Iterator[None]:
     """A process started in here begins with SIGINT blocked, which it keeps through exec, so it never

@@ -18,9 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     import signal  # late: start-up (a built-in module: nothing to load)
 
     # SIGTERM (systemd, containers, kill) and a SIGINT inherited as ignored (a background job of a
-    # non-interactive shell) end every command as Ctrl-C does, from main()'s first line: the shared
-    # handler's module loads logging, and a signal in those milliseconds printed a traceback (SIGINT)
-    # or ended the process by the signal (SIGTERM, 143, nothing said). The long-running commands
+    # non-interactive shell) end every command as Ctrl-C does, from main()'s first line: set after
+    # anything loads, a signal in its milliseconds printed a traceback (SIGINT) or ended the process
+    # by the signal (SIGTERM, 143, nothing said). The long-running commands
     # (appliance, collect, broker) install their own stop handlers in run().
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
@@ -28,9 +28,6 @@ def main(argv: list[str] | None = None) -> int:
         # Started with stdout closed (`>&-`): the output is for nobody, and the command still works.
         if sys.stdout is None:
             sys.stdout = open(os.devnull, "w")  # held as stdout for the life of the process
-        from ..signals import interrupt_on_stop_signals  # late: start-up
-
-        interrupt_on_stop_signals()  # the same, as the commands know it
         from .app import run  # late: start-up (see above)
 
         return run(argv)
