@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from wattbench.mqttconn import CONNECT_TIMEOUT_S
 from wattbench_devkit import services
 
 WATTBENCH = str(Path(sys.executable).with_name("wattbench"))
@@ -412,12 +413,12 @@ ROWS = [
         ["st"],
         alone=True,
     ),
-    # a broker given to the demo that is not there took 30 s and a wrapped line on stdout
+    # a broker given to the demo that is not there took 30 s and a wrapped line on stdout, later 5 s
     Row(
         "demo-broker-down",
         ["demo", "--broker", "{down_broker}"],
         3,
-        "wattbench demo: cannot reach the MQTT broker at {down_broker} within 4 s (Connection refused)",
+        "wattbench demo: MQTT broker {down_broker} unreachable: Connection refused",
         alone=True,
     ),
     # the same mistake through the environment was exit 3 after a warning, not the option's exit 2
@@ -1659,6 +1660,21 @@ def test_a_suite_refused_before_its_first_phase_prints_only_the_refusal(tmp_path
     assert out.stderr.splitlines() == [
         "wattbench suite: --channel bench/nope: bench has no channel nope (its channels: psu)"
     ]
+
+
+def test_a_broker_given_to_the_demo_is_checked_as_the_sweep_checks_it(tmp_path: Path) -> None:
+    """The demo's collector asked a given broker again for its whole connect timeout, as it would a
+    broker still starting beside it, and the "broker:" progress line came first on stdout: 5.1 s and
+    two lines where the sweep gives one at once. A given broker is up already: refused at the first
+    answer, before anything is printed or started."""
+    down = f"127.0.0.1:{services.free_port()}"
+    t0 = time.monotonic()
+    out = wattbench(["demo", "--broker", down, "--quiet"], tmp_path)
+    took = time.monotonic() - t0
+    assert out.returncode == 3, out.stderr
+    assert out.stdout == ""
+    assert out.stderr.splitlines() == [f"wattbench demo: MQTT broker {down} unreachable: Connection refused"]
+    assert took < CONNECT_TIMEOUT_S, took  # no retrying: the old path could not end before its timeout
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root may open /proc/version to write")

@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -116,3 +117,26 @@ def test_the_demo_meter_rides_out_a_stall_of_its_process(tmp_path: Path) -> None
         t.now = ch.next_due + 300_000  # woken a third of a second late, every slot
         rows += sampler.poll()
     assert ch.missed_slots == 0 and all("f" not in r for r in rows), rows
+
+
+def test_the_demo_runs_on_a_broker_it_is_given(tmp_path: Path, mosquitto: Any) -> None:
+    """`--broker` puts the whole chain on the user's Mosquitto instead of the embedded broker: the
+    given broker is checked once before anything starts, then carries the samples and phase events."""
+    pytest.importorskip("wattbench_fw.host")
+    store = tmp_path / "demo.sqlite"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "wattbench.cli", "demo", "--quiet", "--broker", mosquitto.url,
+            "--measure", "1", "--pre", "0.5", "--post", "0.2", "--gap", "0.1",
+            "--html", str(tmp_path / "demo.html"), "--store", str(store),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"broker: {mosquitto.url}" in proc.stdout.splitlines()
+    assert any(ln.startswith("demo result: ") for ln in proc.stdout.splitlines())
+    db = sqlite3.connect(store)
+    assert db.execute("SELECT COUNT(DISTINCT phase) FROM wb_phase WHERE phase != 'run'").fetchone()[0] == 14

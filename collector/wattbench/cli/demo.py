@@ -33,7 +33,7 @@ from ..broker import EmbeddedBroker
 from ..config import CollectorConfig
 from ..core.plan import Timing, calibration_spread, specpower_plan
 from ..exits import Exit
-from ..mqttconn import CONNECT_TIMEOUT_S
+from ..mqttconn import CONNECT_TIMEOUT_S, BrokerError, Settings, open_client
 from ..report.measured import badge_text
 from ..report.outputs import RunResult, SuiteResult, write_outputs
 from ..sweep.channels import ChannelError
@@ -150,6 +150,9 @@ def _run(args: argparse.Namespace, workdir: Path, keep: list[Path]) -> int:
         except CollectorError as exc:
             print(f"wattbench demo: {exc}", file=sys.stderr)  # one line, as every command says it
             return exc.exit_code
+        except BrokerError as exc:
+            print(f"wattbench demo: {exc}", file=sys.stderr)
+            return Exit.BROKER
         except ChannelError as exc:
             print(f"wattbench demo: {exc}", file=sys.stderr)
             return Exit.CONFIG
@@ -194,6 +197,11 @@ def _stopping(name: str, stop: Callable[[], Any]) -> Callable[[], None]:
 def start_broker(args: argparse.Namespace, console: Any, stack: ExitStack) -> tuple[str, str]:
     """The broker the demo uses, --broker or the embedded one: its address and MQTT version."""
     if args.broker:
+        # A broker given to the demo is up already: asked once, as the sweep asks one, before anything
+        # is started or printed (the collector would wait out its timeout as for one still starting).
+        client = open_client(Settings.parse(args.broker), f"wattbench-demo-{os.getpid()}")
+        client.disconnect()
+        client.loop_stop()
         console.print(f"[bold]broker[/]: {args.broker}")
         return args.broker, "5"
 
