@@ -438,8 +438,47 @@ ROWS = [
         "report-influx-url-from-the-environment",
         ["report", "latest"],
         2,
-        "wattbench report: WATTBENCH_INFLUX_URL: 'htp://x': give a file path, sqlite:///path or http(s)://host:port",
+        "wattbench report: WATTBENCH_INFLUX_URL: htp://x: not an http:// or https:// address",
         env={"WATTBENCH_INFLUX_URL": "htp://x"},
+        alone=True,
+    ),
+    # WATTBENCH_INFLUX_URL is an InfluxDB address, as --influx is: "notaurl" was taken for a SQLite
+    # file and refused as "no store at notaurl (give --store or --influx ...)", naming neither.
+    Row(
+        "report-influx-url-from-the-environment-not-a-url",
+        ["report", "latest"],
+        2,
+        "wattbench report: WATTBENCH_INFLUX_URL: notaurl: not an http:// or https:// address",
+        env={"WATTBENCH_INFLUX_URL": "notaurl"},
+        alone=True,
+    ),
+    Row(
+        "status-influx-url-from-the-environment-not-a-url",
+        ["status", "--state-dir", "{tmp}"],
+        2,
+        "wattbench status: WATTBENCH_INFLUX_URL: notaurl: not an http:// or https:// address",
+        env={"WATTBENCH_INFLUX_URL": "notaurl"},
+        alone=True,
+    ),
+    # a store the environment names, missing: the variable is named, not only the options
+    Row(
+        "report-store-from-the-environment-missing",
+        ["report", "latest"],
+        3,
+        "wattbench report: WATTBENCH_STORE: no store at {tmp}/nosuch.sqlite (give --store or --influx; "
+        "nothing was created)",
+        ["nosuch.sqlite"],
+        env={"WATTBENCH_STORE": "{tmp}/nosuch.sqlite"},
+        alone=True,
+    ),
+    Row(
+        "status-store-from-the-environment-missing",
+        ["status", "--state-dir", "{tmp}"],
+        3,
+        "wattbench status: WATTBENCH_STORE: no store at {tmp}/nosuch.sqlite (give --store or --influx; "
+        "nothing was created)",
+        ["nosuch.sqlite"],
+        env={"WATTBENCH_STORE": "{tmp}/nosuch.sqlite"},
         alone=True,
     ),
     Row(

@@ -177,6 +177,7 @@ class CollectorConfig:
         ),
         shown_default="`wattbench.sqlite` in `state_dir`",
         form=_store_form,
+        env_forms={"WATTBENCH_INFLUX_URL": http_address_problem},
     )
     influx_db: str = setting(
         "",

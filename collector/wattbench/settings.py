@@ -88,6 +88,13 @@ class Setting:
     # None. The command line checks its options as argparse reads them; this is what makes a variable
     # or a key in the file the same mistake, with the same exit, as the option.
     form: Callable[[str], str | None] | None = None
+    # A variable that names one kind of value (WATTBENCH_INFLUX_URL: an InfluxDB address) has the
+    # form of that kind instead: (variable, form) pairs.
+    env_forms: tuple[tuple[str, Callable[[str], str | None]], ...] = ()
+
+    def form_for(self, said: str | None) -> Callable[[str], str | None] | None:
+        """The form of a value given as `said` (a variable of env_forms, else any)."""
+        return dict(self.env_forms).get(said or "", self.form)
 
     @property
     def key(self) -> str:
@@ -116,6 +123,7 @@ def setting(
     choices: tuple[str, ...] = (),
     shown_default: str | None = None,
     form: Callable[[str], str | None] | None = None,
+    env_forms: Mapping[str, Callable[[str], str | None]] | None = None,
 ) -> Any:
     """A dataclass field that is a setting (typed Any so that a field of any kind may take it)."""
     row = {
@@ -129,6 +137,7 @@ def setting(
         "choices": choices,
         "shown_default": shown_default,
         "form": form,
+        "env_forms": tuple((env_forms or {}).items()),
     }
     return field(default=default, repr=not secret, metadata={"setting": row})
 
@@ -229,7 +238,8 @@ class Table:
             if name in self.files and typed:
                 raise ConfigError(f"{said}: a path to a file is text, not {value!r}") from None
             raise ConfigError(f"{said}: {shown} is not a valid {_WANT[kind]}") from None
-        reason = row.form(text) if row is not None and row.form is not None and text else None
+        form = row.form_for(said) if row is not None else None
+        reason = form(text) if form is not None and text else None
         if reason:
             raise ConfigError(f"{said}: {reason}")
         return text

@@ -30,6 +30,7 @@ from ..forms import (
 from ..mqttconn import AddressError, parse_broker
 from ..report.outputs import TERMINAL, Outputs, renderers
 from ..store import known_spec, missing_folder, open_store
+from ..store.base import StoreError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -325,7 +326,19 @@ def open_store_from_args(
         for name in _INFLUX:
             if getattr(cfg, f"influx_{name}"):
                 options.setdefault(name, getattr(cfg, f"influx_{name}"))
-    return open_store(spec, must_exist=must_exist, **options)
+    try:
+        return open_store(spec, must_exist=must_exist, **options)
+    except StoreError as exc:
+        if not (store_given(args) or default):
+            exc.said = store_said(resolve(args, ["store"]))
+        raise
+
+
+def store_said(cfg: Any) -> str:
+    """The variable or file key that named cfg's store, "" for an option or the default: what a
+    message about that store puts first."""
+    said = cfg.said.get("store", "")
+    return "" if said.startswith("-") else said
 
 
 def add_broker_options(

@@ -27,7 +27,14 @@ from ..core.clocktrack import device_minus_host
 from ..exits import Exit
 from ..report.terminal import new_table
 from ..store import failure_text, open_reader
-from .options import add_json_flag, add_store_options, existing_folder, option_values, output_console
+from .options import (
+    add_json_flag,
+    add_store_options,
+    existing_folder,
+    option_values,
+    output_console,
+    store_said,
+)
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +135,7 @@ def gather(args: argparse.Namespace) -> dict[str, Any]:
         except ValueError as exc:  # not a store address at all
             raise ConfigError(str(exc)) from None
         except (OSError, RuntimeError) as exc:  # StoreError is a RuntimeError
-            raise StoreUnreachable(failure_text(exc, out["store"])) from None
+            raise StoreUnreachable(failure_text(exc, out["store"], store_said(cfg))) from None
         try:
             try:
                 out["health"] = store.health()
@@ -141,7 +148,7 @@ def gather(args: argparse.Namespace) -> dict[str, Any]:
                 store.close()
         except (OSError, RuntimeError, ValueError) as exc:
             # InfluxDB down or refusing the query (StoreUnavailable is a RuntimeError), an unreadable file
-            raise StoreUnreachable(failure_text(exc, out["store"])) from None
+            raise StoreUnreachable(failure_text(exc, out["store"], store_said(cfg))) from None
     return out
 
 

@@ -28,19 +28,24 @@ class StoreError(RuntimeError):
     outage, True when the store refused the data itself."""
 
     permanent: bool = False
+    # How the user named the store when not by an option (a variable, a key in a file), for the
+    # message: the option is theirs to see, a variable exported long ago is not.
+    said: str = ""
 
 
 # How the stores' own errors begin when they already say which store they mean (sqlite.py, influx/).
 _NAMED = ("store ", "no store ", "InfluxDB at ")
 
 
-def failure_text(exc: BaseException, name: str | None = None) -> str:
+def failure_text(exc: BaseException, name: str | None = None, said: str = "") -> str:
     """A store's error as one line that names the store once: most errors name it themselves ("store
-    PATH: ...", "InfluxDB at URL ..."); the others get `name` (or "store") in front."""
+    PATH: ...", "InfluxDB at URL ..."); the others get `name` (or "store") in front. said (else the
+    error's own): the variable or file key that named the store, put first."""
     text = str(exc)
-    if text.startswith(_NAMED):
-        return text
-    return f"store {name}: {text}" if name else f"store: {text}"
+    if not text.startswith(_NAMED):
+        text = f"store {name}: {text}" if name else f"store: {text}"
+    said = said or (exc.said if isinstance(exc, StoreError) else "")
+    return f"{said}: {text}" if said else text
 
 
 class StoreMissing(StoreError):
