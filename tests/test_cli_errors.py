@@ -711,7 +711,7 @@ ROWS = [
         "sweep-copies-repeated-in-the-workload-file",
         ["sweep", "--ops-only", "--workload-config", "{tmp}/copies.toml"],
         2,
-        "wattbench sweep: concurrency workload: copies [1, 1]: copy count 1 is given twice: each count is one level",
+        "wattbench sweep: {tmp}/copies.toml: copies: copy count 1 is given twice: each count is one level",
         alone=True,
     ),
     # an empty label made headers of "/s" and "Power Ratio (/s per W)"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from .. import workloads
@@ -165,8 +166,11 @@ def plan_from_args(args: argparse.Namespace, workload: Any, config: dict[str, An
     """The workload's own plan, or the graduated loads of the plan options."""
 
     timing = as_given(PLAN_OPTIONS, lambda: Timing(args.pre, args.measure, args.post, args.gap))
-    request = PlanRequest(timing, not args.no_idle, option_values(vars(args)), config)
-    own = workload.plan(request)
+    given = option_values(vars(args))
+    try:
+        own = workload.plan(PlanRequest(timing, not args.no_idle, given, config))
+    except SettingError as exc:
+        raise named_as_given(exc, workload.name, given, args) from None
     if own is not None:
         return own
     return as_given(
@@ -175,6 +179,14 @@ def plan_from_args(args: argparse.Namespace, workload: Any, config: dict[str, An
             args.calibrations, parse_levels(args.levels), not args.no_idle, timing, args.calibration_use
         ),
     )
+
+
+def named_as_given(
+    exc: SettingError, name: str, given: Mapping[str, Any], args: argparse.Namespace
+) -> CliError:
+    """A workload setting's problem, named as the user gave the setting: the option, else the key in
+    the workload file, so that the one line points at what to correct."""
+    return CliError(f"{setting_source(name, exc.key, given, args.workload_config)}: {exc.reason}")
 
 
 def workload_from_args(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
@@ -198,18 +210,14 @@ def workload_from_args(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     try:
         workload = make_workload(name, config)
     except SettingError as exc:
-        raise CliError(
-            f"{setting_source(name, exc.key, given, args.workload_config)}: {exc.reason}"
-        ) from None
+        raise named_as_given(exc, name, given, args) from None
     except WorkloadError as exc:
         # A key it does not know or a value of the wrong type: the options give neither, the file does.
         raise CliError(f"{args.workload_config}: {exc}" if args.workload_config else str(exc)) from None
     try:
         workload.preflight()
     except SettingError as exc:
-        raise CliError(
-            f"{setting_source(name, exc.key, given, args.workload_config)}: {exc.reason}"
-        ) from None
+        raise named_as_given(exc, name, given, args) from None
     except WorkloadError as exc:
         # Named as the user gave it, so the one line points at what to correct.
         raise CliError(f"{program_source(name, given, args.workload_config)}: {exc}") from None

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...core.plan import Phase, Plan, copies_problem, parse_copies
-from ..base import PlanRequest, WorkloadDefaults, WorkloadError, check_keys, setting
+from ..base import PlanRequest, SettingError, WorkloadDefaults, check_keys, setting
 from ..command.runner import DEFAULT_PATTERN, CommandProcess, fill, require_program
 from ..jobs import fixed_work, jobs_plan
 
@@ -68,7 +68,7 @@ class ConcurrencyWorkload(WorkloadDefaults):
         copies = request.config.get("copies", [1, 2, 4, 6, 8])
         problem = copies_problem(copies) if isinstance(copies, list) else "copy counts must be a list"
         if problem:
-            raise WorkloadError(f"{self.name} workload: copies {copies!r}: {problem}")
+            raise SettingError("copies", problem)
         return jobs_plan(tuple(copies), request)
 
     def open(self) -> None:
