@@ -100,6 +100,12 @@ class ChannelClass:
     gapped: bool  # some window was not fully covered
 
 
+def short_statement(level: int, spec: bool) -> str:
+    """The standard a measurement meets, in a few words: 'EE HPC WG Level 1, not SPEC-comparable'."""
+    lvl = f"EE HPC WG Level {level}" if level else "no EE HPC WG level"
+    return f"{lvl}, {'SPEC-comparable' if spec else 'not SPEC-comparable'}"
+
+
 @dataclass(frozen=True)
 class Statement:
     spec: bool
@@ -111,8 +117,7 @@ class Statement:
     @property
     def short(self) -> str:
         """For the verdict line: 'EE HPC WG Level 1, not SPEC-comparable'."""
-        lvl = f"EE HPC WG Level {self.level}" if self.level else "no EE HPC WG level"
-        return f"{lvl}, {'SPEC-comparable' if self.spec else 'not SPEC-comparable'}"
+        return short_statement(self.level, self.spec)
 
     @property
     def text(self) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..core.align import windows_from_events
+from ..core.conformance import short_statement
 
 # SPECpower_ssj2008's measurement window; a run with shorter windows is a rehearsal, not comparable.
 SPEC_WINDOW_S = 240.0
@@ -301,9 +302,7 @@ def standard_short(result: Mapping[str, Any]) -> str | None:
     st = result.get("standard")
     if not isinstance(st, Mapping):
         return None
-    level = int(st.get("eehpc_level", 0))
-    lvl = f"EE HPC WG Level {level}" if level else "no EE HPC WG level"
-    return f"{lvl}, {'SPEC-comparable' if st.get('spec') else 'not SPEC-comparable'}"
+    return short_statement(int(st.get("eehpc_level", 0)), bool(st.get("spec")))
 
 
 def standard_text(result: Mapping[str, Any]) -> str:
