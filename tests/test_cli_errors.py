@@ -1190,6 +1190,15 @@ ROWS = [
         "wattbench report: unrecognized arguments: --bogus 1 (see wattbench report --help)",
         alone=True,
     ),
+    # an option the command does not know, before its file, made argparse take the option's value for
+    # the file: "argument FILE: 1: no such file", naming neither the option nor the mistake
+    Row(
+        "suite-unknown-option-before-its-file",
+        ["suite", "--workers", "1", "{tmp}/suite.toml", "--store", "{store}"],
+        2,
+        "wattbench suite: unrecognized arguments: --workers (see wattbench suite --help)",
+        alone=True,
+    ),
     Row(
         "top-unknown-option",
         ["--bogus"],

@@ -23,14 +23,32 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        self.words: list[str] = []  # the command line being parsed, set by the top parser
 
     def error(self, message: str) -> NoReturn:
+        unknown = self.unknown_options(self.words)
+        if unknown and not message.startswith("unrecognized arguments"):
+            # An unknown option's value was taken for what came next (`suite --workers 1 FILE` read 1
+            # as the file): the option is the mistake to name.
+            message = f"unrecognized arguments: {' '.join(unknown)}{self.meant(unknown, self.words)}"
         self.exit(Exit.USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
+    def unknown_options(self, words: Sequence[str]) -> list[str]:
+        """The --options after this (sub)command's name on the command line that it does not know."""
+        name = self.prog.split()[-1]
+        start = words.index(name) + 1 if name in words and " " in self.prog else 0
+        tail = list(words[start:])
+        tail = tail[: tail.index("--")] if "--" in tail else tail
+        return [
+            w for w in tail if w.startswith("--") and w.partition("=")[0] not in self._option_string_actions
+        ]
+
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        words = list(sys.argv[1:] if args is None else args)
+        for each in self.family():
+            each.words = words
         parsed, extras = self.parse_known_args(args, namespace)
         parser = self.chosen(parsed)
-        words = list(sys.argv[1:] if args is None else args)
         if extras:
             # argparse leaves these to the top parser, whose --help does not list them.
             parser.error(f"unrecognized arguments: {' '.join(extras)}{parser.meant(extras, words)}")
@@ -58,6 +76,16 @@ class Parser(argparse.ArgumentParser):
                 seen[action.dest] = (option, value)
                 i += 0 if eq else 1
             i += 1
+
+    def family(self) -> list[Parser]:
+        """This parser and every subcommand parser below it."""
+        out = [self]
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    if isinstance(sub, Parser) and sub not in out:
+                        out += sub.family()
+        return out
 
     def chosen(self, parsed: argparse.Namespace) -> Parser:
         """The (sub)command parser the command line chose."""
