@@ -1199,6 +1199,21 @@ ROWS = [
         "wattbench suite: unrecognized arguments: --workers (see wattbench suite --help)",
         alone=True,
     ),
+    # the second offset of a device was taken, silently, and the report's "scored with" listed both
+    Row(
+        "sweep-clock-offset-twice-for-one-device",
+        ["sweep", "--store", "{store}", "--clock-offset", "bench=5", "--clock-offset", "bench=6", *FAST],
+        2,
+        "wattbench sweep: --clock-offset: bench is given twice (bench=5 and bench=6): a device has one offset",
+        alone=True,
+    ),
+    Row(
+        "report-clock-offset-twice-for-one-device",
+        ["report", "latest", "--store", "{store}", "--clock-offset", "bench=5", "--clock-offset", "bench=6"],
+        2,
+        "wattbench report: --clock-offset: bench is given twice (bench=5 and bench=6): a device has one offset",
+        alone=True,
+    ),
     Row(
         "top-unknown-option",
         ["--bogus"],

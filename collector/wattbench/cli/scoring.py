@@ -125,7 +125,21 @@ def scoring_from_args(args: argparse.Namespace) -> ScoringOptions:
     """The command's ScoringOptions; a value the core refuses is named by its option."""
 
     check_named_once(args.channel, args.inlet)
+    check_offsets_once(args.clock_offset)
     return as_given({**LIMIT_OPTIONS, **COST_OPTIONS}, lambda: ScoringOptions.from_args(args))
+
+
+def check_offsets_once(texts: Sequence[str]) -> None:
+    """One offset per device: a second one for the same device was taken as the last, silently, as
+    --price once was."""
+    seen: dict[str, str] = {}
+    for text in texts:
+        dev = parse_offset(text)[0]
+        if dev in seen:
+            raise CliError(
+                f"--clock-offset: {dev} is given twice ({seen[dev]} and {text}): a device has one offset"
+            )
+        seen[dev] = text
 
 
 def check_plans_can_meet(scoring: ScoringOptions, plans: Iterable[Plan]) -> None:
