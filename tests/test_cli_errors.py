@@ -1214,6 +1214,23 @@ ROWS = [
         "wattbench report: --clock-offset: bench is given twice (bench=5 and bench=6): a device has one offset",
         alone=True,
     ),
+    # an option of another model was ignored: the cpu model ran, not 100 W
+    Row(
+        "appliance-watts-with-the-cpu-model",
+        ["appliance", "--sim", "--model", "cpu", "--watts", "100", "--spool-dir", "{tmp}/sp"],
+        2,
+        "wattbench appliance: --watts is for the const and sine models, not cpu (--model)",
+        ["sp"],
+        alone=True,
+    ),
+    Row(
+        "appliance-idle-w-with-the-const-model",
+        ["appliance", "--sim", "--model", "const", "--idle-w", "10", "--spool-dir", "{tmp}/sp"],
+        2,
+        "wattbench appliance: --idle-w is for the cpu and steps models, not const (--model)",
+        ["sp"],
+        alone=True,
+    ),
     Row(
         "top-unknown-option",
         ["--bogus"],

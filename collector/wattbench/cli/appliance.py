@@ -50,13 +50,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="power model of the simulated meter (default cpu: follows this host's CPU load)",
     )
     p.add_argument(
-        "--idle-w", type=number(at_least=0), default=60.0, help="cpu model: watts at idle (default 60)"
+        "--idle-w", type=number(at_least=0), default=None, help="cpu model: watts at idle (default 60)"
     )
     p.add_argument(
-        "--peak-w", type=number(at_least=0), default=250.0, help="cpu model: watts at full load (default 250)"
+        "--peak-w", type=number(at_least=0), default=None, help="cpu model: watts at full load (default 250)"
     )
     p.add_argument(
-        "--watts", type=number(at_least=0), default=150.0, help="const/sine models: mean watts (default 150)"
+        "--watts", type=number(at_least=0), default=None, help="const/sine models: mean watts (default 150)"
     )
     p.add_argument(
         "--truth",
@@ -146,7 +146,11 @@ def build_config(args: argparse.Namespace) -> dict[str, Any]:
         elif isinstance(cfg["flash_dir"], str) and (problem := folder_problem(cfg["flash_dir"])):
             raise ValueError(f"--config {args.config}: flash_dir {problem}")
         return cfg
-    steps = [[10, args.idle_w], [10, args.peak_w]] if args.model == "steps" else None
+    meter = {
+        name: MODEL_DEFAULTS[name] if getattr(args, name) is None else getattr(args, name)
+        for name in MODEL_DEFAULTS
+    }
+    steps = [[10, meter["idle_w"]], [10, meter["peak_w"]]] if args.model == "steps" else None
     extra = {"steps": steps} if steps else {}
     dev = args.dev or "sim-01"
     return sim_config(
@@ -155,13 +159,35 @@ def build_config(args: argparse.Namespace) -> dict[str, Any]:
         channels=args.channels,
         hz=args.hz,
         model=args.model,
-        idle_w=args.idle_w,
-        peak_w=args.peak_w,
-        watts=args.watts,
+        **meter,
         spool_dir=args.spool_dir or default_spool(dev),
         batch_ms=args.batch_ms,
         **extra,
     )
+
+
+# The simulated meter's settings, by model: an option of another model would be ignored, silently.
+MODEL_DEFAULTS = {"idle_w": 60.0, "peak_w": 250.0, "watts": 150.0}
+MODEL_OPTIONS = {
+    "cpu": ("idle_w", "peak_w"),
+    "steps": ("idle_w", "peak_w"),
+    "const": ("watts",),
+    "sine": ("watts",),
+}
+
+
+def model_option_problem(args: argparse.Namespace) -> str | None:
+    """A simulated meter's option that the chosen model (or --config) does not read."""
+    for name in MODEL_DEFAULTS:
+        if getattr(args, name) is None:
+            continue
+        option = SIM_METER_OPTIONS[name]
+        if args.config:
+            return f"{option} is for --sim; --config runs the meters its file names"
+        if name not in MODEL_OPTIONS[args.model]:
+            models = " and ".join(m for m, names in MODEL_OPTIONS.items() if name in names)
+            return f"{option} is for the {models} models, not {args.model} (--model)"
+    return None
 
 
 # With --sim the firmware configuration is built from the options, so a value it refuses is named by
@@ -225,6 +251,10 @@ def run(args: argparse.Namespace) -> int:
             "wattbench appliance: give --sim or --config, not both: --config runs the meters its file names",
             file=sys.stderr,
         )
+        return Exit.USAGE
+    problem = model_option_problem(args)
+    if problem:
+        print(f"wattbench appliance: {problem}", file=sys.stderr)
         return Exit.USAGE
     # Before anything is started, so that a stop request is never missed or fatal.
     stop = stop_event()
