@@ -161,14 +161,16 @@ class Columns:
         self.where = array("q")  # line of the file (CSV) or level number (JSON), for messages
         self.nodes = list(nodes)
         self.node_power = [array("d") for _ in self.nodes]
+        # by name: a search of the list for every value made a table of 20,000 nodes take 9 s
+        self._index = {name: i for i, name in enumerate(self.nodes)}
 
     def node_index(self, name: str) -> int:
-        try:
-            return self.nodes.index(name)
-        except ValueError:
+        i = self._index.get(name)
+        if i is None:
+            i = self._index[name] = len(self.nodes)
             self.nodes.append(name)
             self.node_power.append(array("d", [math.nan]) * len(self.target))
-            return len(self.nodes) - 1
+        return i
 
     def add(
         self,

@@ -19,6 +19,7 @@ import difflib
 import math
 import re
 from array import array
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from itertools import chain
 from typing import Any
@@ -194,7 +195,7 @@ def read_csv(f: Iterable[str]) -> Table:
     _known_keys(
         (h for h in header if not h.startswith(("power:", "ops:"))), CSV_COLUMNS, "CSV header: ", "column"
     )
-    twice = sorted({h for h in header if header.count(h) > 1})
+    twice = sorted(h for h, n in Counter(header).items() if n > 1)
     if twice:
         raise TableError(f"CSV header names {', '.join(twice)[:80]} more than once")
     for name in ("power", "ops"):
