@@ -1231,6 +1231,34 @@ ROWS = [
         ["sp"],
         alone=True,
     ),
+    # a password without a user name was never sent, and nothing said so
+    Row(
+        "sweep-password-without-a-user",
+        [
+            "sweep",
+            "--store",
+            "{store}",
+            "--broker",
+            "{down_broker}",
+            "--mqtt-password-file",
+            "{tmp}/notes.txt",
+            *FAST,
+        ],
+        2,
+        "wattbench sweep: --mqtt-password-file: a password needs a user name (--mqtt-user or "
+        "WATTBENCH_MQTT_USER); without one it is not sent",
+        alone=True,
+    ),
+    Row(
+        "collect-password-without-a-user",
+        ["collect", "--broker", "{down_broker}", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: WATTBENCH_MQTT_PASSWORD: a password needs a user name (--mqtt-user or "
+        "WATTBENCH_MQTT_USER); without one it is not sent",
+        ["st"],
+        env={"WATTBENCH_MQTT_PASSWORD": "secret"},
+        alone=True,
+    ),
     Row(
         "top-unknown-option",
         ["--bogus"],

@@ -342,10 +342,22 @@ class CollectorConfig:
         """A setting as the user gave it (an option, a variable, a key in the file), for a message."""
         return self.said.get(name) or default or name
 
+    def credentials_problem(self) -> str | None:
+        """A password with no user name: MQTT 3.1.1 has no password without one (MQTT-3.1.2-22), and
+        no connection of ours sends it alone, so it would go unused without a word."""
+        if self.mqtt_password and not self.mqtt_user:
+            return (
+                f"{self.named('mqtt_password')}: a password needs a user name (--mqtt-user or "
+                "WATTBENCH_MQTT_USER); without one it is not sent"
+            )
+        return None
+
     def resolved(self) -> CollectorConfig:
         """A copy with defaults filled in and every value checked; raises ConfigError."""
         c = CollectorConfig(**{f.name: getattr(self, f.name) for f in fields(self)})
         said = c.named
+        if problem := c.credentials_problem():
+            raise ConfigError(problem)
         if not c.id:
             c.id = c.mqtt_user if ID_PATTERN.match(c.mqtt_user or "") else default_collector_id()
         if not ID_PATTERN.match(c.id):

@@ -46,6 +46,7 @@ def test_secrets_never_in_repr_or_description(tmp_path: Path) -> None:
     secret = tmp_path / "pw"
     secret.write_text("hunter2\n")
     env = {
+        "WATTBENCH_MQTT_USER": "bench",
         "WATTBENCH_MQTT_PASSWORD_FILE": str(secret),
         "WATTBENCH_INFLUX_TOKEN": "tok-123",
         "WATTBENCH_INFLUX_URL": "http://u:p4ss@influx:8086",

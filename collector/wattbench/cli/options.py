@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import wattbench_schema
 
 from ..argtypes import given, number
-from ..config import SETTINGS, default_state_dir, load_config, redact_url
+from ..config import SETTINGS, ConfigError, default_state_dir, load_config, redact_url
 from ..core import FieldError
 from ..exits import Exit
 from ..forms import (
@@ -372,7 +372,10 @@ def mqtt_user(args: argparse.Namespace) -> str | None:
 
 
 def mqtt_password(args: argparse.Namespace) -> str | None:
-    return resolve(args, ["mqtt_password"]).mqtt_password or None
+    cfg = resolve(args, ["mqtt_user", "mqtt_password"])
+    if problem := cfg.credentials_problem():
+        raise ConfigError(problem)
+    return cfg.mqtt_password or None
 
 
 def mqtt_ca(args: argparse.Namespace) -> str | None:
