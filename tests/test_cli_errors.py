@@ -101,7 +101,8 @@ ROWS = [
         "no store at",
         ["missing.sqlite"],
     ),
-    Row("report-store-is-folder", ["report", "latest", "--store", "{tmp}"], 3, "is a folder"),
+    # a folder is no store file, known as the option is read: a usage error, as the folder of a new one
+    Row("report-store-is-folder", ["report", "latest", "--store", "{tmp}"], 2, "is a folder, not a SQLite file"),
     # the cluster options without --workload slurm would otherwise run a one-host sweep
     Row(
         "sweep-slots-without-slurm", ["sweep", "--cluster-unit", "slots", "--ops-only"], 2, "--workload slurm"
@@ -1257,6 +1258,25 @@ ROWS = [
         "WATTBENCH_MQTT_USER); without one it is not sent",
         ["st"],
         env={"WATTBENCH_MQTT_PASSWORD": "secret"},
+        alone=True,
+    ),
+    # a store that is a folder: exit 4 after the broker was asked, three lines, a lock file and spool
+    # folders left behind
+    Row(
+        "collect-store-is-a-folder",
+        ["collect", "--broker", "{down_broker}", "--state-dir", "{tmp}/st", "--store", "{tmp}"],
+        2,
+        "wattbench collect: argument --store: {tmp} is a folder, not a SQLite file",
+        ["st"],
+        alone=True,
+    ),
+    Row(
+        "collect-store-from-the-environment-is-a-folder",
+        ["collect", "--broker", "{down_broker}", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: WATTBENCH_STORE: {tmp} is a folder, not a SQLite file",
+        ["st"],
+        env={"WATTBENCH_STORE": "{tmp}"},
         alone=True,
     ),
     Row(

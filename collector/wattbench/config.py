@@ -28,6 +28,7 @@ from .forms import (
 )
 from .mqttconn import AddressError, BrokerAddress, Settings, broker_problem, parse_broker
 from .settings import Flag, Range, Table, setting, table
+from .store.base import store_folder_problem
 
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 
@@ -66,7 +67,7 @@ def _store_form(text: str) -> str | None:
         return f"{text!r}: give a file path, sqlite:///path or http(s)://host:port"
     if text.startswith(("http://", "https://")):
         return http_address_problem(text)
-    return None
+    return store_folder_problem(text)
 
 
 # How each MQTT version may be spelt.

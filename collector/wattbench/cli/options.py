@@ -30,7 +30,7 @@ from ..forms import (
 from ..mqttconn import AddressError, parse_broker
 from ..report.outputs import TERMINAL, Outputs, renderers
 from ..store import known_spec, missing_folder, open_store
-from ..store.base import StoreError
+from ..store.base import StoreError, store_folder_problem
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -198,6 +198,8 @@ def store_path(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{text!r}: give a file path or sqlite:///path (InfluxDB: --influx http(s)://host:port)"
         )
+    if problem := store_folder_problem(text):
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 
