@@ -102,7 +102,12 @@ ROWS = [
         ["missing.sqlite"],
     ),
     # a folder is no store file, known as the option is read: a usage error, as the folder of a new one
-    Row("report-store-is-folder", ["report", "latest", "--store", "{tmp}"], 2, "is a folder, not a SQLite file"),
+    Row(
+        "report-store-is-folder",
+        ["report", "latest", "--store", "{tmp}"],
+        2,
+        "is a folder, not a SQLite file",
+    ),
     # the cluster options without --workload slurm would otherwise run a one-host sweep
     Row(
         "sweep-slots-without-slurm", ["sweep", "--cluster-unit", "slots", "--ops-only"], 2, "--workload slurm"
@@ -1279,6 +1284,15 @@ ROWS = [
         env={"WATTBENCH_STORE": "{tmp}"},
         alone=True,
     ),
+    # the file's value, hidden by the option over it, was never checked: the next run without the
+    # option would fail on it
+    Row(
+        "sweep-workload-file-value-under-an-option",
+        ["sweep", "--ops-only", "--workload-config", "{tmp}/negative.toml", "--workers", "1", *FAST],
+        2,
+        "wattbench sweep: {tmp}/negative.toml: builtin workload: workers must be >= 1",
+        alone=True,
+    ),
     Row(
         "top-unknown-option",
         ["--bogus"],
@@ -1561,6 +1575,7 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     (tmp_path / "mybench.py").write_text("print('ops=1')\n")
     (tmp_path / "wl.toml").write_text('workload = "builtin"\n')
     (tmp_path / "many.toml").write_text('workload = "builtin"\nworkers = 100000\n')
+    (tmp_path / "negative.toml").write_text('workload = "builtin"\nworkers = -1\n')
     (tmp_path / "fio.toml").write_text(f'workload = "fio"\nfile = "{tmp_path}/nodir/x.dat"\n')
     (tmp_path / "copies.toml").write_text('workload = "concurrency"\njob = "true"\ncopies = [1, 1]\n')
     (tmp_path / "twokeys.json").write_text('{"sim-01": "00ff", "sim-01": "11ee"}')

@@ -203,10 +203,20 @@ def workload_from_args(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         )
     given = option_values(vars(args))
     name = choose(args.workload or config.get("workload"), given)
+    in_file = {k: v for k, v in config.items() if k != "workload"}
     try:
         config = settings_for(name, given, config)
     except WorkloadError as exc:
         raise CliError(str(exc)) from None
+    if {**config, **in_file} != config:
+        # An option over a key of the file: the file's value is checked all the same, as it would be
+        # read without the option, so that the next run without it does not fail on it.
+        try:
+            make_workload(name, {**config, **in_file})
+        except SettingError as exc:
+            raise CliError(f"{args.workload_config}: {exc.key}: {exc.reason}") from None
+        except WorkloadError as exc:
+            raise CliError(f"{args.workload_config}: {exc}") from None
     try:
         workload = make_workload(name, config)
     except SettingError as exc:
