@@ -1820,6 +1820,18 @@ def test_a_broker_given_to_the_demo_is_checked_as_the_sweep_checks_it(tmp_path: 
     assert took < CONNECT_TIMEOUT_S, took  # no retrying: the old path could not end before its timeout
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="root is let into /proc, and refused a new file there")
+def test_a_folder_that_refuses_a_new_file_is_not_called_missing(tmp_path: Path) -> None:
+    """/proc is there and refuses a new file with ENOENT, whose own words said it was missing."""
+    (tmp_path / "table.csv").write_text("target,ops,power\n100%,1000,200\n")
+    out = wattbench(["score", "table.csv", "--html", "/proc/x.html"], tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines() == [
+        "wattbench score: argument --html: folder '/proc' cannot be written (it takes no new files) "
+        "(see wattbench score --help)"
+    ]
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root may open /proc/version to write")
 def test_an_output_file_that_fails_while_written_is_named_with_exit_4(tmp_path: Path) -> None:
     """A file that opens but fails as it is written (here EIO: /proc/version passes every check made

@@ -6,6 +6,7 @@ argparse types say the same words.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import ssl
@@ -83,7 +84,10 @@ def writable_file_problem(text: str) -> str | None:
         with tempfile.NamedTemporaryFile(dir=parent, prefix=".wattbench-probe-"):
             pass
     except OSError as exc:
-        return f"folder {str(parent)!r} cannot be written ({exc.strerror or exc})"
+        # A folder that is there and refuses a new file as if it were not (/proc): ENOENT's own words
+        # would say the folder is missing.
+        why = "it takes no new files" if exc.errno == errno.ENOENT else exc.strerror or exc
+        return f"folder {str(parent)!r} cannot be written ({why})"
     return None
 
 
