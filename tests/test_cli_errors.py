@@ -1293,6 +1293,31 @@ ROWS = [
         "wattbench sweep: {tmp}/negative.toml: builtin workload: workers must be >= 1",
         alone=True,
     ),
+    # the file was named twice: "--hmac-keys FILE: FILE: the key ..."
+    Row(
+        "collect-hmac-key-not-hex",
+        [
+            "collect",
+            "--broker",
+            "{down_broker}",
+            "--state-dir",
+            "{tmp}/st",
+            "--hmac-keys",
+            "{tmp}/nothex.json",
+        ],
+        2,
+        "wattbench collect: --hmac-keys {tmp}/nothex.json: the key of device 'sim-01' is not hex",
+        ["st"],
+        alone=True,
+    ),
+    # the worklet was named twice: "worklet random: size_mb ..."
+    Row(
+        "suite-worklet-option-out-of-range",
+        ["suite", "{tmp}/disk.toml", "--ops-only"],
+        2,
+        "wattbench suite: {tmp}/disk.toml: worklet random: size_mb must be 1 to 16777216, not -4",
+        alone=True,
+    ),
     Row(
         "top-unknown-option",
         ["--bogus"],
@@ -1578,6 +1603,8 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     (tmp_path / "negative.toml").write_text('workload = "builtin"\nworkers = -1\n')
     (tmp_path / "fio.toml").write_text(f'workload = "fio"\nfile = "{tmp_path}/nodir/x.dat"\n')
     (tmp_path / "copies.toml").write_text('workload = "concurrency"\njob = "true"\ncopies = [1, 1]\n')
+    (tmp_path / "disk.toml").write_text('[[worklet]]\nworklet = "random"\noptions = {size_mb = -4}\n')
+    (tmp_path / "nothex.json").write_text('{"sim-01": "zz"}')
     (tmp_path / "twokeys.json").write_text('{"sim-01": "00ff", "sim-01": "11ee"}')
     (tmp_path / "table.csv").write_text("target,ops,power\n100%,1000,200\n")
     (tmp_path / "twice.json").write_text(

@@ -187,8 +187,8 @@ def test_a_worklet_whose_program_is_not_there_stops_the_suite_before_any_starts(
 @pytest.mark.parametrize(
     ("options", "why"),
     [
-        ({"size_mb": -64}, "worklet random: size_mb must be 1 to 16777216, not -64"),
-        ({"file": "{tmp}/nodir/w.dat"}, "worklet random: file {tmp}/nodir/w.dat: no folder {tmp}/nodir"),
+        ({"size_mb": -64}, "size_mb must be 1 to 16777216, not -64"),
+        ({"file": "{tmp}/nodir/w.dat"}, "file {tmp}/nodir/w.dat: no folder {tmp}/nodir"),
     ],
 )
 def test_a_storage_worklet_that_cannot_run_is_refused_before_the_first_worklet(
@@ -204,5 +204,6 @@ def test_a_storage_worklet_that_cannot_run_is_refused_before_the_first_worklet(
     )
     with pytest.raises(WorkloadError) as caught:
         preflight_suite(suite, "lab/suite.toml")
+    # the worklet named once, though both the suite and the worklet name it
     assert str(caught.value) == f"lab/suite.toml: worklet random: {why.format(tmp=tmp_path)}"
     assert not (tmp_path / "nodir").exists()

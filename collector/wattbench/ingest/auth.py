@@ -69,7 +69,8 @@ class Verifier:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], require: bool = False) -> Verifier:
-        """A JSON file {"device-id": "hex key", ...}; it should be readable by the collector only."""
+        """A JSON file {"device-id": "hex key", ...}; it should be readable by the collector only. A
+        ValueError's message leaves the file to the caller to name, as the user gave it."""
         p = Path(path)
         # strict: a device given twice (a hand-merged file) would be checked against its last key
         # without a word, and its batches signed with the other refused
@@ -78,13 +79,13 @@ class Verifier:
         except contract.DecodeError as exc:
             raise ValueError(f"not JSON ({exc})") from None
         if not isinstance(doc, dict):
-            raise ValueError(f"{p}: expected an object mapping device ids to hex keys")
+            raise ValueError("expected an object mapping device ids to hex keys")
         keys: dict[str, bytes] = {}
         for dev, hexkey in doc.items():
             try:
                 keys[str(dev)] = bytes.fromhex(str(hexkey))
             except ValueError:
-                raise ValueError(f"{p}: the key of device {dev!r} is not hex") from None
+                raise ValueError(f"the key of device {dev!r} is not hex") from None
             if not keys[str(dev)]:
-                raise ValueError(f"{p}: the key of device {dev!r} is empty")
+                raise ValueError(f"the key of device {dev!r} is empty")
         return cls(keys, require)

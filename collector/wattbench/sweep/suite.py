@@ -143,7 +143,7 @@ def parse_suite(doc: dict[str, Any], where: str = "suite") -> Suite:
         try:
             make_workload(e.workload, e.config)
         except WorkloadError as exc:
-            raise WorkloadError(f"{where}: worklet {e.name}: {exc}") from None
+            raise in_worklet(where, e.name, exc) from None
     return Suite(name, entries, levels)
 
 
@@ -158,7 +158,15 @@ def preflight_suite(suite: Suite, where: str = "suite") -> None:
         try:
             make_workload(e.workload, e.config).preflight()
         except WorkloadError as exc:
-            raise WorkloadError(f"{where}: worklet {e.name}: {exc}") from None
+            raise in_worklet(where, e.name, exc) from None
+
+
+def in_worklet(where: str, name: str, exc: WorkloadError) -> WorkloadError:
+    """A worklet's error, named by where the suite gives it and the worklet's name, once: a worklet
+    names itself when the entry has no name of its own ("worklet random: worklet random: ...")."""
+    text = str(exc)
+    own = f"worklet {name}: "
+    return WorkloadError(f"{where}: {text if text.startswith(own) else own + text}")
 
 
 @dataclass
