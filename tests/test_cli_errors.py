@@ -1318,6 +1318,15 @@ ROWS = [
         "wattbench suite: {tmp}/disk.toml: worklet random: size_mb must be 1 to 16777216, not -4",
         alone=True,
     ),
+    # the form was right and the port was not: "use HOST:PORT" did not say which
+    Row(
+        "collect-metrics-port-out-of-range",
+        ["collect", "--broker", "{down_broker}", "--state-dir", "{tmp}/st", "--metrics", "127.0.0.1:99999"],
+        2,
+        "'127.0.0.1:99999': port 99999 is outside 1..65535",
+        ["st"],
+        alone=True,
+    ),
     Row(
         "top-unknown-option",
         ["--bogus"],

@@ -136,8 +136,10 @@ def http_address_problem(text: str, credentials: bool = True) -> str | None:
 def metrics_address(text: str, said: str = "metrics address") -> str:
     """HOST:PORT (or :PORT for every interface) for the /metrics endpoint; ConfigError otherwise."""
     host, sep, port = str(text).rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not port.isascii() or not port.isdigit():
         raise ConfigError(f"{said} {text!r}: use HOST:PORT, for example 127.0.0.1:9464")
+    if not 0 < int(port) < 65536:
+        raise ConfigError(f"{said} {text!r}: port {port} is outside 1..65535")
     host = host.strip("[]")
     if any(ch.isspace() or ch in "/\0" for ch in host):
         raise ConfigError(f"{said} {text!r}: {host!r} is not a host")
