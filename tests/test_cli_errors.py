@@ -1327,6 +1327,15 @@ ROWS = [
         ["st"],
         alone=True,
     ),
+    # "1883 is not a valid text" did not say what to write
+    Row(
+        "collect-broker-as-a-number-in-the-file",
+        ["collect", "--config", "{tmp}/number.toml", "--state-dir", "{tmp}/st"],
+        2,
+        "wattbench collect: [mqtt] broker in {tmp}/number.toml: 1883 is not text: put it in quotes",
+        ["st"],
+        alone=True,
+    ),
     Row(
         "top-unknown-option",
         ["--bogus"],
@@ -1613,6 +1622,7 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     (tmp_path / "fio.toml").write_text(f'workload = "fio"\nfile = "{tmp_path}/nodir/x.dat"\n')
     (tmp_path / "copies.toml").write_text('workload = "concurrency"\njob = "true"\ncopies = [1, 1]\n')
     (tmp_path / "disk.toml").write_text('[[worklet]]\nworklet = "random"\noptions = {size_mb = -4}\n')
+    (tmp_path / "number.toml").write_text("[mqtt]\nbroker = 1883\n")
     (tmp_path / "nothex.json").write_text('{"sim-01": "zz"}')
     (tmp_path / "twokeys.json").write_text('{"sim-01": "00ff", "sim-01": "11ee"}')
     (tmp_path / "table.csv").write_text("target,ops,power\n100%,1000,200\n")

@@ -237,6 +237,9 @@ class Table:
             )
             if name in self.files and typed:
                 raise ConfigError(f"{said}: a path to a file is text, not {value!r}") from None
+            if kind == "str" and isinstance(value, int | float | bool):
+                # TOML keeps 1883 and "1883" apart; a number where text goes only lacks its quotes
+                raise ConfigError(f"{said}: {shown} is not text: put it in quotes") from None
             raise ConfigError(f"{said}: {shown} is not a valid {_WANT[kind]}") from None
         form = row.form_for(said) if row is not None else None
         reason = form(text) if form is not None and text else None
