@@ -1336,6 +1336,14 @@ ROWS = [
         ["st"],
         alone=True,
     ),
+    # the bad value was not said back: "report is 'stream' or 'total'"
+    Row(
+        "sweep-command-report-misspelt-in-the-file",
+        ["sweep", "--ops-only", "--workload-config", "{tmp}/streem.toml"],
+        2,
+        "wattbench sweep: {tmp}/streem.toml: report: 'streem': use 'stream' or 'total'",
+        alone=True,
+    ),
     Row(
         "top-unknown-option",
         ["--bogus"],
@@ -1623,6 +1631,7 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     (tmp_path / "copies.toml").write_text('workload = "concurrency"\njob = "true"\ncopies = [1, 1]\n')
     (tmp_path / "disk.toml").write_text('[[worklet]]\nworklet = "random"\noptions = {size_mb = -4}\n')
     (tmp_path / "number.toml").write_text("[mqtt]\nbroker = 1883\n")
+    (tmp_path / "streem.toml").write_text('workload = "command"\nrun = "true"\nreport = "streem"\n')
     (tmp_path / "nothex.json").write_text('{"sim-01": "zz"}')
     (tmp_path / "twokeys.json").write_text('{"sim-01": "00ff", "sim-01": "11ee"}')
     (tmp_path / "table.csv").write_text("target,ops,power\n100%,1000,200\n")

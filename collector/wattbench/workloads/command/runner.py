@@ -240,7 +240,7 @@ class CommandWorkload(WorkloadDefaults):
         if not run or not run.strip():
             raise WorkloadError("the command workload needs a command (run = ...)")
         if report not in ("stream", "total"):
-            raise WorkloadError("report is 'stream' or 'total'")
+            raise SettingError("report", f"{report!r}: use 'stream' or 'total'")
         if unit is not None:
             if not re.fullmatch(UNIT_PATTERN, unit):
                 raise WorkloadError(f"unit {unit!r}: 1 to 32 letters, digits, spaces, '_', '.' or '-'")
