@@ -1344,6 +1344,14 @@ ROWS = [
         "wattbench sweep: {tmp}/streem.toml: report: 'streem': use 'stream' or 'total'",
         alone=True,
     ),
+    # 1e400 is infinite once read: "must be a number >= 0" named a bound it meets
+    Row(
+        "sweep-pre-infinite",
+        ["sweep", "--ops-only", "--pre", "1e400"],
+        2,
+        "wattbench sweep: argument --pre: '1e400': must be a finite number",
+        alone=True,
+    ),
     Row(
         "top-unknown-option",
         ["--bogus"],

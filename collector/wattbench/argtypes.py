@@ -127,9 +127,11 @@ def _bounded(
             value = convert(plain_number(text))
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {kind}") from None
+        if not math.isfinite(value):
+            # "1e400" is infinite once read: "must be >= 0" would name a bound it meets
+            raise argparse.ArgumentTypeError(f"{text!r}: must be a finite number")
         if (
-            not math.isfinite(value)
-            or (at_least is not None and value < at_least)
+            (at_least is not None and value < at_least)
             or (above is not None and value <= above)
             or (at_most is not None and value > at_most)
         ):
