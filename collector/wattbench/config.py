@@ -23,12 +23,13 @@ from .forms import (
     folder_problem,
     http_address_problem,
     in_the_way,
+    lone_password_problem,
     metrics_address,
     shown_url,
+    store_folder_problem,
 )
 from .mqttconn import AddressError, BrokerAddress, Settings, broker_problem, parse_broker
 from .settings import Flag, Range, Table, setting, table
-from .store.base import store_folder_problem
 
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 
@@ -343,21 +344,11 @@ class CollectorConfig:
         """A setting as the user gave it (an option, a variable, a key in the file), for a message."""
         return self.said.get(name) or default or name
 
-    def credentials_problem(self) -> str | None:
-        """A password with no user name: MQTT 3.1.1 has no password without one (MQTT-3.1.2-22), and
-        no connection of ours sends it alone, so it would go unused without a word."""
-        if self.mqtt_password and not self.mqtt_user:
-            return (
-                f"{self.named('mqtt_password')}: a password needs a user name (--mqtt-user or "
-                "WATTBENCH_MQTT_USER); without one it is not sent"
-            )
-        return None
-
     def resolved(self) -> CollectorConfig:
         """A copy with defaults filled in and every value checked; raises ConfigError."""
         c = CollectorConfig(**{f.name: getattr(self, f.name) for f in fields(self)})
         said = c.named
-        if problem := c.credentials_problem():
+        if problem := lone_password_problem(c.mqtt_user, c.mqtt_password, said("mqtt_password")):
             raise ConfigError(problem)
         if not c.id:
             c.id = c.mqtt_user if ID_PATTERN.match(c.mqtt_user or "") else default_collector_id()
@@ -451,12 +442,9 @@ class CollectorConfig:
 
     def store_options(self) -> dict[str, Any]:
         if self.is_influx:
-            opts: dict[str, Any] = {"batch_lines": self.influx_batch_lines}
-            for name in ("db", "rp", "bucket", "org", "user", "token", "password"):
-                value = getattr(self, f"influx_{name}")
-                if value:
-                    opts[name] = value
-            return opts
+            names = ("db", "rp", "bucket", "org", "user", "token", "password")
+            given = {n: getattr(self, f"influx_{n}") for n in names if getattr(self, f"influx_{n}")}
+            return {"batch_lines": self.influx_batch_lines, **given}
         return {"synchronous": self.sqlite_sync}
 
     def describe(self) -> dict[str, Any]:

@@ -64,6 +64,25 @@ def file_problem(text: str) -> str | None:
     return None
 
 
+def store_folder_problem(spec: str) -> str | None:
+    """A store file given as a folder that is there (a path or sqlite://path): no SQLite file can be
+    opened in its place, known before anything is started for it."""
+    if "://" in spec and not spec.startswith("sqlite://"):
+        return None
+    path = spec.removeprefix("sqlite://")
+    if not path or path == ":memory:" or not expand(path).is_dir():
+        return None
+    return f"{path} is a folder, not a SQLite file"
+
+
+def lone_password_problem(user: str | None, password: str | None, said: str) -> str | None:
+    """A password with no user name: MQTT 3.1.1 has no password without one (MQTT-3.1.2-22), and no
+    connection of ours sends it alone, so it would go unused without a word. said: how it was given."""
+    if password and not user:
+        return f"{said}: a password needs a user name (--mqtt-user or WATTBENCH_MQTT_USER); without one it is not sent"
+    return None
+
+
 def writable_file_problem(text: str) -> str | None:
     """Why text cannot name a file this process writes (an output, a workload's data file), or None:
     its folder is there and takes a new file, or the file is there and can be written."""

@@ -25,12 +25,14 @@ from ..forms import (
     folder_problem,
     http_address_problem,
     in_the_way,
+    lone_password_problem,
+    store_folder_problem,
     writable_file_problem,
 )
 from ..mqttconn import AddressError, parse_broker
 from ..report.outputs import TERMINAL, Outputs, renderers
 from ..store import known_spec, missing_folder, open_store
-from ..store.base import StoreError, store_folder_problem
+from ..store.base import StoreError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -375,7 +377,7 @@ def mqtt_user(args: argparse.Namespace) -> str | None:
 
 def mqtt_password(args: argparse.Namespace) -> str | None:
     cfg = resolve(args, ["mqtt_user", "mqtt_password"])
-    if problem := cfg.credentials_problem():
+    if problem := lone_password_problem(cfg.mqtt_user, cfg.mqtt_password, cfg.named("mqtt_password")):
         raise ConfigError(problem)
     return cfg.mqtt_password or None
 

@@ -262,15 +262,6 @@ def file_path(spec: str | None) -> str | None:
     return path or "wattbench.sqlite"
 
 
-def store_folder_problem(spec: str | None) -> str | None:
-    """A store given as a folder that is there: no SQLite file can be opened in its place, known
-    before anything is started for it."""
-    path = file_path(spec)
-    if path is None or path == ":memory:" or not Path(path).expanduser().is_dir():
-        return None
-    return f"{path} is a folder, not a SQLite file"
-
-
 def missing_folder(spec: str | None) -> Path | None:
     """The folder a new file store would go in, when that folder is not there. A store is never made
     in a folder of its own making: a typo in the folder's name would leave the samples in a store
