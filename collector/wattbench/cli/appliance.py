@@ -50,13 +50,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="power model of the simulated meter (default cpu: follows this host's CPU load)",
     )
     p.add_argument(
-        "--idle-w", type=number(at_least=0), default=None, help="cpu model: watts at idle (default 60)"
+        "--idle-w",
+        type=number(at_least=0),
+        default=None,
+        help=f"cpu model: watts at idle (default {MODEL_DEFAULTS['idle_w']:g})",
     )
     p.add_argument(
-        "--peak-w", type=number(at_least=0), default=None, help="cpu model: watts at full load (default 250)"
+        "--peak-w",
+        type=number(at_least=0),
+        default=None,
+        help=f"cpu model: watts at full load (default {MODEL_DEFAULTS['peak_w']:g})",
     )
     p.add_argument(
-        "--watts", type=number(at_least=0), default=None, help="const/sine models: mean watts (default 150)"
+        "--watts",
+        type=number(at_least=0),
+        default=None,
+        help=f"const/sine models: mean watts (default {MODEL_DEFAULTS['watts']:g})",
     )
     p.add_argument(
         "--truth",

@@ -33,6 +33,7 @@ from .options import (
     CliError,
     add_output_options,
     add_store_options,
+    by_name,
     number,
     open_store_from_args,
     outputs_from_args,
@@ -60,16 +61,6 @@ def _named_number(text: str, positive: bool = False) -> tuple[str, float]:
 def _named_height(text: str) -> tuple[str, float]:
     # A server has some height: 0 U would drop its column without a word.
     return _named_number(text, positive=True)
-
-
-def _by_name(option: str, pairs: list[tuple[str, float]]) -> dict[str, float]:
-    """NAME=NUMBER options as a mapping; a name given twice is refused (the last silently won)."""
-    out: dict[str, float] = {}
-    for name, x in pairs:
-        if name in out:
-            raise CliError(f"{option} {name} is given twice ({out[name]:g} and {x:g})")
-        out[name] = x
-    return out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -293,8 +284,8 @@ def run(args: argparse.Namespace) -> int:
     problem = None if args.tariff is None else amount_problem(args.tariff)
     if problem:
         raise CliError(f"--tariff {problem}")
-    prices = _by_name("--price", args.price)
-    units = _by_name("--rack-units", args.rack_units)
+    prices = by_name("--price", args.price)
+    units = by_name("--rack-units", args.rack_units)
     store = open_store_from_args(args, read_only=True) if store_given(args) else None
     try:
         names = args.name + [None] * (len(args.inputs) - len(args.name))

@@ -345,6 +345,16 @@ def store_said(cfg: Any) -> str:
     return "" if said.startswith("-") else said
 
 
+def by_name(option: str, pairs: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """NAME=NUMBER options as a mapping; a name given twice is refused (the last silently won)."""
+    out: dict[str, float] = {}
+    for name, x in pairs:
+        if name in out:
+            raise CliError(f"{option} {name} is given twice ({out[name]:g} and {x:g})")
+        out[name] = x
+    return out
+
+
 def add_broker_options(
     parser: argparse.ArgumentParser, *, help_broker: str = "MQTT broker (default 127.0.0.1:1883)"
 ) -> None:

@@ -13,7 +13,7 @@ from ..core.plan import Plan
 from ..core.score import amount_problem, years_problem
 from ..sweep.channels import parse_channel, parse_offset
 from ..sweep.scoring import ScoringOptions
-from .options import CliError, as_given
+from .options import CliError, as_given, by_name
 
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
@@ -125,21 +125,8 @@ def scoring_from_args(args: argparse.Namespace) -> ScoringOptions:
     """The command's ScoringOptions; a value the core refuses is named by its option."""
 
     check_named_once(args.channel, args.inlet)
-    check_offsets_once(args.clock_offset)
+    by_name("--clock-offset", [parse_offset(x) for x in args.clock_offset])  # one offset a device
     return as_given({**LIMIT_OPTIONS, **COST_OPTIONS}, lambda: ScoringOptions.from_args(args))
-
-
-def check_offsets_once(texts: Sequence[str]) -> None:
-    """One offset per device: a second one for the same device was taken as the last, silently, as
-    --price once was."""
-    seen: dict[str, str] = {}
-    for text in texts:
-        dev = parse_offset(text)[0]
-        if dev in seen:
-            raise CliError(
-                f"--clock-offset: {dev} is given twice ({seen[dev]} and {text}): a device has one offset"
-            )
-        seen[dev] = text
 
 
 def check_plans_can_meet(scoring: ScoringOptions, plans: Iterable[Plan]) -> None:
