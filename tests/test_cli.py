@@ -15,7 +15,7 @@ from wattbench.cli import app as cli
 def test_every_subcommand_imports_and_has_help() -> None:
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(sub.choices) == set(cli.COMMANDS)
+    assert set(sub.choices) == set(cli.COMMANDS) | {"help"}
     for name, p in sub.choices.items():
         error = p.get_default("_import_error")
         assert not error, f"wattbench {name}: {error}"

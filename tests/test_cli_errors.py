@@ -1555,6 +1555,47 @@ ROWS = [
         4,
         "workload failed during cal1: the command exited with status 3",
     ),
+    # The count is checked where it is typed, in the option's own words: the firmware's "channels: must
+    # be a list of 1 to 16 channels" spoke of a configuration the user never wrote.
+    Row(
+        "appliance-no-channels",
+        ["appliance", "--sim", "--channels", "0"],
+        2,
+        "wattbench appliance: argument --channels: '0': must be a whole number >= 1 and <= 16",
+        alone=True,
+    ),
+    # An empty name was taken as no name: the candidate kept its file's stem without a word.
+    Row(
+        "compare-empty-name",
+        ["compare", "{tmp}/table.csv", "--name", ""],
+        2,
+        "wattbench compare: argument --name: must not be empty",
+        alone=True,
+    ),
+    # argparse's own words, "ignored explicit argument 'yes'", read as if the value had been ignored.
+    Row(
+        "flag-with-a-value",
+        ["score", "{tmp}/table.csv", "--json=yes"],
+        2,
+        "wattbench score: argument --json: takes no value (given 'yes')",
+        alone=True,
+    ),
+    # A spreadsheet's export: capitalised names, or semicolons where a locale uses the comma for decimals.
+    Row(
+        "score-csv-capitalised-header",
+        ["score", "{tmp}/caps.csv"],
+        2,
+        "column names are lower case: target, ops, power",
+        alone=True,
+    ),
+    Row(
+        "score-csv-semicolons",
+        ["score", "{tmp}/semi.csv"],
+        2,
+        "the columns are separated by ';': use commas",
+        alone=True,
+    ),
+    Row("help-unknown-command", ["help", "nosuch"], 2, "invalid choice: 'nosuch'", alone=True),
 ]
 
 
@@ -1643,6 +1684,8 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     (tmp_path / "nothex.json").write_text('{"sim-01": "zz"}')
     (tmp_path / "twokeys.json").write_text('{"sim-01": "00ff", "sim-01": "11ee"}')
     (tmp_path / "table.csv").write_text("target,ops,power\n100%,1000,200\n")
+    (tmp_path / "caps.csv").write_text("Target,Ops,Power\n100%,1000,200\n")
+    (tmp_path / "semi.csv").write_text("target;ops;power\n100%;1000;200,5\n")
     (tmp_path / "twice.json").write_text(
         '{"dev": "host-a", "dev": "host-b", "board": "host", "channels": []}'
     )
@@ -1845,6 +1888,30 @@ def test_a_narrow_terminal_folds_numbers_and_never_cuts_them(tmp_path: Path, col
     assert "…" not in out.stdout, out.stdout
 
 
+def test_score_names_the_figure_it_checks_against(tmp_path: Path) -> None:
+    """A figure given with --expect was called "published", as if the table had printed it; and an ops
+    cell written "-0" was shown as -0."""
+    (tmp_path / "t.csv").write_text("target,ops,power\n100%,1000,200\n50%,-0,150\nidle,0,100\n")
+    out = wattbench(["score", "t.csv", "--expect", "5"], tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert "differs from the expected 5.00 (--expect)" in out.stdout, out.stdout
+    assert "-0" not in out.stdout, out.stdout
+    (tmp_path / "p.csv").write_text("# published overall 5\ntarget,ops,power\n100%,1000,200\nidle,0,100\n")
+    out = wattbench(["score", "p.csv"], tmp_path)
+    assert "differs from the published 5.00 (in p.csv)" in out.stdout, out.stdout
+    out = wattbench(["score", "t.csv", "--json"], tmp_path)
+    assert '"-0' not in out.stdout and "-0.0" not in out.stdout, out.stdout
+
+
+def test_help_names_a_command_as_its_own_help_does(tmp_path: Path) -> None:
+    """`wattbench help sweep` is `wattbench sweep --help`; `wattbench help` the top help."""
+    out = wattbench(["help", "sweep"], tmp_path)
+    own = wattbench(["sweep", "--help"], tmp_path)
+    assert out.returncode == 0 and out.stdout == own.stdout, out.stderr
+    out = wattbench(["help"], tmp_path)
+    assert out.returncode == 0 and "usage: wattbench" in out.stdout and "help" in out.stdout, out.stderr
+
+
 def _stored_runs(store: str) -> list[str]:
     from wattbench.store import open_store
 
@@ -1887,6 +1954,8 @@ def test_a_broker_given_to_the_demo_is_checked_as_the_sweep_checks_it(tmp_path: 
 def test_a_folder_that_refuses_a_new_file_is_not_called_missing(tmp_path: Path) -> None:
     """/proc is there and refuses a new file with ENOENT, whose own words said it was missing."""
     (tmp_path / "table.csv").write_text("target,ops,power\n100%,1000,200\n")
+    (tmp_path / "caps.csv").write_text("Target,Ops,Power\n100%,1000,200\n")
+    (tmp_path / "semi.csv").write_text("target;ops;power\n100%;1000;200,5\n")
     out = wattbench(["score", "table.csv", "--html", "/proc/x.html"], tmp_path)
     assert out.returncode == 2, out.stderr
     assert out.stderr.splitlines() == [
@@ -1901,6 +1970,8 @@ def test_an_output_file_that_fails_while_written_is_named_with_exit_4(tmp_path: 
     before the run) ended the command with "internal error: OSError: [Errno 5]", exit 1, naming no
     file: exit 1 reads as "measured, and INVALID"."""
     (tmp_path / "table.csv").write_text("target,ops,power\n100%,1000,200\n")
+    (tmp_path / "caps.csv").write_text("Target,Ops,Power\n100%,1000,200\n")
+    (tmp_path / "semi.csv").write_text("target;ops;power\n100%;1000;200,5\n")
     out = wattbench(["score", "table.csv", "--json-out", "/proc/version"], tmp_path)
     assert out.returncode == 4, out.stderr
     assert out.stderr.splitlines()[-1].startswith("wattbench score: cannot write the output: /proc/version: ")

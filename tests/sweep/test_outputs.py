@@ -191,7 +191,7 @@ def test_score_json_out_and_html_are_the_scored_table(
     printed = capsys.readouterr()
     shown = wattbench_schema.strict_loads(printed.out)
     _validate("score", shown)
-    assert shown["match"] is False and "differs from published" in printed.err
+    assert shown["match"] is False and "differs from the published" in printed.err
 
     out, page = tmp_path / "s.json", tmp_path / "s.html"
     assert main(["score", str(table), "--json-out", str(out), "--html", str(page)]) == 1
@@ -200,9 +200,9 @@ def test_score_json_out_and_html_are_the_scored_table(
     assert written == shown
     text = page.read_text(encoding="utf-8")
     assert text.startswith("<!doctype html>") and "t.csv" in text and "Active Idle" in text
-    assert "differs from published" in text
+    assert "differs from the published" in text
     # the terminal still has the table, the check and where each file went
-    assert "Active Idle" in printed.out and "differs from published" in printed.out
+    assert "Active Idle" in printed.out and "differs from the published" in printed.out
     assert f"score JSON: {out}" in printed.out and f"score HTML: {page}" in printed.out
 
 

@@ -54,9 +54,9 @@ def test_score_expect_mismatch_exits_1(tmp_path: Path, capsys: pytest.CaptureFix
     path = tmp_path / "t.csv"
     path.write_text(CSV.replace("= 1000", "= 750"))
     code, out, _ = _run_cli([str(path)], capsys)
-    assert code == 0 and "∑ssj_ops / ∑power = 750" in out and "matches published 750.00" in out
+    assert code == 0 and "∑ssj_ops / ∑power = 750" in out and "matches the published 750.00" in out
     code, out, _ = _run_cli([str(path), "--expect", "760"], capsys)
-    assert code == 1 and "differs from published 760.00" in out
+    assert code == 1 and "differs from the expected 760.00 (--expect)" in out
     code, out, _ = _run_cli([str(path), "--expect", "752"], capsys)
     assert code == 0  # within 0.5 %
 

@@ -66,7 +66,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 DAEMONS = frozenset({"appliance", "collect", "broker", "ptd"})
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> Parser:
     parser = Parser(prog="wattbench", description="Work per watt, measured.")
     parser.add_argument("--version", action="version", version=f"wattbench {__version__}")
     parser.add_argument(
@@ -86,7 +86,17 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
             continue
         mod.add_arguments(p)
+    h = sub.add_parser("help", help="a command's help: `wattbench help sweep` is `wattbench sweep --help`")
+    h.add_argument("topic", nargs="?", choices=list(COMMANDS), metavar="COMMAND", help="the command")
     return parser
+
+
+def _help(parser: Parser, topic: str | None) -> int:
+    """The help of `topic`, or of the whole command when none is named."""
+    for each in parser.family():
+        if each.prog == (f"wattbench {topic}" if topic else "wattbench"):
+            each.print_help()
+    return Exit.OK
 
 
 def _known_failure(exc: BaseException) -> tuple[str, int] | None:
@@ -138,6 +148,8 @@ def run(argv: list[str] | None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return Exit.USAGE
+    if args.command == "help":
+        return _help(parser, args.topic)
     verbose = verbosity(args)
     level = logging.WARNING - 10 * min(verbose, 2)
     # A command that ends on its own warns as it says everything else, "wattbench CMD: ..."; the daemons,

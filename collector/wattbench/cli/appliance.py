@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from wattbench_fw.contract_boot import MAX_CHANNELS
+
 from ..argtypes import given, whole
 from ..exits import Exit
 from ..forms import folder_problem
@@ -35,7 +37,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--dev", type=given, default=None, help="device id (default sim-01)")
     p.add_argument("--hz", type=number(), default=10.0, help="samples per second per channel (default 10)")
-    p.add_argument("--channels", type=whole(), default=1, help="number of simulated channels (default 1)")
+    p.add_argument(
+        "--channels",
+        type=whole(at_least=1, at_most=MAX_CHANNELS),
+        default=1,
+        help=f"number of simulated channels, 1 to {MAX_CHANNELS} (default 1)",
+    )
     p.add_argument(
         "--batch-ms",
         type=whole(),

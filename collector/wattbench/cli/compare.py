@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import wattbench_schema as contract
 
+from ..argtypes import given
 from ..core import contract as results
 from ..core.compare import Candidate, Curve, Point, Prices, compare
 from ..core.leveltable import TableError, comparability
@@ -67,7 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
     parser.add_argument("inputs", nargs="+", metavar="RUN|FILE", help="runs, result files, suites or tables")
-    parser.add_argument("--name", action="append", default=[], metavar="NAME", help="names, in order")
+    parser.add_argument(
+        "--name", action="append", default=[], type=given, metavar="NAME", help="names, in order (repeat)"
+    )
     g = parser.add_argument_group("price-performance")
     g.add_argument(
         "--price",

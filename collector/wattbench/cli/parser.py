@@ -31,6 +31,10 @@ class Parser(argparse.ArgumentParser):
             # An unknown option's value was taken for what came next (`suite --workers 1 FILE` read 1
             # as the file): the option is the mistake to name.
             message = f"unrecognized arguments: {' '.join(unknown)}{self.meant(unknown, self.words)}"
+        flag, sep, value = message.partition(": ignored explicit argument ")
+        if sep:
+            # argparse's words read as if the value had been dropped and the run gone on without it.
+            message = f"{flag}: takes no value (given {value})"
         self.exit(Exit.USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
     def unknown_options(self, words: Sequence[str]) -> list[str]:

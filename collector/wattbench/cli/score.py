@@ -96,10 +96,15 @@ def run(args: argparse.Namespace) -> int:
     except (TableError, ValueError) as exc:
         print(f"wattbench score: {args.file}: {exc}", file=sys.stderr)
         return 2
-    expected = args.expect if args.expect is not None else table.published
     check = None
-    if expected is not None:
-        check = PublishedCheck(expected, args.tolerance, (tot.overall - expected) / expected)
+    if args.expect is not None:
+        difference = (tot.overall - args.expect) / args.expect
+        check = PublishedCheck(args.expect, args.tolerance, difference, "expected", "--expect")
+    elif table.published is not None:
+        difference = (tot.overall - table.published) / table.published
+        check = PublishedCheck(
+            table.published, args.tolerance, difference, "published", f"in {args.file.name}"
+        )
     scored = ScoredTable(table, tot, comparability(table), args.file.name, args.ops_label, check)
     outputs = outputs_from_args(args, ScoredTable)
     write_outputs(scored, outputs)

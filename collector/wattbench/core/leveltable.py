@@ -75,7 +75,7 @@ def parse_number(value: Any, what: str) -> float:
         raise TableError(f"{what}: {str(value)[:40]!r} is not a number")
     if not math.isfinite(x):
         raise TableError(f"{what}: {str(value)[:40]!r} is not a finite number")
-    return x
+    return x + 0.0  # "-0" is zero, and printed as -0 it would read as a sign of something
 
 
 def parse_load(value: Any, what: str) -> float | None:

@@ -176,6 +176,16 @@ class _Lines:
                 yield line
 
 
+def _header_hint(header: list[str]) -> str:
+    """What a spreadsheet's export most likely did to a header that names none of the columns."""
+    if len(header) == 1 and header[0].count(";") >= 2:
+        return ": the columns are separated by ';': use commas (and a point for decimals)"
+    lower = [h.lower() for h in header]
+    if lower != header and "target" in lower and any(h == "ops" or h.startswith("ops:") for h in lower):
+        return ": column names are lower case: target, ops, power"
+    return ""
+
+
 def read_csv(f: Iterable[str]) -> Table:
     lines = _Lines(f)
     reader = csv.reader(lines)
@@ -190,6 +200,7 @@ def read_csv(f: Iterable[str]) -> Table:
     if "target" not in header or not power_cols or not ops_cols:
         raise TableError(
             f"CSV header needs target, ops (or ops:<node>) and power (or power:<node>); got {header[:20]}"
+            + _header_hint(header)
         )
     # a misspelt column would be left out unseen: `actaul` would drop the actual-load check
     _known_keys(
@@ -322,6 +333,6 @@ def _fast_block(
     if not ok:
         return False
     for col, values in ((cols.target, target), (cols.ops, ops), (cols.power, power), (cols.actual, actual)):
-        col.frombytes(values.astype(np.float64).tobytes())
+        col.frombytes((values.astype(np.float64) + 0.0).tobytes())  # + 0.0: "-0" is read as 0, as one by one
     cols.where.extend(lines)
     return True

@@ -40,6 +40,9 @@ class PublishedCheck:
     expected: float
     tolerance: float
     difference: float
+    # Where the figure came from: the user's own expectation is not a published result.
+    origin: str = "published"
+    where: str = ""
 
     @property
     def match(self) -> bool:
@@ -47,8 +50,9 @@ class PublishedCheck:
 
     def sentence(self, overall: float) -> str:
         verdict = "matches" if self.match else "differs from"
+        where = f" ({self.where})" if self.where else ""
         return (
-            f"computed {overall:,.2f} {verdict} published {self.expected:,.2f} "
+            f"computed {overall:,.2f} {verdict} the {self.origin} {self.expected:,.2f}{where} "
             f"({self.difference * 100:+.3f}%, tolerance ±{self.tolerance * 100:g}%)"
         )
 
