@@ -352,3 +352,23 @@ def test_headings_say_per_second_and_the_legend_only_what_is_shown(
     out = capsys.readouterr().out
     assert "peak throughput (ops/s)" in out and "(ops)" not in out
     assert "Energy cost" not in out and "(no --tariff: no energy cost)" in out
+
+
+@pytest.mark.parametrize("columns", [80, 60])
+def test_no_heading_word_is_folded_where_it_fits(
+    columns: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Candidates named a and b left the name column one character wide, and its heading read c, a, n,
+    d, … down nine lines: a heading word is as much the column's as its cells are."""
+    for name, ops in (("a", 617957), ("b", 717957)):
+        rows = f"100%,{ops},213.5\n50%,{ops // 2},150.25\nidle,0,100\n"
+        (tmp_path / f"{name}.csv").write_text(f"target,ops,power\n{rows}")
+    monkeypatch.setenv("COLUMNS", str(columns))
+    argv = ["compare", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--price", "a=5000"]
+    assert (
+        main([*argv, "--price", "b=6000", "--rack-units", "a=1", "--rack-units", "b=2", "--tariff", "0.3"])
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert max(len(line) for line in text.splitlines()) <= columns, text
+    assert text.count("┏") == len(re.findall(r"┃ candidate +┃", text)) > 0, text

@@ -170,7 +170,11 @@ def compare_renderables(rows: Sequence[Row], prices: Prices | None, width: int =
         ]
         for key, _, _ in cols
     ]
-    fixed_least = [min(_longest_word(names), _NAME_WIDTH), _longest_word(["status", *statuses])]
+    # The heading is the column's as much as its cells: names of one letter folded "candidate" down the page.
+    fixed_least = [
+        min(_longest_word(["candidate", *names]), _NAME_WIDTH),
+        _longest_word(["status", *statuses]),
+    ]
     fixed_most = [_longest_line(["candidate", *names]), _longest_line(["status", *statuses])]
     least = [_longest_word([h, *c]) for h, c in zip(heads, cells, strict=True)]
     most = [_longest_line([h, *c]) for h, c in zip(heads, cells, strict=True)]
