@@ -1596,6 +1596,21 @@ ROWS = [
         alone=True,
     ),
     Row("help-unknown-command", ["help", "nosuch"], 2, "invalid choice: 'nosuch'", alone=True),
+    # 1000 copies of the built-in job are 1000 interpreters at once: about 20 GB, on two cores.
+    Row(
+        "sweep-builtin-copies-beyond-the-cores",
+        ["sweep", "--ops-only", "--workload", "concurrency", "--job", "builtin:100", "--copies", "1,1000"],
+        2,
+        "wattbench sweep: --copies: 1000 copies of builtin:100: more than 8 copies per core",
+        alone=True,
+    ),
+    Row(
+        "sweep-worklet-copies-beyond-the-cores-in-the-workload-file",
+        ["sweep", "--ops-only", "--workload-config", "{tmp}/manycopies.toml"],
+        2,
+        "wattbench sweep: {tmp}/manycopies.toml: copies: 5000 copies of worklet:sha256:10: more than 8",
+        alone=True,
+    ),
 ]
 
 
@@ -1678,6 +1693,9 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     (tmp_path / "negative.toml").write_text('workload = "builtin"\nworkers = -1\n')
     (tmp_path / "fio.toml").write_text(f'workload = "fio"\nfile = "{tmp_path}/nodir/x.dat"\n')
     (tmp_path / "copies.toml").write_text('workload = "concurrency"\njob = "true"\ncopies = [1, 1]\n')
+    (tmp_path / "manycopies.toml").write_text(
+        'workload = "concurrency"\njob = "worklet:sha256:10"\ncopies = [1, 5000]\n'
+    )
     (tmp_path / "disk.toml").write_text('[[worklet]]\nworklet = "random"\noptions = {size_mb = -4}\n')
     (tmp_path / "number.toml").write_text("[mqtt]\nbroker = 1883\n")
     (tmp_path / "streem.toml").write_text('workload = "command"\nrun = "true"\nreport = "streem"\n')

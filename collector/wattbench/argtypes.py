@@ -36,13 +36,14 @@ def whole(*, at_least: int | None = None, at_most: int | None = None) -> Any:
 WORKERS_PER_CORE = 8
 
 
-def workers_problem(count: int) -> str | None:
-    """Why `count` worker processes are too many for the cores this process may run on, or None."""
+def workers_problem(count: int, what: str = "worker processes") -> str | None:
+    """Why `count` worker processes (or copies of a job on this host) are too many for the cores this
+    process may run on, or None."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if count <= WORKERS_PER_CORE * cores:
         return None
     return (
-        f"more than {WORKERS_PER_CORE} worker processes per core ({cores} {'core' if cores == 1 else 'cores'}"
+        f"more than {WORKERS_PER_CORE} {what} per core ({cores} {'core' if cores == 1 else 'cores'}"
         " here): beyond the cores they only take turns on them"
     )
 

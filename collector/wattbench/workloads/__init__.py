@@ -171,7 +171,8 @@ def setting_source(name: Any, key: str, given: Mapping[str, Any], config_path: s
     """A workload setting as the user gave it: the option whose key it is when that was given, else
     the key in the workload file."""
     for option in options_of(name):
-        if option.key == key and given.get(option.dest) is not None:
+        # an option the plan reads (no key) gives the setting of its own name: --copies, copies
+        if (option.key or option.dest) == key and given.get(option.dest) is not None:
             return option.flag
     # neither given: the setting's default, named as the workload's
     return f"{config_path}: {key}" if config_path else f"{name} workload: {key}"

@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ...argtypes import workers_problem
 from ...core.plan import Phase, Plan, copies_problem, parse_copies
 from ..base import PlanRequest, SettingError, WorkloadDefaults, check_keys, setting
 from ..command.runner import DEFAULT_PATTERN, CommandProcess, fill, require_program
@@ -30,6 +31,8 @@ class ConcurrencyWorkload(WorkloadDefaults):
 
     def __init__(self, job: str = "builtin:20000", shell: bool = False, cwd: str | None = None) -> None:
         work = fixed_work(job)
+        self.job = job
+        self.fixed = work is not None
         if work is not None:
             job = work.command(sys.executable, work.ops, "{copy}")
             shell = False
@@ -63,10 +66,16 @@ class ConcurrencyWorkload(WorkloadDefaults):
 
     def plan(self, request: PlanRequest) -> Plan | None:
         given = request.options.get("copies")
-        if given:
-            return jobs_plan(parse_copies(given), request)
-        copies = request.config.get("copies", [1, 2, 4, 6, 8])
-        problem = copies_problem(copies) if isinstance(copies, list) else "copy counts must be a list"
+        copies = parse_copies(given) if given else request.config.get("copies", [1, 2, 4, 6, 8])
+        problem = (
+            copies_problem(copies) if isinstance(copies, (list, tuple)) else "copy counts must be a list"
+        )
+        if not problem and self.fixed:
+            # Fixed work is an interpreter a copy, all on this host's cores: 1000 of them are some 20 GB
+            # of memory and a machine that does nothing else. A command's copies may wait on I/O or on
+            # other hosts, and are the user's to count.
+            many = workers_problem(max(copies), "copies")
+            problem = many and f"{max(copies)} copies of {self.job}: {many}"
         if problem:
             raise SettingError("copies", problem)
         return jobs_plan(tuple(copies), request)
