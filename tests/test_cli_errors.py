@@ -1596,6 +1596,31 @@ ROWS = [
         alone=True,
     ),
     Row("help-unknown-command", ["help", "nosuch"], 2, "invalid choice: 'nosuch'", alone=True),
+    # A host name DNS cannot hold was taken as an address, and paho's IDNA codec failed at connect: an
+    # internal error in seven commands, an appliance retrying for ever.
+    Row(
+        "sweep-broker-empty-label",
+        ["sweep", "--broker", "broker..lab", "--store", "{store}", *FAST],
+        2,
+        "wattbench sweep: argument --broker: broker 'broker..lab': an empty label in the host name",
+        alone=True,
+    ),
+    Row(
+        "collect-broker-empty-label-from-the-environment",
+        ["collect", "--state-dir", "{tmp}/st"],
+        2,
+        "WATTBENCH_BROKER: broker '192.168..1': an empty label in the host name",
+        ["st"],
+        env={"WATTBENCH_BROKER": "192.168..1"},
+        alone=True,
+    ),
+    Row(
+        "appliance-broker-label-too-long",
+        ["appliance", "--sim", "--broker", "a" * 64 + ".lab", "--count", "1"],
+        2,
+        "a label of the host name is longer than 63 characters",
+        alone=True,
+    ),
     # 1000 copies of the built-in job are 1000 interpreters at once: about 20 GB, on two cores.
     Row(
         "sweep-builtin-copies-beyond-the-cores",

@@ -126,6 +126,15 @@ def parse_broker(text: str) -> BrokerAddress:
         raise AddressError(f"broker {shown}: no host name")
     if not set(host) <= _HOST_CHARS:
         raise AddressError(f"broker {shown}: a host name holds only letters, digits, '.', '-' and '_'")
+    # DNS's limits (RFC 1035 2.3.4): the resolver's IDNA codec fails on them at connect time, which
+    # every command took for a bug.
+    name = host[:-1] if host.endswith(".") else host
+    if "" in name.split("."):
+        raise AddressError(f"broker {shown}: an empty label in the host name (two dots, or a dot first)")
+    if max(len(label) for label in name.split(".")) > 63:
+        raise AddressError(f"broker {shown}: a label of the host name is longer than 63 characters")
+    if len(name) > 253:
+        raise AddressError(f"broker {shown}: the host name is longer than 253 characters")
     return BrokerAddress(host, port, tls)
 
 

@@ -107,6 +107,19 @@ def _str(path, v, optional=False):
 _HOST_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._:%"
 
 
+def label_problem(host):
+    """Why a host name (not an IPv6 address) breaks DNS's limits (RFC 1035 2.3.4), or None. A name
+    the resolver cannot even encode would be retried for ever rather than refused once at start."""
+    labels = (host[:-1] if host.endswith(".") else host).split(".")
+    if "" in labels:
+        return "an empty label in the host name (two dots, or a dot first)"
+    if max(len(label) for label in labels) > 63:
+        return "a label of the host name is longer than 63 characters"
+    if len(host.rstrip(".")) > 253:
+        return "the host name is longer than 253 characters"
+    return None
+
+
 def _host(path, v):
     # A name or an address as getaddrinfo takes it. Anything else resolves nowhere, and the board
     # would retry it for ever rather than say so once at start.
@@ -116,6 +129,9 @@ def _host(path, v):
             raise ConfigError("%s: %r is not a host name or address" % (path, v))
     if v.count(":") == 1:  # an IPv6 address has two or more
         raise ConfigError("%s: %r holds a port: give the port as %s.port" % (path, v, path[:-5]))
+    problem = None if ":" in v else label_problem(v)
+    if problem:
+        raise ConfigError("%s: %r: %s" % (path, v, problem))
     return v
 
 

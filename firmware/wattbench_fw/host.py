@@ -131,6 +131,9 @@ def broker_address(text, default_port=1883):
         raise ConfigError("broker %s: no host name" % shown)
     if any(ch not in _HOST_CHARS for ch in host):
         raise ConfigError("broker %s: a host name holds only letters, digits, '.', '-' and '_'" % shown)
+    problem = config_mod.label_problem(host)
+    if problem:
+        raise ConfigError("broker %s: %s" % (shown, problem))
     return host, p, tls
 
 

@@ -90,6 +90,15 @@ def broken(**changes: Any) -> dict[str, Any]:
         ),
         (broken(broker__host="mqtt://b"), r"^broker\.host: 'mqtt://b' is not a host name or address"),
         (broken(broker__host="b c"), r"^broker\.host: 'b c' is not a host name or address"),
+        # A label the resolver's IDNA codec cannot encode: the board retried it for ever.
+        (
+            broken(broker__host="broker..lab"),
+            r"^broker\.host: 'broker\.\.lab': an empty label in the host name",
+        ),
+        (
+            broken(ntp={"host": "a" * 64 + ".org"}),
+            r"^ntp\.host: .*: a label of the host name is longer than 63",
+        ),
         (
             broken(ntp={"host": "pool.ntp.org:123"}),
             r"^ntp\.host: .* holds a port: give the port as ntp\.port$",
