@@ -1621,6 +1621,14 @@ ROWS = [
         "a label of the host name is longer than 63 characters",
         alone=True,
     ),
+    # bytes that are no UTF-8 reach Python as surrogates, which the store's query could not encode
+    Row(
+        "report-run-id-not-utf8",
+        ["report", "\udcff\udcfe", "--store", "{store}"],
+        2,
+        "is not a valid run id",
+        alone=True,
+    ),
     # 1000 copies of the built-in job are 1000 interpreters at once: about 20 GB, on two cores.
     Row(
         "sweep-builtin-copies-beyond-the-cores",
@@ -2586,3 +2594,49 @@ def test_collect_says_at_once_that_its_broker_does_not_answer(tmp_path: Path) ->
         f"trying again for up to 6 s (connect_timeout_s in {tmp_path / 'slow.toml'})"
     ), out.stderr
     assert lines[1].startswith("wattbench collect: cannot reach the MQTT broker"), out.stderr
+
+
+LONG = "a" * 300  # one name in a path beyond Linux's 255 bytes
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        (["report", "latest", "--store", f"{LONG}.sqlite"], 2),
+        (["report", "latest", "--store", "{store}", "--html", f"{LONG}.html"], 2),
+        (["status", "--state-dir", LONG], 2),
+        (["suite", f"{LONG}.toml", "--ops-only"], 2),
+        (["sweep", "--ops-only", "--workload-config", f"{LONG}.toml"], 2),
+        (["collect", "--store", f"{LONG}.sqlite", "--broker", "127.0.0.1:1"], 2),
+        (["appliance", "--sim", "--spool-dir", LONG, "--count", "1"], 2),
+        (["compare", "{tmp}/table.csv", f"{LONG}.json"], 2),
+        (["sweep", "--ops-only", "--run", "a" * 100_000, *FAST], 2),
+        (["report", "b" * 100_000, "--store", "{store}"], 2),
+        (["sweep", "--ops-only", "--channel", "c" * 5_000, *FAST], 2),
+    ],
+    ids=[
+        "store",
+        "html",
+        "state-dir",
+        "suite-file",
+        "workload-config",
+        "collect-store",
+        "spool-dir",
+        "compare-input",
+        "run-id",
+        "report-run-id",
+        "channel",
+    ],
+)
+def test_an_overlong_value_is_one_short_line(argv: list[str], code: int, tmp_path: Path) -> None:
+    """A name in a path beyond 255 bytes was a 56-line traceback (the path checks' stat, while the
+    command line was read) or an internal error, exit 1; a 100,000-character run id came back whole,
+    a line of 100 kB. Each is one line with its exit code, and a long value is shown cut."""
+    (tmp_path / "table.csv").write_text("target,ops,power\n100%,1000,200\n")
+    values = {"tmp": str(tmp_path), "store": make_store(tmp_path / "store.sqlite")}
+    out = wattbench([a.format(**values) for a in argv], tmp_path, timeout=60)
+    assert "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert out.returncode == code, out.stderr[:2000]
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and len(lines[0]) < 400, out.stderr[:2000]
+    assert lines[0].startswith(f"wattbench {argv[0]}: "), lines[0]

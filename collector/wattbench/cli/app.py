@@ -24,7 +24,7 @@ from ..workloads.base import WorkloadError
 from .options import CliError, add_verbose, verbosity
 from .parser import Parser
 from .prechecks import check_output_files, check_store_options
-from .textout import write_symbols_in_ascii_where_needed
+from .textout import shortened, write_symbols_in_ascii_where_needed
 
 # subcommand -> (module, one-line help). The module provides add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -122,12 +122,17 @@ def _known_failure(exc: BaseException) -> tuple[str, int] | None:
         # A full or read-only disk is the user's to act on, wherever the output was going.
         where = f"{exc.filename}: " if exc.filename is not None else ""
         return f"cannot write the output: {where}{exc.strerror or exc}", Exit.STORAGE
+    if isinstance(exc, OSError) and exc.errno in _MISTYPED:
+        # The path as given cannot name a file at all: the user's to correct, like a bad option.
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        return f"{where}{exc.strerror or exc}", Exit.USAGE
     if isinstance(exc, OSError) and exc.filename is not None:
         return f"{exc.filename}: {exc.strerror or exc}", Exit.INTERNAL
     return None
 
 
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)
+_MISTYPED = (errno.ENAMETOOLONG,)
 
 
 def _quiet_broken_pipe() -> None:
@@ -185,11 +190,11 @@ def run(argv: list[str] | None) -> int:
         if known is None:
             if verbose < 2:
                 print(
-                    f"{prefix}: internal error: {exc.__class__.__name__}: {exc} "
+                    f"{prefix}: internal error: {exc.__class__.__name__}: {shortened(str(exc))} "
                     "(run with -vv for the traceback)",
                     file=sys.stderr,
                 )
             return Exit.INTERNAL
         message, code = known
-        print(f"{prefix}: {message}", file=sys.stderr)
+        print(f"{prefix}: {shortened(message)}", file=sys.stderr)
         return code

@@ -10,6 +10,7 @@ from itertools import pairwise
 from typing import Any, NoReturn
 
 from ..exits import Exit
+from .textout import shortened
 
 
 class Parser(argparse.ArgumentParser):
@@ -35,7 +36,15 @@ class Parser(argparse.ArgumentParser):
         if sep:
             # argparse's words read as if the value had been dropped and the run gone on without it.
             message = f"{flag}: takes no value (given {value})"
-        self.exit(Exit.USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(Exit.USAGE, f"{self.prog}: {shortened(message)} (see {self.prog} --help)\n")
+
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        # A type that looks at the file system (a store, a folder, an output) may meet a path the
+        # system refuses to look up (a name over 255 bytes): that is the option's error, like any other.
+        try:
+            return super()._get_value(action, arg_string)
+        except OSError as exc:
+            raise argparse.ArgumentError(action, f"{arg_string!r}: {exc.strerror or exc}") from None
 
     def unknown_options(self, words: Sequence[str]) -> list[str]:
         """The --options after this (sub)command's name on the command line that it does not know."""

@@ -33,6 +33,7 @@ from .options import (
     mqtt_user,
     open_store_from_args,
     outputs_from_args,
+    run_id,
     stored_run_id,
 )
 from .scoring import add_scoring_arguments, check_named_once, scoring_from_args
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_id", metavar="RUN_ID", help='run id, or "latest"')
+    # checked by the contract's rule, as compare-estimate checks it: a run id no run can have is a typo
+    parser.add_argument("run_id", type=run_id, metavar="RUN_ID", help='run id, or "latest"')
     add_store_options(parser)
     add_output_options(parser, RunResult)
     parser.add_argument("--rescore", action="store_true", help="align and score the stored samples again")

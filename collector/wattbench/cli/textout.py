@@ -51,3 +51,19 @@ def write_symbols_in_ascii_where_needed(*streams: TextIO | None) -> None:
             continue
         if not (stream.encoding or "").lower().replace("-", "").replace("_", "").startswith("utf"):
             stream.reconfigure(errors=HANDLER)
+
+
+# A word longer than this (a value, a path) is shown cut in a one-line message: a 100,000-character
+# run id came back whole, a line of 100 kB that no terminal shows as one.
+LONGEST_WORD = 120
+
+
+def shortened(message: str) -> str:
+    """message with every word longer than LONGEST_WORD cut to its start and end around an ellipsis."""
+    if len(message) <= LONGEST_WORD:
+        return message
+    words = message.split(" ")
+    for i, word in enumerate(words):
+        if len(word) > LONGEST_WORD:
+            words[i] = f"{word[:60]}…{word[-30:]} ({len(word):,} characters)"
+    return " ".join(words)
