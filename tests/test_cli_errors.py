@@ -1621,6 +1621,17 @@ ROWS = [
         "a label of the host name is longer than 63 characters",
         alone=True,
     ),
+    # The simulated meter's options beside a --config file were accepted and ignored: the file's meters ran.
+    *(
+        Row(
+            f"appliance-config-with{option}",
+            ["appliance", "--config", "{tmp}/flash.json", option, value, "--count", "1"],
+            2,
+            f"wattbench appliance: {option} is for --sim; --config runs the meters its file names",
+            alone=True,
+        )
+        for option, value in (("--hz", "1"), ("--channels", "3"), ("--model", "const"), ("--batch-ms", "100"))
+    ),
     # bytes that are no UTF-8 reach Python as surrogates, which the store's query could not encode
     Row(
         "report-run-id-not-utf8",

@@ -36,24 +36,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--broker", default=None, type=broker_address, help="MQTT broker host[:port] (default 127.0.0.1:1883)"
     )
     p.add_argument("--dev", type=given, default=None, help="device id (default sim-01)")
-    p.add_argument("--hz", type=number(), default=10.0, help="samples per second per channel (default 10)")
+    p.add_argument(
+        "--hz",
+        type=number(),
+        default=None,
+        help=f"samples per second per channel (default {SIM_DEFAULTS['hz']:g})",
+    )
     p.add_argument(
         "--channels",
         type=whole(at_least=1, at_most=MAX_CHANNELS),
-        default=1,
-        help=f"number of simulated channels, 1 to {MAX_CHANNELS} (default 1)",
+        default=None,
+        help=f"number of simulated channels, 1 to {MAX_CHANNELS} (default {SIM_DEFAULTS['channels']})",
     )
     p.add_argument(
         "--batch-ms",
         type=whole(),
-        default=1000,
+        default=None,
         metavar="MS",
         help="close a batch every MS ms (default 1000; 100 for the low-latency profile, docs/collector.md)",
     )
     p.add_argument(
         "--model",
         choices=("cpu", "const", "sine", "steps"),
-        default="cpu",
+        default=None,
         help="power model of the simulated meter (default cpu: follows this host's CPU load)",
     )
     p.add_argument(
@@ -166,23 +171,27 @@ def build_config(args: argparse.Namespace) -> dict[str, Any]:
         name: MODEL_DEFAULTS[name] if getattr(args, name) is None else getattr(args, name)
         for name in MODEL_DEFAULTS
     }
-    steps = [[10, meter["idle_w"]], [10, meter["peak_w"]]] if args.model == "steps" else None
+    sim = {
+        name: SIM_DEFAULTS[name] if getattr(args, name) is None else getattr(args, name)
+        for name in SIM_DEFAULTS
+    }
+    steps = [[10, meter["idle_w"]], [10, meter["peak_w"]]] if sim["model"] == "steps" else None
     extra = {"steps": steps} if steps else {}
     dev = args.dev or "sim-01"
     return sim_config(
         dev=dev,
         broker=args.broker or "127.0.0.1:1883",
-        channels=args.channels,
-        hz=args.hz,
-        model=args.model,
+        **sim,
         **meter,
         spool_dir=args.spool_dir or default_spool(dev),
-        batch_ms=args.batch_ms,
         **extra,
     )
 
 
-# The simulated meter's settings, by model: an option of another model would be ignored, silently.
+# The simulated appliance's settings and the simulated meter's, by model: each option's default is
+# None, so that one given where it is not read (beside --config, or for another model) is refused
+# rather than ignored, silently.
+SIM_DEFAULTS = {"hz": 10.0, "channels": 1, "model": "cpu", "batch_ms": 1000}
 MODEL_DEFAULTS = {"idle_w": 60.0, "peak_w": 250.0, "watts": 150.0}
 MODEL_OPTIONS = {
     "cpu": ("idle_w", "peak_w"),
@@ -194,15 +203,21 @@ MODEL_OPTIONS = {
 
 def model_option_problem(args: argparse.Namespace) -> str | None:
     """A simulated meter's option that the chosen model (or --config) does not read."""
+    if args.config:
+        given = [name for name in SIM_DEFAULTS if getattr(args, name) is not None]
+        if given:
+            option = "--" + given[0].replace("_", "-")
+            return f"{option} is for --sim; --config runs the meters its file names"
+    model = args.model or SIM_DEFAULTS["model"]
     for name in MODEL_DEFAULTS:
         if getattr(args, name) is None:
             continue
         option = SIM_METER_OPTIONS[name]
         if args.config:
             return f"{option} is for --sim; --config runs the meters its file names"
-        if name not in MODEL_OPTIONS[args.model]:
+        if name not in MODEL_OPTIONS[model]:
             models = " and ".join(m for m, names in MODEL_OPTIONS.items() if name in names)
-            return f"{option} is for the {models} models, not {args.model} (--model)"
+            return f"{option} is for the {models} models, not {model} (--model)"
     return None
 
 
