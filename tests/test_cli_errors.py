@@ -1632,6 +1632,22 @@ ROWS = [
         )
         for option, value in (("--hz", "1"), ("--channels", "3"), ("--model", "const"), ("--batch-ms", "100"))
     ),
+    # An empty value read as none given, and the default was used without a word.
+    Row(
+        "status-empty-state-dir",
+        ["status", "--state-dir", ""],
+        2,
+        "argument --state-dir: must not be empty",
+        alone=True,
+    ),
+    Row(
+        "collect-empty-store-in-the-file",
+        ["collect", "--config", "{tmp}/emptystore.toml", "--state-dir", "{tmp}/st"],
+        2,
+        "[store] store in {tmp}/emptystore.toml: empty: give a value, or leave the key out for the default",
+        ["st"],
+        alone=True,
+    ),
     # bytes that are no UTF-8 reach Python as surrogates, which the store's query could not encode
     Row(
         "report-run-id-not-utf8",
@@ -1742,6 +1758,7 @@ def test_bad_input_gets_one_line_and_its_exit_code(row: Row, tmp_path: Path) -> 
     )
     (tmp_path / "disk.toml").write_text('[[worklet]]\nworklet = "random"\noptions = {size_mb = -4}\n')
     (tmp_path / "number.toml").write_text("[mqtt]\nbroker = 1883\n")
+    (tmp_path / "emptystore.toml").write_text('[store]\nstore = ""\n')
     (tmp_path / "streem.toml").write_text('workload = "command"\nrun = "true"\nreport = "streem"\n')
     (tmp_path / "nothex.json").write_text('{"sim-01": "zz"}')
     (tmp_path / "twokeys.json").write_text('{"sim-01": "00ff", "sim-01": "11ee"}')

@@ -242,6 +242,10 @@ class Table:
                 raise ConfigError(f"{said}: {shown} is not text: put it in quotes") from None
             raise ConfigError(f"{said}: {shown} is not a valid {_WANT[kind]}") from None
         form = row.form_for(said) if row is not None else None
+        if form is not None and typed and not text.strip():
+            # An empty path or address in a file read as not given, and the default was used unseen:
+            # `store = ""` wrote into the state folder's store.
+            raise ConfigError(f"{said}: empty: give a value, or leave the key out for the default")
         reason = form(text) if form is not None and text else None
         if reason:
             raise ConfigError(f"{said}: {reason}")

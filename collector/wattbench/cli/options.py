@@ -121,6 +121,8 @@ state_folder = checked_by_problem(folder_problem)
 
 
 def existing_folder(text: str) -> str:
+    if not text.strip():  # Path("") is the working folder: an empty value would read another state
+        raise argparse.ArgumentTypeError("must not be empty")
     path = Path(text).expanduser()
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text}: a file, not a folder")
