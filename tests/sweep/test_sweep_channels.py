@@ -372,7 +372,8 @@ def test_sweep_refuses_a_named_channel_that_is_not_server_power_or_is_offline(
         app.stop(timeout=10)
         tap.close()
     assert other == 2 and "bench-a/aux" in other_err and "role other" in other_err, other_err
-    assert offline == 2 and "old-c" in offline_err and "offline" in offline_err, offline_err
+    # named by the option that named it: --inlet old-c/psu gave the same line, and which was wrong?
+    assert offline == 2 and "--channel old-c/psu: old-c is offline" in offline_err, offline_err
     assert "Traceback" not in other_err + offline_err
     assert tap.events == []
 

@@ -144,9 +144,14 @@ def _check_named(setup: SweepSetup, named: Sequence[ChannelSpec]) -> chans.Choic
         problems = chans.unknown_named(named, known, " or ".join(places))
         if problems:
             raise chans.ChannelError("; ".join(problems))
-    offline = sorted({s.dev for s in named if states.get(s.dev) == "offline"})
+    offline = [s for s in named if states.get(s.dev) == "offline"]
     if offline:
-        raise chans.ChannelError(f"{', '.join(offline)}: offline (retained status), cannot be measured")
+        raise chans.ChannelError(
+            "; ".join(
+                f"{chans.typed_as(s)}: {s.dev} is offline (retained status), cannot be measured"
+                for s in offline
+            )
+        )
     choice = chans.apply_roles(named, chans.roles_from_metas(docs), typed=not setup.channels)
     if choice.problems:
         raise chans.ChannelError("; ".join(choice.problems))
