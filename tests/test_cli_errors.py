@@ -2287,7 +2287,8 @@ def test_report_refuses_a_channel_the_run_did_not_have(tmp_path: Path) -> None:
         out = wattbench(["report", "r1", "--store", store, "--inlet", "bench/psu", *extra], tmp_path)
         assert (out.returncode, out.stdout) == (2, ""), out.stderr
         assert out.stderr.splitlines() == [
-            "wattbench report: --inlet: bench/psu is also named with --channel; a channel is measured once"
+            "wattbench report: --inlet: bench/psu is the run's power channel (as it was scored); "
+            "a channel is measured once"
         ]
     # an offset for a misspelt device was taken, and recorded, while the device went without one
     for extra in ([], ["--rescore"]):

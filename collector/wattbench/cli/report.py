@@ -94,8 +94,14 @@ def _evaluate(
     # The options the run was scored with, but for those given here: a re-score changes only what
     # was asked for.
     options = given.over(ScoringOptions.from_result(stored))
-    # `--inlet` here may name a channel the run was scored with as power (or the reverse)
-    check_named_once(options.channel, options.inlet)
+    # `--inlet` here may name a channel the run was scored with as power (or the reverse): said as the
+    # run's, for the user typed no --channel
+    check_named_once(
+        options.channel,
+        options.inlet,
+        stored=[c for c in options.channel if c not in given.channel],
+        stored_inlet=[c for c in options.inlet if c not in given.inlet],
+    )
     if not args.rescore:
         return stored_run(store, stored, events, options)
     evaluation = score_run(store, run, options)

@@ -138,10 +138,13 @@ def check_plans_can_meet(scoring: ScoringOptions, plans: Iterable[Plan]) -> None
             raise CliError(f"--require {scoring.require}: {problem} (--measure)")
 
 
-def check_named_once(power: Sequence[str], inlet: Sequence[str]) -> None:
+def check_named_once(
+    power: Sequence[str], inlet: Sequence[str], stored: Sequence[str] = (), stored_inlet: Sequence[str] = ()
+) -> None:
     """Each channel named once: a power channel named twice (with or without its @NODE) would be summed
     twice, a run that looks plausible at twice the power, and one named both as power and as the inlet
-    probe cannot be both."""
+    probe cannot be both. stored, stored_inlet: those of the channels that a re-scored run was scored
+    with and the command line did not name, said as the run's, not as options the user never typed."""
 
     seen: dict[str, str] = {}
     for option, texts in (("--channel", power), ("--inlet", inlet)):
@@ -149,5 +152,9 @@ def check_named_once(power: Sequence[str], inlet: Sequence[str]) -> None:
             key = parse_channel(text).key
             if key in seen:
                 again = "named twice" if seen[key] == option else f"also named with {seen[key]}"
+                if seen[key] == "--channel" and text in stored:
+                    again = "the run's power channel (as it was scored)"
+                elif seen[key] == "--inlet" and text in stored_inlet:
+                    again = "the run's inlet probe (as it was scored)"
                 raise CliError(f"{option}: {key} is {again}; a channel is measured once")
             seen[key] = option
