@@ -1891,6 +1891,12 @@ def test_an_output_that_cannot_be_written_is_one_line_not_an_internal_error(
         ("W 0", "levels[0].W must be bigger than 0"),
         ("W text", "levels[0].W must be number"),
         ("v 2", "v must be same as const definition: 1"),
+        # edits the schema cannot see: an INVALID run called VALID, an overall its levels do not give
+        (
+            "valid with a failed check",
+            "valid is true, but load_within_2pct failed: a run is VALID only when every check passes",
+        ),
+        ("overall 99.9", "overall 99.9 is not its levels' Σops / Σpower (8.57143)"),
     ],
 )
 def test_compare_refuses_a_hand_edited_result_in_the_contracts_words(
@@ -1910,6 +1916,10 @@ def test_compare_refuses_a_hand_edited_result_in_the_contracts_words(
         level["W"] = 0
     elif edit == "W text":
         level["W"] = "250"
+    elif edit == "valid with a failed check":
+        bad["checks"][0]["ok"] = False
+    elif edit == "overall 99.9":
+        bad["overall"] = 99.9
     else:
         bad["v"] = 2
     (tmp_path / "a.json").write_text(json.dumps(good))

@@ -239,6 +239,9 @@ def _readable(result: dict[str, Any], where: str) -> None:
     except results.ContractError as exc:
         why = str(exc).removeprefix("result message breaks the contract: ").removeprefix("data.")
         raise CliError(f"{where}: not a result wattbench can read: {why}") from None
+    problem = results.contradiction(result)
+    if problem:
+        raise CliError(f"{where}: not a result wattbench can read: {problem}")
 
 
 def load_candidate(item: str, name: str | None, store: Store | None) -> Any:
