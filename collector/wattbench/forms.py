@@ -26,6 +26,21 @@ def expand(path: str) -> Path:
         raise ConfigError(f"path {path!r}: unknown home directory") from None
 
 
+def as_written(value: object) -> str:
+    """A value from a settings file said back as TOML spells it (true, "text"), not as Python does
+    (True, 'text'), cut at 40 characters."""
+    import json  # late: start-up
+
+    if isinstance(value, bool | int | float | str | list | dict):
+        try:
+            shown = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        except ValueError:  # nan, inf: TOML writes them so
+            shown = str(value)
+    else:
+        shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
 # ---------------------------------------------------------------------------- forms of paths
 
 

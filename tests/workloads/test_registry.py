@@ -64,8 +64,8 @@ def test_workload_choices_of_the_cli_are_the_registry() -> None:
 @pytest.mark.parametrize(
     ("name", "config", "message"),
     [
-        ("builtin", {"seed": "x"}, r"^builtin workload: seed must be an integer, got 'x'$"),
-        ("builtin", {"workers": True}, r"^builtin workload: workers must be an integer, got True$"),
+        ("builtin", {"seed": "x"}, r'^builtin workload: seed must be an integer, got "x"$'),
+        ("builtin", {"workers": True}, r"^builtin workload: workers must be an integer, got true$"),
         ("builtin", {"max_lines": 2.5}, r"^builtin workload: max_lines must be an integer, got 2.5$"),
         ("builtin", {"workers": -1}, r"^builtin workload: workers must be >= 1$"),
         ("builtin", {"nice": 30}, r"^builtin workload: nice must be 0 to 19$"),
@@ -94,7 +94,7 @@ def test_workload_choices_of_the_cli_are_the_registry() -> None:
         (
             "command",
             {"run": "true", "shell": "yes"},
-            r"^command workload: shell must be true or false, got 'yes'$",
+            r'^command workload: shell must be true or false, got "yes"$',
         ),
         (
             "command",
@@ -105,12 +105,12 @@ def test_workload_choices_of_the_cli_are_the_registry() -> None:
         # a negative grace killed the command at once; nan never stopped waiting
         ("command", {"run": "true", "stop_grace_s": -1}, r"stop_grace_s: must be 0 to 600 seconds, not -1"),
         ("command", {"run": "true", "stop_grace_s": float("nan")}, r"stop_grace_s: must be 0 to 600 seconds"),
-        ("concurrency", {"job": ["a"]}, r"^concurrency workload: job must be a string, got \['a'\]$"),
+        ("concurrency", {"job": ["a"]}, r'^concurrency workload: job must be a string, got \["a"\]$'),
         # the message listed every option "with its type" and said neither which type nor which key
         (
             "worklet",
             {"worklet": "random", "options": {"size_mb": "big"}},
-            r"^worklet workload: options\.size_mb must be an integer, got 'big'$",
+            r'^worklet workload: options\.size_mb must be an integer, got "big"$',
         ),
         (
             "worklet",
@@ -139,8 +139,8 @@ def test_settings_of_the_right_type_are_taken() -> None:
     ("toml", "message"),
     [
         ('workload = "command"\nrun = 5\n', "command workload: run must be a string, got 5"),
-        ('workload = "concurrency"\njob = ["a"]\n', "concurrency workload: job must be a string, got ['a']"),
-        ('workload = "builtin"\nseed = "x"\n', "builtin workload: seed must be an integer, got 'x'"),
+        ('workload = "concurrency"\njob = ["a"]\n', 'concurrency workload: job must be a string, got ["a"]'),
+        ('workload = "builtin"\nseed = "x"\n', 'builtin workload: seed must be an integer, got "x"'),
     ],
 )
 def test_a_bad_workload_file_stops_the_sweep_with_one_line(toml: str, message: str, tmp_path: Path) -> None:

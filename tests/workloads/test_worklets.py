@@ -70,7 +70,7 @@ def test_the_worklet_paces_a_level_on_the_arrival_stream() -> None:
         ),
         (
             {"worklet": "random", "options": {"size_mb": "big"}},
-            "options.size_mb must be an integer, got 'big'",
+            'options.size_mb must be an integer, got "big"',
         ),
         ({"worklet": "sha256", "bogus": 1}, "unknown settings"),
     ],

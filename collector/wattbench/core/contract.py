@@ -8,6 +8,8 @@ from typing import Any
 
 import wattbench_schema
 
+from .score import overall_ratio
+
 
 class ContractError(ValueError):
     """A message the sweep built does not match the contract: a bug, never sent."""
@@ -43,8 +45,6 @@ def contradiction(result: dict[str, Any]) -> str | None:
     INVALID run set to valid, an overall typed over), which a comparison must not rank as measured.
     The overall is Σops over the loads ÷ Σ average power over them and active idle (core/score.py),
     computed from the same floats the result carries, so only an edit moves it."""
-    from .score import overall_ratio  # late: start-up
-
     failed = sorted({str(c.get("name")) for c in result.get("checks", []) if not c.get("ok")})
     if result.get("valid") is True and failed:
         return f"valid is true, but {', '.join(failed)} failed: a run is VALID only when every check passes"

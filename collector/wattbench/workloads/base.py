@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..core.plan import Phase, Plan, Timing
+from ..forms import as_written
 
 # What a workload's op may be called: it heads report columns and is stored with the result.
 UNIT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_ .-]{0,31}"
@@ -39,8 +40,7 @@ def setting(name: str, config: Mapping[str, Any], key: str, kinds: tuple[type, .
     allowed = (*kinds, int) if float in kinds else kinds
     if isinstance(value, bool) != (bool in kinds) or not isinstance(value, allowed):
         want = " or ".join(_TYPE_NAMES[k] for k in kinds)
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-        raise WorkloadError(f"{name} workload: {key} must be {want}, got {shown}")
+        raise WorkloadError(f"{name} workload: {key} must be {want}, got {as_written(value)}")
     return value
 
 
