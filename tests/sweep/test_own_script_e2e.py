@@ -34,11 +34,14 @@ TIMING = {"WINDOW_S": "3", "RAMP_S": "0.5", "LEVELS": "100 50"}
 PHASES = ["l100", "l50", "idle"]
 EVENTS = 1 + 6 * 4 + 1
 
+# It prints as the guide's mybench.py does (ops=N, the command workload's contract), so that a newcomer
+# who reuses that program here gets a run, not a ValueError in the script.
 BENCH = """
 import sys, time
 rate, seconds = float(sys.argv[1]), float(sys.argv[2])
+print("ops=0")
 time.sleep(seconds)
-print(round((rate or 1000.0) * seconds))
+print(f"ops={round((rate or 1000.0) * seconds)}")
 """
 
 
