@@ -65,5 +65,6 @@ def shortened(message: str) -> str:
     words = message.split(" ")
     for i, word in enumerate(words):
         if len(word) > LONGEST_WORD:
-            words[i] = f"{word[:60]}…{word[-30:]} ({len(word):,} characters)"
+            core = word.rstrip(":,;")  # the punctuation of the sentence stays after the count
+            words[i] = f"{core[:60]}…{core[-30:]} ({len(core):,} characters){word[len(core) :]}"
     return " ".join(words)
