@@ -200,3 +200,34 @@ def test_a_limit_the_core_refuses_is_refused_when_the_options_are_built() -> Non
 
     with pytest.raises(FieldError):
         ScoringOptions(load_tolerance=1.5)
+
+
+@pytest.mark.parametrize(
+    ("shift_ms", "channels", "fails"),
+    [
+        (60_000, ["bench/psu"], True),  # a second sweep on the same meter, a minute into this one
+        (-60_000, ["bench/inlet", "bench/psu"], True),  # one that started first
+        (60_000, ["other/psu"], False),  # another bench's meter at the same time: a lab of several
+        (10_000_000, ["bench/psu"], False),  # the same meter, hours later
+    ],
+    ids=["same-meter", "same-meter-started-first", "other-meter", "later"],
+)
+def test_a_run_beside_another_on_its_meter_is_invalid(
+    tmp_path: Path, shift_ms: int, channels: list[str], fails: bool
+) -> None:
+    """Two sweeps at once on one power channel were both scored, the first VALID though its watts held
+    the second's load: each run's watts are the meter's only when no other run drove it meanwhile."""
+    store, _ = _sqlite_run(tmp_path)
+    other = sweep_events(specpower_phases(), t0=T0 + shift_ms, run="par-b")
+    other[0]["channels"] = channels
+    for e in other:
+        contract.validate_phase(e)
+        store.write_phase(e)
+    store.flush()
+    evaluation = score_run(store, RUN, ScoringOptions())
+    failed = {c.name: c.reason for c in evaluation.checks if not c.ok}
+    if fails:
+        assert "exclusive" in failed and not evaluation.valid, failed
+        assert "run par-b" in failed["exclusive"] and "bench/psu" in failed["exclusive"], failed
+    else:
+        assert "exclusive" not in failed, failed

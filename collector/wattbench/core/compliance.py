@@ -235,6 +235,16 @@ def check_skew(
     return Check("clock_skew", True, f"largest {worst_dev} {worst:+.0f} ms{stepped(worst_dev)}")
 
 
+def check_exclusive(sharing: Sequence[str]) -> Check | None:
+    """Another run drove one of this run's power channels while it ran (sharing: each such run, said),
+    or None: the meter's watts during the overlap hold both runs' load, so neither is the server's
+    power at its own levels. Two benches writing into one store at once each meter their own server and
+    share nothing."""
+    if not sharing:
+        return None
+    return Check("exclusive", False, "; ".join(sharing))
+
+
 def check_channels(aligned: Sequence[WindowPower], problems: Sequence[str] = ()) -> Check:
     """The power channels summed are the server's, all of them, all along: a channel refused when it
     was chosen (problems) or one that has no usable sample in some window (a device that fell silent)

@@ -140,6 +140,7 @@ def evaluate(
     deadband_ms: float = 0.0,
     channel_problems: Sequence[str] = (),
     options: Mapping[str, Any] | None = None,
+    sharing: Sequence[str] = (),
 ) -> Evaluation:
     """Score a run. fetch may be None (no store): the levels then have ops but no power.
 
@@ -149,7 +150,8 @@ def evaluate(
     channels could not all be chosen as asked; they fail the `channels` check. options are the scoring
     options the run was scored with, as the command line took them: the result records them, so a
     later report can tell whether it was asked for another scoring. calibrations are the names of the
-    plan's calibration phases, when the plan is known (calibrated_throughput)."""
+    plan's calibration phases, when the plan is known (calibrated_throughput). sharing: the other runs
+    that drove this run's power channels while it ran (the `exclusive` check)."""
     tracks, measured, offsets = clock_figures(offsets_ms or {}, deadband_ms)
     steps = {k: len(t.steps) for k, t in tracks.items() if t.steps}
     windows = al.windows_from_events(events)
@@ -194,9 +196,8 @@ def evaluate(
         idle = any(lv.kind == "idle" and lv.has_power for lv in levels)
         statement = cf.state(channels, aligned, idle, coverage(channels, aligned, limits))
         required = cp.check_standard(statement, limits or cp.Limits())
-        checks = cp.fit(
-            [cp.check_channels(aligned, channel_problems), *checks, *([required] if required else [])]
-        )
+        first = [cp.check_channels(aligned, channel_problems), cp.check_exclusive(sharing)]
+        checks = cp.fit([c for c in (*first, *checks, required) if c is not None])
     result = build_result(
         run, levels, checks, summary, calibrated, workload_name(events), interrupted, now_ms, ops_unit(events)
     )

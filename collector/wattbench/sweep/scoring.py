@@ -195,6 +195,32 @@ def resolve(
     return Resolved(choice, offsets, chans.DEFAULT_DEADBAND_MS)
 
 
+# How many of the store's runs on each side of this one are looked at for one that ran beside it: runs
+# are listed newest first, and one that overlapped this run started within a few places of it.
+NEIGHBOURS = 20
+
+
+def sharing_runs(store: Store, run: str, span: tuple[int, int], channels: Sequence[str]) -> list[str]:
+    """The other runs whose events overlap `span` and that named one of `channels` (DEV/CH) on their
+    run_start, each said with the channels it shared."""
+    ours = set(channels)
+    runs = store.runs()
+    at = runs.index(run) if run in runs else 0
+    out = []
+    for other in runs[max(0, at - NEIGHBOURS) : at + NEIGHBOURS + 1]:
+        if other == run:
+            continue
+        events = store.phases(other)
+        theirs = run_span(events)
+        if theirs is None or theirs[1] < span[0] or theirs[0] > span[1]:
+            continue
+        named = next((e.get("channels") for e in events if e.get("event") == "run_start"), None) or []
+        shared = sorted(ours & {str(c) for c in named})
+        if shared:
+            out.append(f"run {other} drove {', '.join(shared)} at the same time")
+    return out
+
+
 def score_run(
     store: Store | None, run: str, options: ScoringOptions, facts: RunFacts | None = None
 ) -> Evaluation:
@@ -206,6 +232,8 @@ def score_run(
     events = list(facts.events) if facts is not None else store.phases(run) if store is not None else []
     resolved = resolve(store, events, options, facts.bound if facts is not None else ())
     span = run_span(events)
+    keys = [spec.key for spec in resolved.choice.specs if spec.role == "power"]
+    sharing = sharing_runs(store, run, span, keys) if store is not None and span is not None else []
     return evaluate(
         run,
         events,
@@ -222,6 +250,7 @@ def score_run(
         deadband_ms=resolved.deadband_ms,
         channel_problems=resolved.choice.problems,
         options=options.record(),
+        sharing=sharing,
     )
 
 
