@@ -231,3 +231,39 @@ def test_a_run_beside_another_on_its_meter_is_invalid(
         assert "run par-b" in failed["exclusive"] and "bench/psu" in failed["exclusive"], failed
     else:
         assert "exclusive" not in failed, failed
+
+
+@pytest.mark.parametrize(
+    ("ago_s", "ended", "channels", "refused"),
+    [
+        (5, False, ["bench/psu"], True),  # a sweep on the meter now
+        (5, True, ["bench/psu"], False),  # one that has ended
+        (5, False, ["other/psu"], False),  # another bench's meter
+        (3600, False, ["bench/psu"], False),  # killed an hour ago, without its end
+    ],
+    ids=["running", "ended", "other-meter", "long-dead"],
+)
+def test_a_sweep_is_refused_before_its_first_phase_while_another_drives_its_meter(
+    tmp_path: Path, ago_s: int, ended: bool, channels: list[str], refused: bool
+) -> None:
+    """The exclusive check fails both runs at their end; a sweep that can see the other one in the
+    store is told before it starts, so that neither hour is spent."""
+    import time
+
+    from wattbench.sweep.channels import ChannelError, Choice
+    from wattbench.sweep.session import check_meter_free
+
+    store = open_store(str(tmp_path / "s.sqlite"))
+    t0 = int(time.time() * 1000) - ago_s * 1000 - 40_000
+    events = sweep_events(specpower_phases()[:3], t0=t0, run="par-a")
+    events[0]["channels"] = channels
+    for e in events if ended else [e for e in events if e["event"] != "run_end"]:
+        store.write_phase(e)
+    store.flush()
+    setup = SweepSetup(run="par-b", plan=None, workload=None, store=store)
+    choice = Choice(specs=[ChannelSpec("bench", "psu")])
+    if refused:
+        with pytest.raises(ChannelError, match=r"^channel bench/psu: run par-a is driving it"):
+            check_meter_free(setup, choice)
+    else:
+        check_meter_free(setup, choice)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from itertools import pairwise
 from typing import Any
 
 from ..core.align import ChannelSpec
@@ -218,6 +219,32 @@ def sharing_runs(store: Store, run: str, span: tuple[int, int], channels: Sequen
         shared = sorted(ours & {str(c) for c in named})
         if shared:
             out.append(f"run {other} drove {', '.join(shared)} at the same time")
+    return out
+
+
+# A run whose end is not in the store counts as running until it has been quiet for the longer of
+# this and twice its longest gap between events: a sweep killed without its end blocks its meter no longer.
+QUIET_MS = 120_000
+
+
+def runs_driving(store: Store, channels: Sequence[str], now_ms: int) -> dict[str, tuple[list[str], int, int]]:
+    """The newest runs of the store still in progress on one of `channels`: run -> (the channels shared,
+    ms since its last event, ms until it no longer counts as running)."""
+    ours = set(channels)
+    out = {}
+    for other in store.runs()[:NEIGHBOURS]:
+        events = store.phases(other)
+        if any(e.get("event") in ("run_end", "run_abort") for e in events):
+            continue
+        named = next((e.get("channels") for e in events if e.get("event") == "run_start"), None) or []
+        shared = sorted(ours & {str(c) for c in named})
+        times = sorted(int(e["t"]) for e in events if "t" in e)
+        if not shared or not times:
+            continue
+        quiet = now_ms - times[-1]
+        alive = max(QUIET_MS, 2 * max((b - a for a, b in pairwise(times)), default=0))
+        if quiet < alive:
+            out[other] = (shared, quiet, alive - quiet)
     return out
 
 

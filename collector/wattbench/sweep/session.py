@@ -18,7 +18,7 @@ from . import channels as chans
 from .driver import Driver, RunRecord
 from .progress import Display
 from .publish import Fanout, MqttSink, Sink, SinkError, StoreSink
-from .scoring import RunFacts, ScoringOptions, score_run
+from .scoring import RunFacts, ScoringOptions, runs_driving, score_run
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +203,22 @@ def check_store_fed(setup: SweepSetup, choice: chans.Choice, wait_s: float = FED
         )
 
 
+def check_meter_free(setup: SweepSetup, choice: chans.Choice) -> None:
+    """No other run in the store is driving a power channel this run sums: both would be scored with
+    each other's load in their watts (the exclusive check fails them at their end), so the second is
+    told now, before its first phase."""
+    if setup.store is None:
+        return
+    power = [s for s in choice.specs if s.role == "power"]
+    busy = runs_driving(setup.store, [s.key for s in power], int(time.time() * 1000))
+    for other, (shared, quiet, left) in busy.items():
+        raise chans.ChannelError(
+            f"channel {', '.join(shared)}: run {other} is driving it (its last event "
+            f"{quiet / 1000:.0f} s ago; a run stopped without its end counts for {left / 1000:.0f} s more): "
+            "wait for it, or measure another channel (nothing was measured or stored)"
+        )
+
+
 def _meta_client(setup: SweepSetup) -> Callable[[], object]:
     mqtt = setup.mqtt
     assert mqtt is not None
@@ -238,6 +254,7 @@ def run_sweep(setup: SweepSetup) -> Outcome:
         choice = bind_channels(setup)
         check_offsets(setup.scoring.clock_offset, choice)
         check_store_fed(setup, choice)
+        check_meter_free(setup, choice)
         for line in describe(choice):
             (setup.announce or log.warning)(line)
         specs = choice.specs
