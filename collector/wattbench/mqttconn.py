@@ -129,9 +129,10 @@ def parse_broker(text: str) -> BrokerAddress:
     # DNS's limits (RFC 1035 2.3.4): the resolver's IDNA codec fails on them at connect time, which
     # every command took for a bug.
     name = host[:-1] if host.endswith(".") else host
-    if "" in name.split("."):
+    labels = name.split(".")
+    if "" in labels:
         raise AddressError(f"broker {shown}: an empty label in the host name (two dots, or a dot first)")
-    if max(len(label) for label in name.split(".")) > 63:
+    if max(len(label) for label in labels) > 63:
         raise AddressError(f"broker {shown}: a label of the host name is longer than 63 characters")
     if len(name) > 253:
         raise AddressError(f"broker {shown}: the host name is longer than 253 characters")

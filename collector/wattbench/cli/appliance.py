@@ -167,22 +167,17 @@ def build_config(args: argparse.Namespace) -> dict[str, Any]:
         elif isinstance(cfg["flash_dir"], str) and (problem := folder_problem(cfg["flash_dir"])):
             raise ValueError(f"--config {args.config}: flash_dir {problem}")
         return cfg
-    meter = {
-        name: MODEL_DEFAULTS[name] if getattr(args, name) is None else getattr(args, name)
-        for name in MODEL_DEFAULTS
-    }
     sim = {
-        name: SIM_DEFAULTS[name] if getattr(args, name) is None else getattr(args, name)
-        for name in SIM_DEFAULTS
+        name: default if getattr(args, name) is None else getattr(args, name)
+        for name, default in {**SIM_DEFAULTS, **MODEL_DEFAULTS}.items()
     }
-    steps = [[10, meter["idle_w"]], [10, meter["peak_w"]]] if sim["model"] == "steps" else None
+    steps = [[10, sim["idle_w"]], [10, sim["peak_w"]]] if sim["model"] == "steps" else None
     extra = {"steps": steps} if steps else {}
     dev = args.dev or "sim-01"
     return sim_config(
         dev=dev,
         broker=args.broker or "127.0.0.1:1883",
         **sim,
-        **meter,
         spool_dir=args.spool_dir or default_spool(dev),
         **extra,
     )
@@ -203,19 +198,13 @@ MODEL_OPTIONS = {
 
 def model_option_problem(args: argparse.Namespace) -> str | None:
     """A simulated meter's option that the chosen model (or --config) does not read."""
-    if args.config:
-        given = [name for name in SIM_DEFAULTS if getattr(args, name) is not None]
-        if given:
-            option = "--" + given[0].replace("_", "-")
-            return f"{option} is for --sim; --config runs the meters its file names"
+    given = [name for name in (*SIM_DEFAULTS, *MODEL_DEFAULTS) if getattr(args, name) is not None]
+    if args.config and given:
+        return f"--{given[0].replace('_', '-')} is for --sim; --config runs the meters its file names"
     model = args.model or SIM_DEFAULTS["model"]
     for name in MODEL_DEFAULTS:
-        if getattr(args, name) is None:
-            continue
-        option = SIM_METER_OPTIONS[name]
-        if args.config:
-            return f"{option} is for --sim; --config runs the meters its file names"
-        if name not in MODEL_OPTIONS[model]:
+        if name in given and name not in MODEL_OPTIONS[model]:
+            option = SIM_METER_OPTIONS[name]
             models = " and ".join(m for m, names in MODEL_OPTIONS.items() if name in names)
             return f"{option} is for the {models} models, not {model} (--model)"
     return None

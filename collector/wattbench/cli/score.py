@@ -96,15 +96,16 @@ def run(args: argparse.Namespace) -> int:
     except (TableError, ValueError) as exc:
         print(f"wattbench score: {args.file}: {exc}", file=sys.stderr)
         return 2
+    # --expect wins over the file's figure, and the line says which of the two it was
+    expected, origin, where = (
+        (args.expect, "expected", "--expect")
+        if args.expect is not None
+        else (table.published, "published", f"in {args.file.name}")
+    )
     check = None
-    if args.expect is not None:
-        difference = (tot.overall - args.expect) / args.expect
-        check = PublishedCheck(args.expect, args.tolerance, difference, "expected", "--expect")
-    elif table.published is not None:
-        difference = (tot.overall - table.published) / table.published
-        check = PublishedCheck(
-            table.published, args.tolerance, difference, "published", f"in {args.file.name}"
-        )
+    if expected is not None:
+        difference = (tot.overall - expected) / expected
+        check = PublishedCheck(expected, args.tolerance, difference, origin, where)
     scored = ScoredTable(table, tot, comparability(table), args.file.name, args.ops_label, check)
     outputs = outputs_from_args(args, ScoredTable)
     write_outputs(scored, outputs)

@@ -201,10 +201,18 @@ def resolve(
 NEIGHBOURS = 20
 
 
+def _shared(events: Sequence[Mapping[str, Any]], ours: set[str]) -> list[str]:
+    """Those of `ours` (DEV/CH) that a run's run_start named as its channels."""
+    named = next((e.get("channels") for e in events if e.get("event") == "run_start"), None) or []
+    return sorted(ours & {str(c) for c in named})
+
+
 def sharing_runs(store: Store, run: str, span: tuple[int, int], channels: Sequence[str]) -> list[str]:
     """The other runs whose events overlap `span` and that named one of `channels` (DEV/CH) on their
     run_start, each said with the channels it shared."""
     ours = set(channels)
+    if not ours:  # an ops-only run has no meter to share
+        return []
     runs = store.runs()
     at = runs.index(run) if run in runs else 0
     out = []
@@ -215,8 +223,7 @@ def sharing_runs(store: Store, run: str, span: tuple[int, int], channels: Sequen
         theirs = run_span(events)
         if theirs is None or theirs[1] < span[0] or theirs[0] > span[1]:
             continue
-        named = next((e.get("channels") for e in events if e.get("event") == "run_start"), None) or []
-        shared = sorted(ours & {str(c) for c in named})
+        shared = _shared(events, ours)
         if shared:
             out.append(f"run {other} drove {', '.join(shared)} at the same time")
     return out
@@ -231,13 +238,12 @@ def runs_driving(store: Store, channels: Sequence[str], now_ms: int) -> dict[str
     """The newest runs of the store still in progress on one of `channels`: run -> (the channels shared,
     ms since its last event, ms until it no longer counts as running)."""
     ours = set(channels)
-    out = {}
-    for other in store.runs()[:NEIGHBOURS]:
+    out: dict[str, tuple[list[str], int, int]] = {}
+    for other in store.runs()[:NEIGHBOURS] if ours else []:
         events = store.phases(other)
         if any(e.get("event") in ("run_end", "run_abort") for e in events):
             continue
-        named = next((e.get("channels") for e in events if e.get("event") == "run_start"), None) or []
-        shared = sorted(ours & {str(c) for c in named})
+        shared = _shared(events, ours)
         times = sorted(int(e["t"]) for e in events if "t" in e)
         if not shared or not times:
             continue

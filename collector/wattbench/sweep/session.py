@@ -211,7 +211,8 @@ def check_meter_free(setup: SweepSetup, choice: chans.Choice) -> None:
         return
     power = [s for s in choice.specs if s.role == "power"]
     busy = runs_driving(setup.store, [s.key for s in power], int(time.time() * 1000))
-    for other, (shared, quiet, left) in busy.items():
+    if busy:
+        other, (shared, quiet, left) = next(iter(busy.items()))
         raise chans.ChannelError(
             f"channel {', '.join(shared)}: run {other} is driving it (its last event "
             f"{quiet / 1000:.0f} s ago; a run stopped without its end counts for {left / 1000:.0f} s more): "
